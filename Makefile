@@ -1,0 +1,142 @@
+# octd - real-time OCT processing daemon.  Plain GNU make.
+#
+#   make            build everything (CUDA parts when nvcc is found)
+#   make check      build and run all tests (unit tests under ASan+UBSan, then end-to-end)
+#   make demo       simulator -> octd -> images (CPU when no GPU)
+#   make deps       install the Debian packages octd needs
+#   make bench      run octbench (CPU; add BENCH_ARGS=--backend=cuda on a GPU machine)
+#   make install    PREFIX=/usr/local DESTDIR=
+#   make bundle     relocatable tree in build/bundle (binaries + $ORIGIN rpath libs)
+
+PREFIX   ?= /usr/local
+DESTDIR  ?=
+BUILD    ?= build
+BIN      := bin
+CC       ?= gcc
+PYTHON   ?= /usr/bin/python3
+CUDA_HOME ?= /usr/local/cuda
+NVCC     ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nvcc && echo $(CUDA_HOME)/bin/nvcc; })
+# NO_CUDA=1 forces a CPU-only build.
+ifneq ($(NO_CUDA),)
+NVCC :=
+endif
+
+VERSION  := 0.1.0
+INCLUDES := -Ikernels -Iipc -Iconfig
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes
+BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN)
+CFLAGS   ?= -O2
+LIBS     := -lfftw3f -lfftw3f_threads -lfftw3 -lyaml -linih -lzmq -lpng -ldl -lm -lrt
+LDFLAGS  ?=
+
+CUDA_LIBS :=
+ifneq ($(NVCC),)
+BASE_CFLAGS += -DOCT_HAVE_CUDA
+NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
+             -Xcompiler -fPIC -Xcompiler -Wall -DOCT_HAVE_CUDA $(INCLUDES) -lineinfo
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas -lcudart
+endif
+
+# ---- sources ---------------------------------------------------------------
+LIB_SRC  := $(sort $(wildcard kernels/*.c ipc/*.c config/*.c))
+CU_SRC   := $(if $(NVCC),$(sort $(wildcard kernels/*.cu)))
+IPC_SRC  := $(sort $(wildcard ipc/*.c)) kernels/error.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+IPC_OBJ  := $(IPC_SRC:%.c=$(BUILD)/obj/%.o)
+TOOLS    := $(sort $(notdir $(patsubst %/,%,$(dir $(wildcard tools/*/main.c)))))
+PROGS    := $(BIN)/octd $(TOOLS:%=$(BIN)/%)
+TEST_LIB_SRC := $(sort $(wildcard tests/lib/*.c))
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TESTS    := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# Sanitizer build of the unit tests: CPU only (CUDA and ASan do not mix well).
+SAN_FLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
+SAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/san/%.o)
+SAN_TESTS := $(TEST_SRC:tests/%.c=$(BUILD)/san/tests/%)
+
+.PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak
+all: progs tests
+
+# ---- dependencies ----------------------------------------------------------
+DEPS_STAMP := $(BUILD)/.deps-ok
+$(DEPS_STAMP):
+	@tools/build/deps.sh --check >/dev/null 2>&1 || tools/build/deps.sh
+	@mkdir -p $(BUILD) && touch $@
+deps:
+	tools/build/deps.sh
+	@mkdir -p $(BUILD) && touch $(DEPS_STAMP)
+
+# ---- library ---------------------------------------------------------------
+lib: $(BUILD)/liboct.a $(BUILD)/liboctipc.so
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/liboct.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+# The IPC library alone, for acquisition programs (pkg-config octipc).
+$(BUILD)/liboctipc.so: $(IPC_OBJ)
+	$(CC) -shared -Wl,-soname,liboctipc.so.1 -pthread -o $@ $^ -lrt
+
+# ---- programs --------------------------------------------------------------
+progs: $(PROGS)
+
+$(BIN)/octd: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c)) $(BUILD)/liboct.a
+	@mkdir -p $(BIN)
+	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+
+define TOOL_RULE
+$(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(NVCC),$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard tools/$(1)/*.cu))) $(BUILD)/liboct.a
+	@mkdir -p $(BIN)
+	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $$(CUDA_LIBS)
+endef
+$(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+
+# ---- tests -----------------------------------------------------------------
+tests: $(TESTS) $(SAN_TESTS)
+
+$(BUILD)/tests/%: tests/%.c $(TEST_LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/liboct.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(CFLAGS) -Itests -o $@ $^ $(LIBS) $(CUDA_LIBS) $(shell pkg-config --libs check)
+
+$(BUILD)/san/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DOCT_HAVE_CUDA,$(BASE_CFLAGS)) $(SAN_FLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/san/liboct.a: $(SAN_LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/san/tests/%: tests/%.c $(SAN_TEST_LIB_OBJ) $(BUILD)/san/liboct.a | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(filter-out -DOCT_HAVE_CUDA,$(BASE_CFLAGS)) $(SAN_FLAGS) -Itests -o $@ $^ $(LIBS) $(shell pkg-config --libs check)
+
+# make check: unit tests under ASan+UBSan (CPU), the CUDA tests when a device
+# is present (skipped, saying so, when not), then the end-to-end scripts.
+check: $(DEPS_STAMP) all
+	BUILD=$(BUILD) BIN=$(BIN) PYTHON=$(PYTHON) tests/run.sh
+
+# ---- tools around the build ------------------------------------------------
+demo: $(DEPS_STAMP) progs
+	BIN=$(BIN) PYTHON=$(PYTHON) tools/build/demo.sh
+
+bench: $(DEPS_STAMP) progs
+	$(BIN)/octbench $(BENCH_ARGS)
+
+install: all
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) tools/build/install.sh
+
+bundle: all
+	BUILD=$(BUILD) BIN=$(BIN) CUDA_HOME=$(CUDA_HOME) tools/build/bundle.sh
+
+clean:
+	rm -rf $(BUILD) $(BIN)
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,154 @@
+/* oct_config.h - octd's files: the daemon's octd.ini (SPEC 5.1, inih), the
+ * processing profile (SPEC 5.2, libyaml), mask and reference arrays (SPEC 5.3,
+ * raw or .npy), .npy frames and images, and 8-bit PNG output (libpng).
+ *
+ * Every loader reports errors through oct_error with the file, the line and
+ * the key (or the sizes) that are wrong.
+ */
+#ifndef OCT_CONFIG_H
+#define OCT_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../kernels/oct_engine.h"
+#include "../kernels/oct_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OCT_PATH_MAX 4096
+
+/* ---------------- octd.ini (SPEC 5.1) ---------------- */
+#define OCT_MAX_ENDPOINTS 8
+
+typedef struct oct_daemon_config {
+    /* [engine] */
+    oct_backend backend;        /* auto */
+    int device;                 /* 0 */
+    int threads;                /* 0 = all cores */
+    oct_precision precision;    /* fp32 */
+    /* [ring] */
+    char ring_frames[256];      /* /octd-frames */
+    char ring_control[256];     /* /octd-control */
+    char ring_status[256];      /* /octd-status */
+    int policy;                 /* oct_ring_policy: 0 latest, 1 all */
+    /* [publish] */
+    char endpoints[OCT_MAX_ENDPOINTS][256]; /* tcp://127.0.0.1:5556 */
+    int endpoint_count;
+    int sndhwm;                 /* 4 */
+    /* [profile] */
+    char profile_path[OCT_PATH_MAX]; /* resolved relative to the ini's directory */
+    /* [save] */
+    char save_dir[OCT_PATH_MAX];     /* resolved relative to the ini's directory; "" = none */
+    /* [log] */
+    int log_level;              /* syslog priority: LOG_ERR .. LOG_DEBUG; info = 6 */
+    char source_path[OCT_PATH_MAX];  /* the file it was read from */
+} oct_daemon_config;
+
+void oct_daemon_config_default(oct_daemon_config *c);
+/* Reads an ini file.  Unknown sections/keys, bad values, a missing file:
+ * OCT_EPARSE / OCT_EINVAL / OCT_EIO with "FILE:LINE: [section] key: ...". */
+oct_err oct_daemon_config_load(oct_daemon_config *c, const char *path, oct_error *e);
+/* Same from a memory buffer (name used in messages); for fuzzing and tests. */
+oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,
+                                const char *name, oct_error *e);
+
+/* ---------------- profile (SPEC 5.2) ---------------- */
+typedef struct oct_profile {
+    char source_path[OCT_PATH_MAX];
+    bool has_geometry;           /* geometry: given in the profile */
+    oct_geometry geom;
+    oct_params params;           /* initial control values */
+    /* MSI masks */
+    char masks_path[OCT_PATH_MAX];  /* resolved; "" = none */
+    uint32_t masks_type;         /* oct_sample_type of a raw mask file (f32 default) */
+    uint32_t masks_count;        /* R declared (0 = from the file) */
+    bool masks_normalize;
+    /* background reference */
+    char reference_path[OCT_PATH_MAX]; /* resolved; "" = none */
+} oct_profile;
+
+/* Parses a profile; values not given keep oct_params_default() values.
+ * Relative paths are resolved against the profile's directory.  Checks
+ * every key, type and range it can without the geometry; errors name
+ * "FILE:LINE: key: ..." */
+oct_err oct_profile_load(oct_profile *p, const char *path, oct_error *e);
+oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const char *path,
+                          oct_error *e);
+
+/* Loaded arrays of a profile, ready for oct_setup. */
+typedef struct oct_profile_data {
+    float *masks;        /* R x M, NULL when none */
+    uint32_t mask_count; /* R */
+    float *reference;    /* M, NULL when none */
+} oct_profile_data;
+
+/* Loads the masks and the reference of a profile for M samples (the masks
+ * only when MSI is among the methods or a mask file is given). */
+oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profile_data *d,
+                              oct_error *e);
+void oct_profile_data_free(oct_profile_data *d);
+
+/* ---------------- arrays: .npy and raw (SPEC 5.3) ---------------- */
+typedef enum oct_dtype {
+    OCT_DTYPE_NONE = 0,
+    OCT_DTYPE_U8,
+    OCT_DTYPE_U16,
+    OCT_DTYPE_I16,
+    OCT_DTYPE_F32,
+    OCT_DTYPE_F64
+} oct_dtype;
+
+size_t oct_dtype_size(oct_dtype t);
+const char *oct_dtype_name(oct_dtype t);  /* "u8", "u16", ... */
+
+#define OCT_NPY_MAX_DIMS 8
+typedef struct oct_array {
+    oct_dtype dtype;
+    int ndim;
+    uint64_t shape[OCT_NPY_MAX_DIMS];
+    uint64_t count;     /* product of shape */
+    void *data;         /* little-endian, C order (malloc'd) */
+} oct_array;
+
+void oct_array_free(oct_array *a);
+
+/* Reads a .npy file (versions 1-3; dtypes |u1 <u2 <i2 <f4 <f8 and their
+ * big-endian forms, which are swapped; C order only).  Bounds-checks every
+ * size against the file length. */
+oct_err oct_npy_load(const char *path, oct_array *a, oct_error *e);
+oct_err oct_npy_parse(const void *buf, size_t len, const char *name, oct_array *a, oct_error *e);
+/* Writes a .npy atomically (a temporary file in the same directory, fsync,
+ * rename); nothing is left behind on failure. */
+oct_err oct_npy_save(const char *path, oct_dtype dtype, int ndim, const uint64_t *shape,
+                     const void *data, oct_error *e);
+
+/* Loads a mask or reference set as R x M floats: .npy (any supported dtype,
+ * shape (R, M) or (M,) for R = 1) or raw little-endian of `raw_type`.
+ * expect_rows = 0 accepts any R.  A size mismatch is OCT_ESIZE naming the
+ * file and both sizes.  Non-finite values are rejected. */
+oct_err oct_load_spectra(const char *path, uint32_t raw_type, uint32_t samples,
+                         uint32_t expect_rows, float **out, uint32_t *rows, oct_error *e);
+
+/* ---------------- PNG ---------------- */
+/* Writes an 8-bit gray PNG (height x width) atomically. */
+oct_err oct_png_save_gray(const char *path, const uint8_t *pixels, uint32_t width,
+                          uint32_t height, oct_error *e);
+/* Reads an 8-bit gray PNG (for tests); *pixels is malloc'd. */
+oct_err oct_png_load_gray(const char *path, uint8_t **pixels, uint32_t *width,
+                          uint32_t *height, oct_error *e);
+
+/* ---------------- misc file helpers ---------------- */
+/* Writes a whole buffer atomically: path.tmp.PID in the same directory,
+ * fsync, rename.  On failure nothing is left behind. */
+oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oct_error *e);
+/* Joins dir and a relative path; an absolute path is kept. */
+void oct_path_resolve(char *out, size_t out_len, const char *base_dir, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

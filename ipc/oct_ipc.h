@@ -1,0 +1,337 @@
+/* oct_ipc.h - octd's shared-memory ABI 1.0 (SPEC section 3) and the small
+ * library that both sides use.  Link with `pkg-config --libs octipc`.
+ *
+ *  frame ring     producer (acquirer) writes, consumers (octd) read-only
+ *  control block  operators' programs write (seqlock), octd reads
+ *  status block   octd writes, anyone reads
+ *
+ * All multi-byte fields are little-endian; fields marked "atomic" are only
+ * accessed with 64/32-bit atomic loads (acquire) and stores (release).
+ */
+#ifndef OCT_IPC_H
+#define OCT_IPC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oct_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OCT_ABI_MAJOR 1u
+#define OCT_ABI_MINOR 0u
+
+#define OCT_RING_DEFAULT "/octd-frames"
+#define OCT_CONTROL_DEFAULT "/octd-control"
+#define OCT_STATUS_DEFAULT "/octd-status"
+
+/* ------------------------------------------------------------------ */
+/* 3.1 frame ring                                                      */
+/* ------------------------------------------------------------------ */
+#define OCT_RING_MAGIC "OCTRING"   /* 8 bytes with the NUL */
+#define OCT_RING_HEADER_BYTES 4096u
+#define OCT_SLOT_HEADER_BYTES 4096u
+
+enum oct_ring_state { OCT_RING_INIT = 0, OCT_RING_READY = 1, OCT_RING_CLOSED = 2 };
+
+typedef struct oct_ring_header {
+    char magic[8];              /*   0 "OCTRING\0" */
+    uint32_t abi_major;         /*   8 */
+    uint32_t abi_minor;         /*  12 */
+    uint32_t header_bytes;      /*  16 = 4096 */
+    uint32_t slot_count;        /*  20 power of two >= 2 */
+    uint64_t slot_stride;       /*  24 multiple of 4096 */
+    uint64_t slot0_offset;      /*  32 multiple of 4096 */
+    uint32_t samples;           /*  40 M */
+    uint32_t ascans;            /*  44 N */
+    uint32_t lines;             /*  48 L */
+    uint32_t sample_type;       /*  52 oct_sample_type */
+    uint32_t sample_shift;      /*  56 */
+    uint32_t flags;             /*  60 */
+    uint64_t epoch;             /*  64 non-zero, new per creation */
+    uint64_t producer_pid;      /*  72 */
+    uint64_t producer_start_ns; /*  80 CLOCK_REALTIME */
+    uint64_t frame_bytes;       /*  88 */
+    uint8_t pad0[128 - 96];
+    uint64_t write_seq;         /* 128 atomic: frames committed */
+    uint8_t pad1[192 - 136];
+    uint64_t heartbeat_ns;      /* 192 atomic: CLOCK_MONOTONIC */
+    uint8_t pad2[256 - 200];
+    uint32_t state;             /* 256 atomic: oct_ring_state, READY stored last */
+    uint8_t pad3[4096 - 260];
+} oct_ring_header;
+
+typedef struct oct_slot_header {
+    uint64_t seq;               /*   0 atomic: 2n+1 writing, 2n+2 committed */
+    uint64_t frame_id;          /*   8 */
+    uint64_t t_acq_ns;          /*  16 CLOCK_REALTIME */
+    uint32_t flags;             /*  24 */
+    uint8_t pad[4096 - 28];
+} oct_slot_header;
+
+/* ------------------------------------------------------------------ */
+/* 3.2 control block                                                   */
+/* ------------------------------------------------------------------ */
+#define OCT_CONTROL_MAGIC "OCTCTRL"
+#define OCT_CONTROL_BYTES 4096u
+
+enum oct_command {
+    OCT_CMD_NONE = 0,
+    OCT_CMD_ONLINE = 1,
+    OCT_CMD_SNAPSHOT = 2,
+    OCT_CMD_REVIEW = 3,
+    OCT_CMD_SAVE_RAW = 4,
+    OCT_CMD_SAVE_IMAGES = 5
+};
+
+typedef struct oct_control_block {
+    char magic[8];              /*   0 "OCTCTRL\0" */
+    uint32_t abi_major;         /*   8 */
+    uint32_t abi_minor;         /*  12 */
+    uint32_t block_bytes;       /*  16 = 4096 */
+    uint8_t pad0[64 - 20];
+    uint64_t seq;               /*  64 atomic seqlock: odd while a writer is inside */
+    uint8_t pad1[128 - 72];
+    uint32_t methods;           /* 128 */
+    uint32_t window;            /* 132 */
+    float window_param;         /* 136 */
+    int32_t freq_cutoff;        /* 140 */
+    int32_t msi_lag_lo;         /* 144 */
+    int32_t msi_lag_hi;         /* 148 */
+    uint32_t scale;             /* 152 */
+    uint32_t background;        /* 156 */
+    int32_t enface_start;       /* 160 */
+    int32_t enface_step;        /* 164 */
+    int32_t enface_count;       /* 168 */
+    int32_t xsec_h_index;       /* 172 */
+    int32_t xsec_v_index;       /* 176 */
+    float gsc[3];               /* 180 bscan, enface, confocal */
+    float contrast[3];          /* 192 */
+    float brightness[3];        /* 204 */
+    uint32_t products;          /* 216 */
+    uint8_t pad2[224 - 220];
+    uint64_t command_seq;       /* 224 incremented by a writer to issue `command` */
+    uint32_t command;           /* 232 enum oct_command */
+    uint8_t pad3[4096 - 236];
+} oct_control_block;
+
+/* The values of the control block as one plain struct (no seq, no padding
+ * semantics): what a reader gets and a writer sets in one generation. */
+typedef struct oct_control_values {
+    uint32_t methods;
+    uint32_t window;
+    float window_param;
+    int32_t freq_cutoff;
+    int32_t msi_lag_lo;
+    int32_t msi_lag_hi;
+    uint32_t scale;
+    uint32_t background;
+    int32_t enface_start;
+    int32_t enface_step;
+    int32_t enface_count;
+    int32_t xsec_h_index;
+    int32_t xsec_v_index;
+    float gsc[3];
+    float contrast[3];
+    float brightness[3];
+    uint32_t products;
+    uint64_t command_seq;
+    uint32_t command;
+} oct_control_values;
+
+/* ------------------------------------------------------------------ */
+/* 3.3 status block (written only by octd)                             */
+/* ------------------------------------------------------------------ */
+#define OCT_STATUS_MAGIC "OCTSTAT"
+#define OCT_STATUS_BYTES 4096u
+
+enum oct_daemon_state {
+    OCT_STATE_STARTING = 0,
+    OCT_STATE_ONLINE = 1,
+    OCT_STATE_REVIEW = 2,
+    OCT_STATE_ERROR = 3,
+    OCT_STATE_STOPPING = 4
+};
+const char *oct_daemon_state_name(uint32_t state);
+
+/* Result of a command (command_result). */
+enum oct_command_result { OCT_CMDRES_OK = 0, OCT_CMDRES_REFUSED = 1, OCT_CMDRES_FAILED = 2 };
+
+/* Layout (naturally aligned): the status block is written by one process
+ * (octd) under its own seqlock `seq` (odd while octd is writing); counters
+ * are also individually atomic so a reader may take them without the lock. */
+typedef struct oct_status_block {
+    char magic[8];              /*    0 "OCTSTAT\0" */
+    uint32_t abi_major;         /*    8 */
+    uint32_t abi_minor;         /*   12 */
+    uint32_t block_bytes;       /*   16 = 4096 */
+    uint32_t state;             /*   20 atomic: oct_daemon_state */
+    uint64_t pid;               /*   24 */
+    uint64_t seq;               /*   32 atomic seqlock over the text fields */
+    uint64_t heartbeat_ns;      /*   40 atomic CLOCK_MONOTONIC */
+    char backend[32];           /*   48 "cpu" / "cuda" */
+    char device[96];            /*   80 */
+    uint64_t ring_epoch;        /*  176 */
+    uint32_t ring_samples;      /*  184 */
+    uint32_t ring_ascans;       /*  188 */
+    uint32_t ring_lines;        /*  192 */
+    uint32_t ring_sample_type;  /*  196 */
+    uint64_t applied_gen;       /*  200 atomic: control generation in use */
+    uint64_t rejected_gen;      /*  208 atomic: last rejected generation (0 none) */
+    char rejected_reason[128];  /*  216 */
+    uint64_t command_ack_seq;   /*  344 atomic: command_seq last handled */
+    uint32_t command_result;    /*  352 enum oct_command_result */
+    uint32_t pad0;              /*  356 */
+    char command_message[128];  /*  360 */
+    uint64_t frames_seen;       /*  488 atomic counters from here */
+    uint64_t frames_processed;  /*  496 */
+    uint64_t frames_skipped;    /*  504 */
+    uint64_t frames_torn;       /*  512 */
+    uint64_t ring_reattaches;   /*  520 */
+    uint64_t images_published;  /*  528 */
+    uint64_t publish_drops;     /*  536 */
+    uint64_t last_frame_id;     /*  544 */
+    uint64_t last_latency_ns;   /*  552 commit -> last message sent */
+    uint64_t start_ns;          /*  560 CLOCK_REALTIME of octd's start */
+    uint8_t pad1[4096 - 568];
+} oct_status_block;
+
+/* ------------------------------------------------------------------ */
+/* library: frame ring                                                 */
+/* ------------------------------------------------------------------ */
+
+/* Producer side. */
+typedef struct oct_ring_producer oct_ring_producer;
+
+typedef struct oct_ring_config {
+    oct_geometry geom;
+    uint32_t slot_count;  /* power of two >= 2; 0 = default 8 */
+    uint32_t mode;        /* 0 = 0660 */
+} oct_ring_config;
+
+/* Unlinks any old ring of that name and creates a new one (new epoch),
+ * READY when this returns.  A heartbeat thread is NOT started: call
+ * oct_ring_producer_heartbeat() at least every 100 ms (commit does it). */
+oct_err oct_ring_producer_create(oct_ring_producer **out, const char *name,
+                                 const oct_ring_config *cfg, oct_error *e);
+/* Begins frame n = write_seq: returns a pointer to the slot's payload
+ * (frame_bytes long, page aligned), marks the slot as being written. */
+void *oct_ring_producer_begin(oct_ring_producer *p);
+/* Commits the frame begun last. */
+void oct_ring_producer_commit(oct_ring_producer *p, uint64_t frame_id, uint64_t t_acq_ns);
+void oct_ring_producer_heartbeat(oct_ring_producer *p);
+const oct_ring_header *oct_ring_producer_header(const oct_ring_producer *p);
+/* Marks the ring CLOSED, unmaps; unlink = also remove the name. */
+void oct_ring_producer_close(oct_ring_producer *p, bool unlink_name);
+
+/* Consumer side. */
+typedef struct oct_ring_consumer oct_ring_consumer;
+
+typedef enum oct_ring_policy { OCT_POLICY_LATEST = 0, OCT_POLICY_ALL = 1 } oct_ring_policy;
+
+typedef struct oct_frame_info {
+    uint64_t seq;          /* frame number n (0-based) */
+    uint64_t frame_id;
+    uint64_t t_acq_ns;
+    uint64_t epoch;
+    uint64_t commit_ns;    /* CLOCK_REALTIME when the consumer saw it committed (approx.) */
+    uint64_t skipped;      /* frames skipped (policy latest) or lost (lapped) before this one */
+} oct_frame_info;
+
+typedef struct oct_ring_stats {
+    uint64_t frames_seen, frames_taken, frames_skipped, frames_lost, frames_torn, reattaches;
+} oct_ring_stats;
+
+/* Attaches read-only (O_RDONLY, PROT_READ); validates magic, ABI major,
+ * header_bytes, geometry, slot layout and that the object is big enough.
+ * OCT_ENOENT when absent, OCT_EAGAIN while state is INIT. */
+oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_error *e);
+void oct_ring_consumer_close(oct_ring_consumer *c);
+const oct_ring_header *oct_ring_consumer_header(const oct_ring_consumer *c);
+void oct_ring_consumer_geometry(const oct_ring_consumer *c, oct_geometry *g);
+
+/* Waits up to timeout_ms for the next frame (per policy) and copies it
+ * into dst (frame_bytes).  Returns OCT_OK with info filled, OCT_ETIMEDOUT,
+ * OCT_ETORN (copy discarded, counted; call again), OCT_ECLOSED (state
+ * CLOSED), OCT_ESTALE (epoch changed, object unlinked/replaced or heartbeat
+ * older than stale_ms): the caller closes and re-opens.  Sleeps, never spins. */
+oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
+                               size_t dst_bytes, int timeout_ms, oct_frame_info *info,
+                               oct_error *e);
+/* Zero-copy variant for DMA: picks the next frame per policy and returns a
+ * pointer into the mapping; after using it call oct_ring_consumer_verify()
+ * which returns OCT_OK if the slot still holds that frame, else OCT_ETORN. */
+oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
+                               const void **frame, oct_frame_info *info, oct_error *e);
+oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info);
+void oct_ring_consumer_stats(const oct_ring_consumer *c, oct_ring_stats *s);
+/* Heartbeat older than this many ms counts as stale (default 2000). */
+void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms);
+
+/* Validates a ring header (everything a consumer checks) for an object of
+ * object_bytes bytes; the message names the field.  Used by the fuzzer. */
+oct_err oct_ring_header_check(const oct_ring_header *h, uint64_t object_bytes, oct_error *e);
+
+/* ------------------------------------------------------------------ */
+/* library: control block                                              */
+/* ------------------------------------------------------------------ */
+typedef struct oct_control oct_control;
+
+/* octd: creates (or re-initialises) the block with initial values, mode 0660. */
+oct_err oct_control_create(oct_control **out, const char *name, const oct_control_values *init,
+                           uint32_t mode, oct_error *e);
+/* writers (octctl, UIs): attach read-write; readers: writable = false. */
+oct_err oct_control_open(oct_control **out, const char *name, bool writable, oct_error *e);
+void oct_control_close(oct_control *c, bool unlink_name);
+
+/* Reader: up to `attempts` tries (each: load seq (acquire), copy, fence,
+ * reload seq).  OCT_OK with *gen = seq/2 and the values; OCT_EAGAIN when a
+ * writer was inside every time (never spins beyond attempts). */
+oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen);
+/* Current generation without reading the values. */
+uint64_t oct_control_generation(const oct_control *c);
+
+/* Writer: lock (flock on a side lock file, so writers in several processes
+ * serialise and a dead writer's lock is released), read the current values,
+ * call fn to modify them, write them as one generation.  Returns the new
+ * generation in *gen.  A writer that finds the seq odd (a writer died inside)
+ * completes the generation itself. */
+typedef void (*oct_control_edit_fn)(oct_control_values *v, void *arg);
+oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
+                          oct_error *e);
+/* Issues a command: increments command_seq and sets command in one generation. */
+oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
+                            oct_error *e);
+
+/* Validates a control block's header (magic, abi, size). */
+oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes, oct_error *e);
+
+/* ------------------------------------------------------------------ */
+/* library: status block                                               */
+/* ------------------------------------------------------------------ */
+typedef struct oct_status oct_status;
+
+oct_err oct_status_create(oct_status **out, const char *name, uint32_t mode, oct_error *e);
+oct_err oct_status_open(oct_status **out, const char *name, oct_error *e); /* read-only */
+void oct_status_close(oct_status *s, bool unlink_name);
+/* Direct access to the mapped block: octd updates counters with atomic
+ * stores, text fields between oct_status_begin()/oct_status_end(). */
+oct_status_block *oct_status_block_ptr(oct_status *s);
+void oct_status_begin(oct_status *s);
+void oct_status_end(oct_status *s);
+/* Reader: a consistent copy (bounded attempts). */
+oct_err oct_status_read(oct_status *s, oct_status_block *copy);
+
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+/* ------------------------------------------------------------------ */
+uint64_t oct_time_realtime_ns(void);
+uint64_t oct_time_monotonic_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,202 @@
+/* oct_engine.h - the backend-neutral OCT processing engine (SPEC section 2).
+ *
+ * Plan once, execute many (as FFTW):
+ *   oct_engine_create()      plans FFTs / GEMM matrices for a geometry and a set-up
+ *   oct_engine_set_params()  changes live control values between frames; only what
+ *                            depends on a changed value is recomputed
+ *   oct_engine_process()     turns one raw frame into products (oct_products)
+ *   oct_engine_destroy()
+ *
+ * An engine is used by one thread at a time; it may use many threads inside.
+ */
+#ifndef OCT_ENGINE_H
+#define OCT_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "oct_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- enumerations, numbered as in the control block (SPEC 3.2) ---- */
+enum oct_method { OCT_METHOD_CFD = 0, OCT_METHOD_MSI = 1, OCT_METHOD_COUNT = 2 };
+#define OCT_METHOD_BIT(m) (1u << (m))
+#define OCT_METHODS_ALL (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI))
+
+enum oct_window {
+    OCT_WINDOW_RECT = 0,
+    OCT_WINDOW_HANN = 1,
+    OCT_WINDOW_HAMMING = 2,
+    OCT_WINDOW_BLACKMAN = 3,
+    OCT_WINDOW_GAUSSIAN = 4, /* param: sigma as a fraction of M, > 0 */
+    OCT_WINDOW_TUKEY = 5,    /* param: alpha in [0, 1] */
+    OCT_WINDOW_COUNT = 6
+};
+
+enum oct_scale { OCT_SCALE_LINEAR = 0, OCT_SCALE_LOG = 1 };
+
+enum oct_background {
+    OCT_BG_NONE = 0,
+    OCT_BG_REFERENCE = 1,
+    OCT_BG_FRAME_MEAN = 2
+};
+
+/* Gray-scale classes (index of gsc/contrast/brightness). */
+enum oct_class { OCT_CLASS_BSCAN = 0, OCT_CLASS_ENFACE = 1, OCT_CLASS_CONFOCAL = 2, OCT_CLASS_COUNT = 3 };
+
+/* Products; the bit of kind k in oct_params.products is 1u << k. */
+enum oct_kind {
+    OCT_KIND_BSCAN = 0,    /* L = 1: [D][N] */
+    OCT_KIND_ENFACE = 1,   /* L > 1: [Q][L][N] */
+    OCT_KIND_CONFOCAL = 2, /* L > 1: [L][N] */
+    OCT_KIND_XSEC_H = 3,   /* L > 1: [D][N] of line xsec_h */
+    OCT_KIND_XSEC_V = 4,   /* L > 1: [D][L] of A-scan column xsec_v */
+    OCT_KIND_VOLUME = 5,   /* L > 1: [L][N][D] */
+    OCT_KIND_COUNT = 6
+};
+#define OCT_PRODUCT_BIT(k) (1u << (k))
+#define OCT_PRODUCT_F32 (1u << 8) /* also deliver float32 intensities */
+#define OCT_PRODUCTS_KNOWN (0x3fu | OCT_PRODUCT_F32)
+
+/* Names used in topics, files and profiles: "cfd", "msi"; "bscan", "enface", ... */
+const char *oct_method_name(int method);
+const char *oct_kind_name(int kind);
+const char *oct_window_name(int window);
+/* Gray class of a product kind (bscan, xsec_h, xsec_v, volume -> OCT_CLASS_BSCAN). */
+int oct_kind_class(int kind);
+
+/* ---- live control values: a mirror of the control block (SPEC 3.2) ---- */
+typedef struct oct_params {
+    uint32_t methods;      /* OCT_METHOD_BIT(...) | ... */
+    uint32_t window;       /* enum oct_window */
+    float window_param;
+    int32_t freq_cutoff;   /* F >= 0 */
+    int32_t lag_lo;        /* W1 */
+    int32_t lag_hi;        /* W2; -M/2 < W1 <= W2 < M/2 */
+    uint32_t scale;        /* enum oct_scale */
+    uint32_t background;   /* enum oct_background */
+    int32_t enface_start;
+    int32_t enface_step;
+    int32_t enface_count;
+    int32_t xsec_h;        /* line index for xsec_h, < L */
+    int32_t xsec_v;        /* A-scan index for xsec_v, < N */
+    float gsc[OCT_CLASS_COUNT];
+    float contrast[OCT_CLASS_COUNT];
+    float brightness[OCT_CLASS_COUNT];
+    uint32_t products;     /* OCT_PRODUCT_BIT(...) | OCT_PRODUCT_F32 */
+} oct_params;
+
+/* Defaults: CFD only, hann, F = 0, lags [0, 0], linear, no background,
+ * en-face start 0 step 1 count 1, xsec 0/0, gsc = contrast = 1, brightness 0,
+ * products bscan|enface|confocal|xsec_h|xsec_v. */
+void oct_params_default(oct_params *p);
+
+/* Validates a whole set of values against a geometry and what the engine was
+ * set up with (mask_count: R, 0 = no masks; have_reference).  Every rule of
+ * SPEC 3.2/2 is checked; the message names the field and the allowed range. */
+oct_err oct_params_validate(const oct_params *p, const oct_geometry *g,
+                            uint32_t mask_count, bool have_reference, oct_error *e);
+
+/* ---- set-up: what is fixed for the life of an engine ---- */
+typedef enum oct_backend { OCT_BACKEND_AUTO = 0, OCT_BACKEND_CPU = 1, OCT_BACKEND_CUDA = 2 } oct_backend;
+typedef enum oct_precision { OCT_PRECISION_FP32 = 0, OCT_PRECISION_TF32 = 1 } oct_precision;
+/* MSI algorithm: R inverse FFTs per spectrum, or one matrix product with a
+ * matrix of shifted masks.  AUTO picks the cheaper by a cost model. */
+typedef enum oct_msi_path { OCT_MSI_AUTO = 0, OCT_MSI_FFT = 1, OCT_MSI_GEMM = 2 } oct_msi_path;
+
+/* Set-up flags */
+#define OCT_SETUP_QUICK_PLAN 1u /* plan FFTs without measuring (tests, tools) */
+
+typedef struct oct_setup {
+    oct_geometry geom;
+    const float *masks;      /* R x M raw mask spectra (copied); NULL when no MSI */
+    uint32_t mask_count;     /* R */
+    bool normalize_masks;    /* scale each filtered mask to unit L2 norm */
+    const float *reference;  /* M floats (copied); NULL = no reference background */
+    oct_backend backend;
+    int device;              /* CUDA device index */
+    int threads;             /* CPU threads; 0 = all cores */
+    oct_precision precision;
+    oct_msi_path msi_path;
+    uint32_t flags;          /* OCT_SETUP_* */
+} oct_setup;
+
+void oct_setup_default(oct_setup *s);
+
+/* ---- products: caller-owned result buffers, grown by the engine as needed ---- */
+typedef struct oct_image {
+    bool present;          /* produced by the last oct_engine_process() */
+    int ndim;              /* 2 or 3 */
+    uint32_t shape[3];     /* C order: [D][N], [Q][L][N], [L][N], [D][L], [L][N][D] */
+    size_t count;          /* number of pixels */
+    uint8_t *u8;           /* gray levels (SPEC 2.5), always filled when present */
+    float *f32;            /* intensities; filled when params.products has OCT_PRODUCT_F32 */
+    int32_t *indices;      /* en-face: the depth index of each slice; xsec: the one index */
+    uint32_t n_indices;
+    uint32_t requested;    /* en-face: enface_count asked for (n_indices <= requested) */
+    /* private: capacities */
+    size_t cap_pixels, cap_indices;
+} oct_image;
+
+typedef struct oct_products {
+    oct_image img[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+    uint64_t frame;        /* count of frames processed into this object */
+} oct_products;
+
+oct_products *oct_products_create(void);
+void oct_products_destroy(oct_products *p);
+/* Ensures img has room for `pixels` pixels (u8 and, if want_f32, f32) and
+ * `indices` indices; used by backends.  Never shrinks. */
+oct_err oct_image_reserve(oct_image *img, size_t pixels, bool want_f32, size_t indices);
+
+/* ---- the engine ---- */
+typedef struct oct_engine oct_engine;
+
+/* Plans an engine.  `params` are the initial control values (validated).
+ * backend AUTO takes CUDA when built in and a device is usable, else CPU. */
+oct_err oct_engine_create(oct_engine **out, const oct_setup *setup,
+                          const oct_params *params, oct_error *e);
+void oct_engine_destroy(oct_engine *eng);
+
+/* Validates and adopts new control values; on error the old ones stay. */
+oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_error *e);
+const oct_params *oct_engine_params(const oct_engine *eng);
+const oct_setup *oct_engine_setup(const oct_engine *eng); /* masks/reference are NULL here */
+
+/* Processes one frame of exactly oct_geometry_frame_bytes() bytes.
+ * Non-finite f32 samples are an error (OCT_EINVAL naming the spectrum). */
+oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_bytes,
+                           oct_products *out, oct_error *e);
+
+const char *oct_engine_backend_name(const oct_engine *eng); /* "cpu", "cuda" */
+const char *oct_engine_device_name(const oct_engine *eng);  /* CPU model or GPU name */
+oct_msi_path oct_engine_msi_path(const oct_engine *eng);    /* path in use (FFT or GEMM) */
+/* Number of depths D of a method: M/2+1 for CFD, R for MSI. */
+uint32_t oct_engine_depths(const oct_engine *eng, int method);
+
+/* Whether the CUDA backend was built in, and whether a device is usable
+ * (the message says why not).  Initialises CUDA: never fork after calling. */
+bool oct_cuda_built(void);
+oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e);
+
+/* Stage timings of the last oct_engine_process(), in milliseconds (for octbench). */
+typedef struct oct_stage_times {
+    double h2d_ms;       /* host -> device copy of the frame (CUDA; 0 on CPU) */
+    double convert_ms;   /* conversion, background, window */
+    double cfd_ms;       /* CFD FFT + magnitude */
+    double msi_ms;       /* MSI correlation + lag sum */
+    double products_ms;  /* product assembly + gray mapping */
+    double d2h_ms;       /* device -> host copy of the products (CUDA; 0 on CPU) */
+    double total_ms;     /* whole oct_engine_process() call */
+    double device_ms;    /* CUDA: device time without the copies (events); CPU: = total */
+} oct_stage_times;
+void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,39 @@
+/* bench.h - the parts of octbench.  main.c parses the options and calls
+ * each part; every part prints its own table and returns 0 on success. */
+#ifndef OCTBENCH_H
+#define OCTBENCH_H
+
+#include <stdbool.h>
+
+#include "oct_engine.h"
+
+typedef struct octbench_opts {
+    oct_backend backend;    /* --backend auto|cpu|cuda */
+    int warmup;             /* --warmup N runs before timing */
+    int reps;               /* --reps N timed runs (median reported) */
+    int threads;            /* --threads N (CPU), 0 = all cores */
+    oct_precision precision;/* --precision fp32|tf32 */
+    const char *only;       /* --only NAME: run one workload/part */
+    bool quick;             /* --quick: fewer reps, smaller sizes (smoke test) */
+    bool seed;              /* run the seed baselines (default on) */
+    bool ipc;               /* --ipc: the shared-memory benchmark */
+    bool e2e;               /* --e2e: ring -> octd -> subscriber */
+    const char *json;       /* --json FILE: also write results as JSON lines */
+} octbench_opts;
+
+/* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
+ * chosen backend, and the in-process seed baselines (bench_engine.c). */
+int octbench_engine(const octbench_opts *o);
+/* CPU seed baseline: the thesis' sequential MSI (Algorithm 5.6); ms per frame. */
+double octbench_seed_cpu_msi(const octbench_opts *o, int samples, int ascans, int lines,
+                             int masks, int lag_lo, int lag_hi, const int *depths, int ndepths);
+/* GPU seed baseline: the thesis' fine-grained GPU approach (Algorithms 5.8,
+ * 5.15); device ms per frame, or < 0 when not built / no device (seed_gpu.cu). */
+double octbench_seed_gpu_msi(const octbench_opts *o, int samples, int ascans, int lines,
+                             int masks, int lag_lo, int lag_hi, const int *depths, int ndepths);
+/* Shared-memory ring throughput and latency (bench_ipc.c). */
+int octbench_ipc(const octbench_opts *o);
+/* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */
+int octbench_e2e(const octbench_opts *o);
+
+#endif
