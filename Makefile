@@ -10,8 +10,7 @@
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
-BUILD    ?= build
-BIN      := bin
+BIN      ?= bin
 CC       ?= gcc
 PYTHON   ?= /usr/bin/python3
 CUDA_HOME ?= /usr/local/cuda
@@ -20,13 +19,15 @@ NVCC     ?= $(shell command -v nvcc 2>/dev/null || { test -x $(CUDA_HOME)/bin/nv
 ifneq ($(NO_CUDA),)
 NVCC :=
 endif
+# Objects of CUDA and CPU-only builds differ (-DOCT_HAVE_CUDA): keep them apart.
+BUILD    ?= build/$(if $(NVCC),cuda,cpu)
 
 VERSION  := 0.1.0
 INCLUDES := -Ikernels -Iipc -Iconfig
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes
 BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN)
 CFLAGS   ?= -O2
-LIBS     := -lfftw3f -lfftw3f_threads -lfftw3 -lyaml -linih -lzmq -lpng -ldl -lm -lrt
+LIBS     := -lfftw3f -lfftw3f_threads -lfftw3 -lfftw3_threads -lyaml -linih -lzmq -lpng -ldl -lm -lrt
 LDFLAGS  ?=
 
 CUDA_LIBS :=
@@ -34,7 +35,7 @@ ifneq ($(NVCC),)
 BASE_CFLAGS += -DOCT_HAVE_CUDA
 NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
              -Xcompiler -fPIC -Xcompiler -Wall -DOCT_HAVE_CUDA $(INCLUDES) -lineinfo
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas -lcudart
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas -lcudart -lstdc++
 endif
 
 # ---- sources ---------------------------------------------------------------

@@ -255,7 +255,8 @@ void oct_ring_consumer_geometry(const oct_ring_consumer *c, oct_geometry *g);
 
 /* Waits up to timeout_ms for the next frame (per policy) and copies it
  * into dst (frame_bytes).  Returns OCT_OK with info filled, OCT_ETIMEDOUT,
- * OCT_ETORN (copy discarded, counted; call again), OCT_ECLOSED (state
+ * OCT_ETORN (copy discarded, counted; call again; info->seq and
+ * info->skipped still name the lost frame), OCT_ECLOSED (state
  * CLOSED), OCT_ESTALE (epoch changed, object unlinked/replaced or heartbeat
  * older than stale_ms): the caller closes and re-opens.  Sleeps, never spins. */
 oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, void *dst,

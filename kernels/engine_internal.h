@@ -36,7 +36,9 @@ typedef struct oct_backend_ops {
     /* Plans for eng->setup and eng->params; stores its state in eng->be. */
     oct_err (*create)(oct_engine *eng, oct_error *e);
     void (*destroy)(oct_engine *eng);
-    /* Called after eng->params and the derived arrays were updated. */
+    /* Called after eng->params and the derived arrays were updated.  On error,
+     * engine.c restores the old params and arrays and calls update again with
+     * the same bits (e = NULL) so the backend can rebuild for the old values. */
     oct_err (*update)(oct_engine *eng, unsigned changed, oct_error *e);
     /* One frame (size already checked) into out. */
     oct_err (*process)(oct_engine *eng, const void *frame, oct_products *out, oct_error *e);
@@ -62,6 +64,13 @@ struct oct_engine {
 
     oct_stage_times times;    /* filled by the backend */
     char device_name[128];
+
+    /* Debug counters (tests check that set_params recomputes only what changed):
+     * engine.c counts window/masks/enface rebuilds, a backend its FFT plans and
+     * MSI matrices (filter spectra or shifted-mask matrices). */
+    struct {
+        uint32_t window, masks, enface, plans, msi_matrix;
+    } rebuilds;
 };
 
 extern const oct_backend_ops oct_cpu_backend;

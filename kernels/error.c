@@ -59,7 +59,10 @@ oct_err oct_error_prefix(oct_error *e, oct_err err, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, e->msg, sizeof old);
-    snprintf(e->msg, sizeof e->msg, "%s: %s", prefix, old);
+    /* the message is cut at sizeof e->msg: the front (where it is) matters most */
+    int n = snprintf(e->msg, sizeof e->msg, "%.255s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof e->msg)
+        snprintf(e->msg + n, sizeof e->msg - (size_t)n, "%s", old);
     return err;
 }
 

@@ -3,7 +3,7 @@
 # packages octd needs.  Uses apt-get, through sudo when not root.
 set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
-libyaml-dev check libpng-dev python3 python3-numpy systemd procps"
+libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,0 +1,389 @@
+/* ini.c - octd.ini (SPEC 5.1) with inih.
+ *
+ * Debian's libinih is built without INI_HANDLER_LINENO, so lines are fed
+ * through our own reader (ini_parse_stream), which counts them: the handler
+ * runs right after the reader returned the key's line, so every message can
+ * say "FILE:LINE: [section] key: what is wrong".  The reader also strips
+ * leading blanks (an indented key is a key, never a silent continuation of
+ * the previous value) and checks section headers, so that an unknown but
+ * empty section is an error too. */
+#include "config_internal.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <ini.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <syslog.h>
+
+enum ini_key {
+    K_BACKEND, K_DEVICE, K_THREADS, K_PRECISION,
+    K_FRAMES, K_CONTROL, K_STATUS, K_POLICY,
+    K_ENDPOINT, K_SNDHWM,
+    K_PROFILE_PATH, K_SAVE_DIR, K_LOG_LEVEL,
+    K_COUNT
+};
+
+static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
+    [K_BACKEND] = {"engine", "backend"},   [K_DEVICE] = {"engine", "device"},
+    [K_THREADS] = {"engine", "threads"},   [K_PRECISION] = {"engine", "precision"},
+    [K_FRAMES] = {"ring", "frames"},       [K_CONTROL] = {"ring", "control"},
+    [K_STATUS] = {"ring", "status"},       [K_POLICY] = {"ring", "policy"},
+    [K_ENDPOINT] = {"publish", "endpoint"}, [K_SNDHWM] = {"publish", "sndhwm"},
+    [K_PROFILE_PATH] = {"profile", "path"}, [K_SAVE_DIR] = {"save", "directory"},
+    [K_LOG_LEVEL] = {"log", "level"},
+};
+
+static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log"};
+
+typedef struct ini_ctx {
+    const char *p, *end;   /* unread text */
+    const char *name;      /* file name for messages */
+    char base_dir[OCT_PATH_MAX];
+    int line;              /* line last returned by the reader */
+    int seen[K_COUNT];     /* line where each key was set, 0 = not yet */
+    oct_daemon_config *c;
+    oct_error *e;
+    oct_err err;           /* first error */
+    int err_line;
+} ini_ctx;
+
+static oct_err ctx_fail(ini_ctx *x, oct_err code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static oct_err ctx_fail(ini_ctx *x, oct_err code, const char *fmt, ...)
+{
+    if (x->err)
+        return x->err; /* keep the first error */
+    char what[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    x->err = oct_error_set(x->e, code, "%s:%d: %s", x->name, x->line, what);
+    x->err_line = x->line;
+    return x->err;
+}
+
+static bool known_section(const char *s, size_t n)
+{
+    for (size_t i = 0; i < sizeof ini_sections / sizeof *ini_sections; i++)
+        if (strlen(ini_sections[i]) == n && !strncmp(ini_sections[i], s, n))
+            return true;
+    return false;
+}
+
+/* inih's line source: one line of the buffer per call, counted. */
+static char *line_reader(char *str, int num, void *stream)
+{
+    ini_ctx *x = stream;
+    if (x->err || x->p >= x->end || num < 2)
+        return NULL;
+    const char *nl = memchr(x->p, '\n', (size_t)(x->end - x->p));
+    const char *eol = nl ? nl : x->end;
+    x->line++;
+    const char *s = x->p;
+    x->p = nl ? nl + 1 : x->end;
+    if (memchr(s, '\0', (size_t)(eol - s))) {
+        ctx_fail(x, OCT_EPARSE, "NUL byte in the line");
+        return NULL;
+    }
+    while (s < eol && (*s == ' ' || *s == '\t'))
+        s++;
+    size_t n = (size_t)(eol - s);
+    if (n > 0 && s[n - 1] == '\r')
+        n--;
+    if (n + 1 >= (size_t)num) {
+        ctx_fail(x, OCT_EPARSE, "line longer than %d characters", num - 2);
+        return NULL;
+    }
+    if (n > 0 && *s == '[') {
+        const char *close = memchr(s, ']', n);
+        if (close) {
+            const char *a = s + 1, *b = close;
+            while (a < b && isspace((unsigned char)*a))
+                a++;
+            while (b > a && isspace((unsigned char)b[-1]))
+                b--;
+            if (!known_section(a, (size_t)(b - a))) {
+                ctx_fail(x, OCT_EPARSE,
+                         "[%.*s]: unknown section (known: engine, ring, publish, profile, save, "
+                         "log)",
+                         (int)(b - a > 64 ? 64 : b - a), a);
+                return NULL;
+            }
+        }
+    }
+    memcpy(str, s, n);
+    str[n] = '\0';
+    return str;
+}
+
+static bool parse_int(const char *v, long lo, long hi, int *out)
+{
+    if (!*v || isspace((unsigned char)*v))
+        return false;
+    errno = 0;
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (errno || *end || n < lo || n > hi)
+        return false;
+    *out = (int)n;
+    return true;
+}
+
+static bool shm_name_ok(const char *v)
+{
+    size_t n = strlen(v);
+    return n >= 2 && n <= 250 && v[0] == '/' && !strchr(v + 1, '/');
+}
+
+/* tcp://HOST:PORT (PORT a number or *), ipc://PATH, inproc://NAME */
+static bool endpoint_ok(const char *ep)
+{
+    if (!strncmp(ep, "tcp://", 6)) {
+        const char *host = ep + 6, *colon = strrchr(host, ':');
+        if (!colon || colon == host)
+            return false;
+        const char *port = colon + 1;
+        if (!strcmp(port, "*"))
+            return true;
+        int pn;
+        return parse_int(port, 1, 65535, &pn);
+    }
+    if (!strncmp(ep, "ipc://", 6))
+        return ep[6] != '\0';
+    if (!strncmp(ep, "inproc://", 9))
+        return ep[9] != '\0';
+    return false;
+}
+
+static int set_value(ini_ctx *x, int k, const char *v)
+{
+    oct_daemon_config *c = x->c;
+    const char *sec = ini_keys[k].section, *key = ini_keys[k].key;
+    if (!*v)
+        return ctx_fail(x, OCT_EINVAL, "[%s] %s: empty value", sec, key), 0;
+    switch (k) {
+    case K_BACKEND:
+        if (!strcasecmp(v, "auto")) c->backend = OCT_BACKEND_AUTO;
+        else if (!strcasecmp(v, "cpu")) c->backend = OCT_BACKEND_CPU;
+        else if (!strcasecmp(v, "cuda")) c->backend = OCT_BACKEND_CUDA;
+        else goto bad_word;
+        return 1;
+    case K_DEVICE:
+        if (!parse_int(v, 0, 1023, &c->device))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 0 to 1023", sec,
+                            key, v), 0;
+        return 1;
+    case K_THREADS:
+        if (!parse_int(v, 0, 4096, &c->threads))
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not an integer from 0 (all cores) to 4096", sec,
+                            key, v), 0;
+        return 1;
+    case K_PRECISION:
+        if (!strcasecmp(v, "fp32")) c->precision = OCT_PRECISION_FP32;
+        else if (!strcasecmp(v, "tf32")) c->precision = OCT_PRECISION_TF32;
+        else goto bad_word;
+        return 1;
+    case K_FRAMES:
+    case K_CONTROL:
+    case K_STATUS: {
+        if (!shm_name_ok(v))
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not a shared-memory name ('/' then 1 to 249 "
+                            "characters without '/')",
+                            sec, key, v), 0;
+        char *dst = k == K_FRAMES ? c->ring_frames : k == K_CONTROL ? c->ring_control
+                                                                    : c->ring_status;
+        snprintf(dst, sizeof c->ring_frames, "%s", v);
+        return 1;
+    }
+    case K_POLICY:
+        if (!strcasecmp(v, "latest")) c->policy = 0;
+        else if (!strcasecmp(v, "all")) c->policy = 1;
+        else goto bad_word;
+        return 1;
+    case K_ENDPOINT: {
+        int count = 0;
+        const char *p = v;
+        for (;;) {
+            const char *comma = strchr(p, ',');
+            const char *a = p, *b = comma ? comma : p + strlen(p);
+            while (a < b && isspace((unsigned char)*a))
+                a++;
+            while (b > a && isspace((unsigned char)b[-1]))
+                b--;
+            size_t n = (size_t)(b - a);
+            if (n == 0)
+                return ctx_fail(x, OCT_EINVAL, "[%s] %s: empty endpoint in the list", sec, key), 0;
+            if (count >= OCT_MAX_ENDPOINTS)
+                return ctx_fail(x, OCT_EINVAL, "[%s] %s: more than %d endpoints", sec, key,
+                                OCT_MAX_ENDPOINTS), 0;
+            if (n >= sizeof c->endpoints[0])
+                return ctx_fail(x, OCT_EINVAL, "[%s] %s: endpoint %d is longer than %zu characters",
+                                sec, key, count + 1, sizeof c->endpoints[0] - 1), 0;
+            memcpy(c->endpoints[count], a, n);
+            c->endpoints[count][n] = '\0';
+            if (!endpoint_ok(c->endpoints[count]))
+                return ctx_fail(x, OCT_EINVAL,
+                                "[%s] %s: '%s' is not a ZeroMQ endpoint (tcp://HOST:PORT, "
+                                "ipc://PATH or inproc://NAME)",
+                                sec, key, c->endpoints[count]), 0;
+            for (int i = 0; i < count; i++)
+                if (!strcmp(c->endpoints[i], c->endpoints[count]))
+                    return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is listed twice", sec, key,
+                                    c->endpoints[count]), 0;
+            count++;
+            if (!comma)
+                break;
+            p = comma + 1;
+        }
+        c->endpoint_count = count;
+        return 1;
+    }
+    case K_SNDHWM:
+        if (!parse_int(v, 1, 1000000, &c->sndhwm))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 1 to 1000000",
+                            sec, key, v), 0;
+        return 1;
+    case K_PROFILE_PATH:
+    case K_SAVE_DIR: {
+        char *dst = k == K_PROFILE_PATH ? c->profile_path : c->save_dir;
+        oct_path_resolve(dst, OCT_PATH_MAX, x->base_dir, v);
+        if (!*dst)
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: path too long", sec, key), 0;
+        return 1;
+    }
+    case K_LOG_LEVEL: {
+        static const struct { const char *name; int level; } levels[] = {
+            {"emerg", LOG_EMERG}, {"alert", LOG_ALERT},     {"crit", LOG_CRIT},
+            {"err", LOG_ERR},     {"error", LOG_ERR},       {"warning", LOG_WARNING},
+            {"warn", LOG_WARNING}, {"notice", LOG_NOTICE},  {"info", LOG_INFO},
+            {"debug", LOG_DEBUG},
+        };
+        for (size_t i = 0; i < sizeof levels / sizeof *levels; i++)
+            if (!strcasecmp(v, levels[i].name)) {
+                c->log_level = levels[i].level;
+                return 1;
+            }
+        if (parse_int(v, LOG_EMERG, LOG_DEBUG, &c->log_level))
+            return 1;
+        return ctx_fail(x, OCT_EINVAL,
+                        "[%s] %s: '%s' is not a level (emerg, alert, crit, err, warning, notice, "
+                        "info, debug or 0..7)",
+                        sec, key, v), 0;
+    }
+    }
+    return 0;
+bad_word:
+    return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not one of %s", sec, key, v,
+                    k == K_BACKEND     ? "auto, cuda, cpu"
+                    : k == K_PRECISION ? "fp32, tf32"
+                                       : "latest, all"), 0;
+}
+
+static int key_handler(void *user, const char *section, const char *name, const char *value)
+{
+    ini_ctx *x = user;
+    if (x->err)
+        return 0;
+    if (!*section)
+        return ctx_fail(x, OCT_EPARSE, "%s: key outside any [section]", name), 0;
+    bool section_known = false;
+    for (int k = 0; k < K_COUNT; k++) {
+        if (strcmp(ini_keys[k].section, section))
+            continue;
+        section_known = true;
+        if (strcmp(ini_keys[k].key, name))
+            continue;
+        if (x->seen[k])
+            return ctx_fail(x, OCT_EPARSE, "[%s] %s: duplicate key (first set on line %d)",
+                            section, name, x->seen[k]), 0;
+        x->seen[k] = x->line;
+        return set_value(x, k, value ? value : "");
+    }
+    if (!section_known) /* reader normally catches this first */
+        return ctx_fail(x, OCT_EPARSE, "[%s]: unknown section", section), 0;
+    char known[160] = "";
+    for (int k = 0; k < K_COUNT; k++)
+        if (!strcmp(ini_keys[k].section, section)) {
+            size_t n = strlen(known);
+            snprintf(known + n, sizeof known - n, "%s%s", n ? ", " : "", ini_keys[k].key);
+        }
+    return ctx_fail(x, OCT_EPARSE, "[%s] %s: unknown key (known: %s)", section, name, known), 0;
+}
+
+void oct_daemon_config_default(oct_daemon_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->backend = OCT_BACKEND_AUTO;
+    c->device = 0;
+    c->threads = 0;
+    c->precision = OCT_PRECISION_FP32;
+    snprintf(c->ring_frames, sizeof c->ring_frames, "/octd-frames");
+    snprintf(c->ring_control, sizeof c->ring_control, "/octd-control");
+    snprintf(c->ring_status, sizeof c->ring_status, "/octd-status");
+    c->policy = 0;
+    snprintf(c->endpoints[0], sizeof c->endpoints[0], "tcp://127.0.0.1:5556");
+    c->endpoint_count = 1;
+    c->sndhwm = 4;
+    c->log_level = LOG_INFO;
+}
+
+oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,
+                                const char *name, oct_error *e)
+{
+    if (!name)
+        name = "(config)";
+    if (!text && len)
+        return oct_error_set(e, OCT_EINVAL, "%s: no text", name);
+    /* parse into a copy: on error the caller's configuration is untouched */
+    oct_daemon_config *tmp = malloc(sizeof *tmp);
+    ini_ctx *x = calloc(1, sizeof *x);
+    if (!tmp || !x) {
+        free(tmp);
+        free(x);
+        return oct_error_set(e, OCT_ENOMEM, "%s: out of memory", name);
+    }
+    oct_daemon_config_default(tmp);
+    snprintf(tmp->source_path, sizeof tmp->source_path, "%s", name);
+    x->p = text ? text : "";
+    x->end = x->p + len;
+    x->name = name;
+    x->c = tmp;
+    x->e = e;
+    oct_cfg_dirname(x->base_dir, sizeof x->base_dir, name);
+
+    int rc = ini_parse_stream(line_reader, x, key_handler, x);
+    oct_err err = OCT_OK;
+    if (x->err && (rc <= 0 || rc >= x->err_line)) {
+        err = x->err; /* ours came first (or stopped the reader) */
+    } else if (rc > 0) {
+        err = oct_error_set(e, OCT_EPARSE, "%s:%d: syntax error: expected '[section]' or 'key = value'",
+                            name, rc);
+    } else if (rc < 0) {
+        err = oct_error_set(e, OCT_ENOMEM, "%s: the ini parser ran out of memory", name);
+    }
+    if (!err)
+        *c = *tmp;
+    free(tmp);
+    free(x);
+    return err;
+}
+
+oct_err oct_daemon_config_load(oct_daemon_config *c, const char *path, oct_error *e)
+{
+    if (!path || !*path)
+        return oct_error_set(e, OCT_EINVAL, "no configuration file given");
+    void *buf;
+    size_t len;
+    oct_err err = oct_cfg_read_file(path, 1u << 20, &buf, &len, e);
+    if (err)
+        return err == OCT_ENOMEM ? err : (oct_err)OCT_EIO;
+    err = oct_daemon_config_parse(c, buf, len, path, e);
+    free(buf);
+    return err;
+}

@@ -1,0 +1,951 @@
+/* main.c - octd: frame ring -> engine -> ZeroMQ, with the control and status
+ * blocks, modes and commands, and the systemd life cycle (SPEC 3, 4, 5, 6, 8).
+ *
+ * Choices where the contract is silent (see also README):
+ *  - READY=1 is sent once the control and status blocks exist, the publisher
+ *    is bound and, when the profile names a geometry, the engine is planned;
+ *    STATUS= then says "waiting for ring" until a ring appears.
+ *  - At start octd (re)initialises the control block from the profile.  At
+ *    exit both blocks are left in place (status state "stopping"), so tools
+ *    can still read the last counters; the next start re-initialises them.
+ *  - A new ring geometry: the engine is re-planned; control values that do
+ *    not fit it (xsec indices, lag window, cut-off) are clamped, written back
+ *    into the control block as a new generation, and a warning is logged.
+ *    If the masks do not fit the new number of samples MSI is switched off
+ *    (error logged) and CFD goes on.
+ *  - A rejected generation: the last good values are written back into the
+ *    control block (after rejected_gen/reason are published), so `octctl get`
+ *    shows what is in use and a later command does not carry the bad values.
+ *  - SIGHUP re-reads octd.ini, the profile and the masks; the new profile's
+ *    values become a new control generation.  Changes of the control/status
+ *    block names need a restart (a warning says so).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "oct_control_keys.h"
+#include "octd.h"
+#include "save.h"
+
+#define EX_CONFIG 78
+#define RING_TIMEOUT_MS 100
+#define ATTACH_INTERVAL_NS 100000000ull
+#define CONTROL_ATTEMPTS 8
+#define SEC_NS 1000000000ull
+
+/* ------------------------------------------------------------------ */
+/* status block                                                        */
+/* ------------------------------------------------------------------ */
+#define STORE64(field, v) __atomic_store_n(&(field), (uint64_t)(v), __ATOMIC_RELEASE)
+#define STORE32(field, v) __atomic_store_n(&(field), (uint32_t)(v), __ATOMIC_RELEASE)
+
+static void set_state(octd *d, uint32_t state) { STORE32(d->sb->state, state); }
+
+static uint32_t current_state(const octd *d)
+{
+    if (d->stop)
+        return OCT_STATE_STOPPING;
+    if (d->error_state)
+        return OCT_STATE_ERROR;
+    return d->mode;
+}
+
+static void status_counters(octd *d)
+{
+    oct_status_block *b = d->sb;
+    STORE64(b->frames_seen, d->seen);
+    STORE64(b->frames_processed, d->processed);
+    STORE64(b->frames_skipped, d->skipped);
+    STORE64(b->frames_torn, d->torn);
+    STORE64(b->ring_reattaches, d->reattaches);
+    STORE64(b->images_published, d->published);
+    STORE64(b->publish_drops, d->drops);
+    STORE64(b->last_frame_id, d->last_frame_id);
+    STORE64(b->last_latency_ns, d->last_latency);
+    STORE64(b->heartbeat_ns, oct_time_monotonic_ns());
+    set_state(d, current_state(d));
+}
+
+static void copy_text(char *dst, size_t len, const char *src)
+{
+    /* Cut to fit, and no stale bytes after the terminator. */
+    size_t n = src ? strnlen(src, len - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    memset(dst + n, 0, len - n);
+}
+
+static void status_engine(octd *d)
+{
+    oct_status_begin(d->st);
+    copy_text(d->sb->backend, sizeof d->sb->backend, d->eng ? oct_engine_backend_name(d->eng) : "");
+    copy_text(d->sb->device, sizeof d->sb->device, d->eng ? oct_engine_device_name(d->eng) : "");
+    d->sb->ring_epoch = d->ring ? d->ring_epoch : 0;
+    d->sb->ring_samples = d->ring ? d->ring_geom.samples : 0;
+    d->sb->ring_ascans = d->ring ? d->ring_geom.ascans : 0;
+    d->sb->ring_lines = d->ring ? d->ring_geom.lines : 0;
+    d->sb->ring_sample_type = d->ring ? d->ring_geom.sample_type : 0;
+    oct_status_end(d->st);
+}
+
+static void command_ack(octd *d, uint64_t seq, uint32_t result, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void command_ack(octd *d, uint64_t seq, uint32_t result, const char *fmt, ...)
+{
+    char msg[sizeof d->sb->command_message];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    oct_status_begin(d->st);
+    d->sb->command_result = result;
+    copy_text(d->sb->command_message, sizeof d->sb->command_message, msg);
+    oct_status_end(d->st);
+    STORE64(d->sb->command_ack_seq, seq); /* last: a reader that sees it sees the result */
+    static const char *const names[] = {"ok", "refused", "failed"};
+    octd_log(result == OCT_CMDRES_OK ? LOG_INFO : LOG_WARNING, "command %" PRIu64 ": %s: %s", seq,
+             names[result < 3 ? result : 0], msg);
+}
+
+/* ------------------------------------------------------------------ */
+/* engine planning                                                      */
+/* ------------------------------------------------------------------ */
+static bool geom_equal(const oct_geometry *a, const oct_geometry *b)
+{
+    return a->samples == b->samples && a->ascans == b->ascans && a->lines == b->lines &&
+           a->sample_type == b->sample_type && a->sample_shift == b->sample_shift;
+}
+
+static int32_t clamp_i32(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Moves the geometry-dependent values into range; returns whether any moved. */
+static bool clamp_params(oct_params *p, const oct_geometry *g, uint32_t mask_count, bool have_ref)
+{
+    oct_params o = *p;
+    int32_t half = (int32_t)(g->samples / 2);
+    p->xsec_h = clamp_i32(p->xsec_h, 0, (int32_t)g->lines - 1);
+    p->xsec_v = clamp_i32(p->xsec_v, 0, (int32_t)g->ascans - 1);
+    p->lag_lo = clamp_i32(p->lag_lo, -half + 1, half - 1);
+    p->lag_hi = clamp_i32(p->lag_hi, p->lag_lo, half - 1);
+    p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half - 1);
+    if (mask_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI))) {
+        p->methods &= ~OCT_METHOD_BIT(OCT_METHOD_MSI);
+        if (!p->methods)
+            p->methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
+    }
+    if (!have_ref && p->background == OCT_BG_REFERENCE)
+        p->background = OCT_BG_NONE;
+    return memcmp(&o, p, sizeof o) != 0;
+}
+
+/* Loads the profile's arrays for M samples; on failure (masks made for
+ * another M) goes on without them, saying so. */
+static void load_data_for(const oct_profile *prof, uint32_t samples, oct_profile_data *data)
+{
+    oct_error e;
+    memset(data, 0, sizeof *data);
+    if (oct_profile_load_data(prof, samples, data, &e) != OCT_OK) {
+        octd_log(LOG_ERR, "%s; going on without masks/reference for %u samples", e.msg, samples);
+        memset(data, 0, sizeof *data);
+    }
+}
+
+/* Plans an engine for geom from cfg/data and the wanted values; the values
+ * actually used (clamped if needed) go to *used.  No side effects on d. */
+static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof,
+                           const oct_profile_data *data, const oct_geometry *geom,
+                           const oct_params *want, oct_engine **out, oct_params *used,
+                           oct_error *e)
+{
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = *geom;
+    s.masks = data->masks;
+    s.mask_count = data->masks ? data->mask_count : 0;
+    s.normalize_masks = prof->masks_normalize;
+    s.reference = data->reference;
+    s.backend = cfg->backend;
+    s.device = cfg->device;
+    s.threads = cfg->threads;
+    s.precision = cfg->precision;
+    oct_params p = *want;
+    oct_error ve;
+    if (oct_params_validate(&p, geom, s.mask_count, s.reference != NULL, &ve) != OCT_OK) {
+        clamp_params(&p, geom, s.mask_count, s.reference != NULL);
+        if (oct_params_validate(&p, geom, s.mask_count, s.reference != NULL, e) != OCT_OK) {
+            /* Values that clamping cannot fix: fall back to the profile's. */
+            p = prof->params;
+            clamp_params(&p, geom, s.mask_count, s.reference != NULL);
+            octd_log(LOG_WARNING, "control values do not fit the geometry (%s); using the profile's",
+                     e ? e->msg : "");
+        } else {
+            octd_log(LOG_WARNING, "control values clamped to the geometry %ux%ux%u: %s",
+                     geom->lines, geom->ascans, geom->samples, ve.msg);
+        }
+    }
+    oct_err rc = oct_engine_create(out, &s, &p, e);
+    if (rc == OCT_OK)
+        *used = p;
+    return rc;
+}
+
+static void write_params_cb(oct_control_values *v, void *arg)
+{
+    oct_control_from_params(v, (const oct_params *)arg);
+}
+
+/* Writes values octd chose into the control block as a new generation. */
+static void publish_params(octd *d, const oct_params *p, const char *why)
+{
+    oct_error e;
+    uint64_t gen;
+    oct_params copy = *p;
+    if (oct_control_write(d->ctl, write_params_cb, &copy, &gen, &e) != OCT_OK)
+        octd_log(LOG_ERR, "control block: cannot write %s values: %s", why, e.msg);
+    else
+        octd_log(LOG_DEBUG, "control block: %s values written as generation %" PRIu64, why, gen);
+}
+
+/* Makes the engine fit geom (plans when needed).  false: cannot process. */
+static bool ensure_engine(octd *d, const oct_geometry *geom)
+{
+    if (d->eng && geom_equal(&d->eng_geom, geom))
+        return true;
+    if (d->data_samples != geom->samples) {
+        oct_profile_data_free(&d->data);
+        load_data_for(&d->prof, geom->samples, &d->data);
+        d->data_samples = geom->samples;
+    }
+    oct_engine *eng = NULL;
+    oct_params used;
+    oct_error e;
+    uint64_t t0 = oct_time_monotonic_ns();
+    if (plan_engine(&d->cfg, &d->prof, &d->data, geom, &d->params, &eng, &used, &e) != OCT_OK) {
+        if (strcmp(d->proc_err, e.msg) != 0) {
+            octd_log(LOG_ERR, "cannot plan the engine for %ux%ux%u %s: %s", geom->lines,
+                     geom->ascans, geom->samples, oct_sample_name(geom->sample_type), e.msg);
+            copy_text(d->proc_err, sizeof d->proc_err, e.msg);
+        }
+        d->error_state = true;
+        return false;
+    }
+    oct_engine_destroy(d->eng);
+    d->eng = eng;
+    d->eng_geom = *geom;
+    d->error_state = false;
+    d->proc_err[0] = '\0';
+    octd_log(LOG_INFO, "engine planned: %s (%s), %ux%ux%u %s, %.0f ms",
+             oct_engine_backend_name(eng), oct_engine_device_name(eng), geom->lines, geom->ascans,
+             geom->samples, oct_sample_name(geom->sample_type),
+             (double)(oct_time_monotonic_ns() - t0) / 1e6);
+    if (memcmp(&used, &d->params, sizeof used) != 0) {
+        d->params = used;
+        oct_control_from_params(&d->values, &used);
+        publish_params(d, &used, "clamped");
+    }
+    status_engine(d);
+    return true;
+}
+
+/* ------------------------------------------------------------------ */
+/* processing and publishing                                           */
+/* ------------------------------------------------------------------ */
+static bool frame_buf_fit(octd_frame_buf *b, size_t bytes)
+{
+    if (b->cap >= bytes)
+        return true;
+    void *p = NULL;
+    /* page aligned: frames are copied in big blocks */
+    if (posix_memalign(&p, 4096, bytes) != 0)
+        return false;
+    free(b->data);
+    b->data = p;
+    b->cap = bytes;
+    return true;
+}
+
+static void process_frame(octd *d, const octd_frame_buf *f, bool review)
+{
+    if (!ensure_engine(d, &f->geom))
+        return;
+    octd_slot *slot = octd_pub_acquire(d->pub, 20);
+    if (!slot) {
+        /* Every buffer is still held by ZeroMQ: drop rather than wait. */
+        d->drops++;
+        d->skipped++;
+        return;
+    }
+    oct_error e;
+    size_t bytes = oct_geometry_frame_bytes(&f->geom);
+    oct_err rc = oct_engine_process(d->eng, f->data, bytes, slot->prod, &e);
+    if (rc != OCT_OK) {
+        octd_slot_release(slot);
+        if (strcmp(d->proc_err, e.msg) != 0) {
+            octd_log(LOG_ERR, "frame %" PRIu64 ": %s", f->info.frame_id, e.msg);
+            copy_text(d->proc_err, sizeof d->proc_err, e.msg);
+        }
+        d->skipped++;
+        return;
+    }
+    d->processed++;
+    octd_frame_meta m = {
+        .frame_id = f->info.frame_id,
+        .frame_seq = d->processed,
+        .epoch = f->info.epoch,
+        .t_acq_ns = f->info.t_acq_ns,
+        .params_gen = d->applied_gen,
+        .skipped = review ? 0 : f->info.skipped,
+        .torn = review ? 0 : d->torn_since,
+        .review = review,
+        .want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0,
+    };
+    uint64_t last_sent = 0;
+    d->published += octd_pub_send_products(d->pub, slot, &m, &d->drops, &last_sent);
+    octd_slot_release(slot);
+    d->torn_since = 0;
+    d->last_frame_id = f->info.frame_id;
+    uint64_t t0 = f->info.t_acq_ns ? f->info.t_acq_ns : f->info.commit_ns;
+    if (!review && last_sent > t0 && t0)
+        d->last_latency = last_sent - t0;
+}
+
+static void detach_ring(octd *d, const char *why)
+{
+    octd_log(LOG_INFO, "ring %s: %s; waiting for it", d->cfg.ring_frames, why);
+    oct_ring_consumer_close(d->ring);
+    d->ring = NULL;
+    d->next_attach_ns = 0;
+    status_engine(d);
+}
+
+static void try_attach(octd *d)
+{
+    uint64_t now = oct_time_monotonic_ns();
+    if (now < d->next_attach_ns)
+        return;
+    d->next_attach_ns = now + ATTACH_INTERVAL_NS;
+    oct_error e;
+    oct_err rc = oct_ring_consumer_open(&d->ring, d->cfg.ring_frames, &e);
+    if (rc != OCT_OK) {
+        d->ring = NULL;
+        /* Absent or still initialising is normal; anything else (wrong ABI,
+         * bad geometry) is logged once per distinct message. */
+        if (rc != OCT_ENOENT && rc != OCT_EAGAIN && strcmp(d->attach_err, e.msg) != 0) {
+            octd_log(LOG_ERR, "ring %s: %s", d->cfg.ring_frames, e.msg);
+            copy_text(d->attach_err, sizeof d->attach_err, e.msg);
+        }
+        return;
+    }
+    /* A ring its producer closed but has not unlinked yet is not a ring to
+     * wait on: treat it as absent until it is re-created. */
+    if (__atomic_load_n(&oct_ring_consumer_header(d->ring)->state, __ATOMIC_ACQUIRE) ==
+        OCT_RING_CLOSED) {
+        oct_ring_consumer_close(d->ring);
+        d->ring = NULL;
+        return;
+    }
+    d->attach_err[0] = '\0';
+    oct_ring_consumer_geometry(d->ring, &d->ring_geom);
+    d->ring_epoch = oct_ring_consumer_header(d->ring)->epoch;
+    if (d->ever_attached)
+        d->reattaches++;
+    d->ever_attached = true;
+    size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    if (!frame_buf_fit(&d->scratch, bytes) || !frame_buf_fit(&d->cur, bytes)) {
+        octd_log(LOG_ERR, "ring %s: no memory for frames of %zu bytes", d->cfg.ring_frames, bytes);
+        oct_ring_consumer_close(d->ring);
+        d->ring = NULL;
+        return;
+    }
+    octd_log(LOG_INFO, "ring %s attached: epoch %" PRIu64 ", %ux%ux%u %s", d->cfg.ring_frames,
+             d->ring_epoch, d->ring_geom.lines, d->ring_geom.ascans, d->ring_geom.samples,
+             oct_sample_name(d->ring_geom.sample_type));
+    status_engine(d);
+    /* Plan now (not at the first frame) so the first frame is not late; in
+     * review the engine stays on the kept frame's geometry. */
+    if (d->mode == OCT_STATE_ONLINE)
+        ensure_engine(d, &d->ring_geom);
+}
+
+static void ring_error(octd *d, oct_err rc, const oct_error *e)
+{
+    switch (rc) {
+    case OCT_ETIMEDOUT: break;
+    case OCT_ETORN:
+        d->seen++;
+        d->torn++;
+        d->torn_since++;
+        break;
+    case OCT_ECLOSED: detach_ring(d, "closed by the producer"); break;
+    case OCT_ESTALE: detach_ring(d, e->msg); break;
+    default: detach_ring(d, e->msg); break;
+    }
+}
+
+static void online_step(octd *d)
+{
+    oct_error e;
+    oct_frame_info info;
+    size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    oct_err rc = oct_ring_consumer_next(d->ring, (oct_ring_policy)d->cfg.policy, d->scratch.data,
+                                        bytes, RING_TIMEOUT_MS, &info, &e);
+    if (rc != OCT_OK) {
+        ring_error(d, rc, &e);
+        return;
+    }
+    d->seen += 1 + info.skipped;
+    d->skipped += info.skipped;
+    /* Swap so that `cur` always holds the last complete frame (snapshot). */
+    octd_frame_buf t = d->cur;
+    d->cur = d->scratch;
+    d->scratch = t;
+    d->cur.geom = d->ring_geom;
+    d->cur.info = info;
+    d->cur.valid = true;
+    process_frame(d, &d->cur, false);
+}
+
+static void review_step(octd *d)
+{
+    if (d->ring) {
+        /* Ring frames are not processed in review: take them off the ring
+         * (counted as skipped) so the counters and re-attach logic go on. */
+        oct_error e;
+        oct_frame_info info;
+        const void *ptr;
+        oct_err rc = oct_ring_consumer_peek(d->ring, OCT_POLICY_LATEST, RING_TIMEOUT_MS, &ptr,
+                                            &info, &e);
+        if (rc == OCT_OK) {
+            d->seen += 1 + info.skipped;
+            d->skipped += 1 + info.skipped;
+        } else {
+            ring_error(d, rc, &e);
+        }
+    } else {
+        struct pollfd pfd = {d->sigfd, POLLIN, 0};
+        poll(&pfd, 1, RING_TIMEOUT_MS);
+    }
+    uint64_t now = oct_time_monotonic_ns();
+    if (d->review_dirty || now - d->last_review_ns >= SEC_NS) {
+        d->review_dirty = false;
+        d->last_review_ns = now;
+        process_frame(d, &d->kept, true);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* control values and commands                                         */
+/* ------------------------------------------------------------------ */
+static oct_err save_raw(octd *d, char *name, size_t len, oct_error *e)
+{
+    octd_saved_frame f = {d->kept.data, d->kept.geom, d->kept.info, &d->values, d->applied_gen,
+                          &d->prof};
+    return octd_save_raw(d->cfg.save_dir, &f, name, len, e);
+}
+
+static oct_err save_images(octd *d, char *name, size_t len, oct_error *e)
+{
+    if (!ensure_engine(d, &d->kept.geom))
+        return oct_error_set(e, OCT_EINVAL, "the engine cannot be planned for the kept frame");
+    if (!d->save_prod && !(d->save_prod = oct_products_create()))
+        return oct_error_set(e, OCT_ENOMEM, "out of memory for the images");
+    oct_err rc = oct_engine_process(d->eng, d->kept.data, oct_geometry_frame_bytes(&d->kept.geom),
+                                    d->save_prod, e);
+    if (rc != OCT_OK)
+        return rc;
+    octd_saved_frame f = {d->kept.data, d->kept.geom, d->kept.info, &d->values, d->applied_gen,
+                          &d->prof};
+    return octd_save_images(d->cfg.save_dir, &f, d->save_prod,
+                            (d->params.products & OCT_PRODUCT_F32) != 0, name, len, e);
+}
+
+static bool keep_current(octd *d)
+{
+    if (!d->cur.valid)
+        return false;
+    size_t bytes = oct_geometry_frame_bytes(&d->cur.geom);
+    if (!frame_buf_fit(&d->kept, bytes))
+        return false;
+    memcpy(d->kept.data, d->cur.data, bytes);
+    d->kept.geom = d->cur.geom;
+    d->kept.info = d->cur.info;
+    d->kept.valid = true;
+    return true;
+}
+
+static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
+{
+    char name[256];
+    oct_error e;
+    bool review = d->mode == OCT_STATE_REVIEW;
+    switch (cmd) {
+    case OCT_CMD_ONLINE:
+        d->mode = OCT_STATE_ONLINE;
+        command_ack(d, seq, OCT_CMDRES_OK, review ? "online" : "already online");
+        if (review && d->ring)
+            ensure_engine(d, &d->ring_geom);
+        break;
+    case OCT_CMD_SNAPSHOT:
+        if (review)
+            command_ack(d, seq, OCT_CMDRES_REFUSED, "snapshot is only allowed online (octctl online first)");
+        else if (!d->cur.valid)
+            command_ack(d, seq, OCT_CMDRES_REFUSED, "no frame has been received yet");
+        else if (!keep_current(d))
+            command_ack(d, seq, OCT_CMDRES_FAILED, "out of memory for the kept frame");
+        else
+            command_ack(d, seq, OCT_CMDRES_OK, "kept frame %" PRIu64, d->kept.info.frame_id);
+        break;
+    case OCT_CMD_REVIEW:
+        if (review) {
+            command_ack(d, seq, OCT_CMDRES_REFUSED, "already in review");
+            break;
+        }
+        /* Without a snapshot, review the newest frame. */
+        if (!d->kept.valid && !keep_current(d)) {
+            command_ack(d, seq, OCT_CMDRES_REFUSED, "no frame to review (no frame received yet)");
+            break;
+        }
+        d->mode = OCT_STATE_REVIEW;
+        d->review_dirty = true;
+        command_ack(d, seq, OCT_CMDRES_OK, "reviewing frame %" PRIu64, d->kept.info.frame_id);
+        break;
+    case OCT_CMD_SAVE_RAW:
+    case OCT_CMD_SAVE_IMAGES: {
+        const char *what = cmd == OCT_CMD_SAVE_RAW ? "save_raw" : "save_images";
+        if (!review) {
+            command_ack(d, seq, OCT_CMDRES_REFUSED, "%s is only allowed in review (octctl review first)",
+                        what);
+            break;
+        }
+        oct_err rc = cmd == OCT_CMD_SAVE_RAW ? save_raw(d, name, sizeof name, &e)
+                                             : save_images(d, name, sizeof name, &e);
+        if (rc == OCT_OK)
+            command_ack(d, seq, OCT_CMDRES_OK, "%s/%s", d->cfg.save_dir, name);
+        else
+            command_ack(d, seq, OCT_CMDRES_FAILED, "%s: %s", what, e.msg);
+        break;
+    }
+    default: command_ack(d, seq, OCT_CMDRES_REFUSED, "unknown command %u", cmd); break;
+    }
+    status_counters(d);
+}
+
+static void poll_control(octd *d)
+{
+    if (oct_control_generation(d->ctl) == d->seen_gen)
+        return;
+    oct_control_values v;
+    uint64_t gen;
+    if (oct_control_read(d->ctl, CONTROL_ATTEMPTS, &v, &gen) != OCT_OK)
+        return; /* a writer was inside every time: next iteration */
+    if (gen == d->seen_gen)
+        return;
+    d->seen_gen = gen;
+    oct_params p;
+    oct_params_from_control(&p, &v);
+    if (memcmp(&p, &d->params, sizeof p) != 0) {
+        oct_error e;
+        /* Without an engine (no ring yet) the values are checked against
+         * the geometry when the engine is planned. */
+        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e) : OCT_OK;
+        if (rc == OCT_OK) {
+            d->params = p;
+            d->applied_gen = gen;
+            d->review_dirty = true;
+            oct_control_from_params(&d->values, &p);
+            STORE64(d->sb->applied_gen, gen);
+            octd_log(LOG_INFO, "control generation %" PRIu64 " applied", gen);
+        } else {
+            oct_status_begin(d->st);
+            copy_text(d->sb->rejected_reason, sizeof d->sb->rejected_reason, e.msg);
+            oct_status_end(d->st);
+            STORE64(d->sb->rejected_gen, gen);
+            octd_log(LOG_WARNING, "control generation %" PRIu64 " rejected: %s", gen, e.msg);
+            publish_params(d, &d->params, "last good");
+        }
+    } else {
+        d->applied_gen = gen;
+        STORE64(d->sb->applied_gen, gen);
+    }
+    if (v.command_seq != d->cmd_seq_seen) {
+        d->cmd_seq_seen = v.command_seq;
+        handle_command(d, v.command, v.command_seq);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* configuration                                                       */
+/* ------------------------------------------------------------------ */
+/* Loads and checks ini + profile (+ arrays when the geometry is known). */
+static oct_err load_config(const char *path, oct_daemon_config *cfg, oct_profile *prof,
+                           oct_error *e)
+{
+    oct_err rc = oct_daemon_config_load(cfg, path, e);
+    if (rc != OCT_OK)
+        return rc;
+    if (!cfg->profile_path[0])
+        return oct_error_set(e, OCT_EINVAL, "%s: [profile] path: missing (the processing set-up)",
+                             path);
+    rc = oct_profile_load(prof, cfg->profile_path, e);
+    if (rc != OCT_OK)
+        return rc;
+    if (prof->has_geometry) {
+        oct_profile_data data;
+        rc = oct_profile_load_data(prof, prof->geom.samples, &data, e);
+        if (rc != OCT_OK)
+            return rc;
+        rc = oct_params_validate(&prof->params, &prof->geom, data.masks ? data.mask_count : 0,
+                                 data.reference != NULL, e);
+        oct_profile_data_free(&data);
+        if (rc != OCT_OK)
+            return oct_error_prefix(e, rc, "%s", prof->source_path);
+    }
+    return OCT_OK;
+}
+
+static void warn_save_dir(const oct_daemon_config *cfg)
+{
+    struct stat st;
+    if (cfg->save_dir[0] && (stat(cfg->save_dir, &st) != 0 || !S_ISDIR(st.st_mode)))
+        octd_log(LOG_WARNING, "%s: [save] directory: %s is not a directory (yet); save commands "
+                              "will fail until it exists", cfg->source_path, cfg->save_dir);
+}
+
+static void notify_reloading(octd *d)
+{
+    octd_notify_send(&d->nt, "RELOADING=1\nMONOTONIC_USEC=%" PRIu64 "\nSTATUS=reloading",
+                     oct_time_monotonic_ns() / 1000);
+}
+
+static void do_reload(octd *d)
+{
+    d->reload = false;
+    notify_reloading(d);
+    octd_log(LOG_INFO, "SIGHUP: reloading %s", d->config_path);
+    oct_daemon_config cfg;
+    oct_profile *prof = malloc(sizeof *prof);
+    oct_error e;
+    oct_profile_data data = {0};
+    oct_engine *eng = NULL;
+    oct_params used = {0};
+    bool ok = false;
+    if (!prof) {
+        octd_log(LOG_ERR, "reload refused: out of memory");
+        goto out;
+    }
+    if (load_config(d->config_path, &cfg, prof, &e) != OCT_OK) {
+        octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+        goto out;
+    }
+    /* The engine for the geometry in use, with the new masks and values. */
+    if (d->eng) {
+        if (oct_profile_load_data(prof, d->eng_geom.samples, &data, &e) != OCT_OK ||
+            plan_engine(&cfg, prof, &data, &d->eng_geom, &prof->params, &eng, &used, &e) != OCT_OK) {
+            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            goto out;
+        }
+    } else {
+        used = prof->params;
+    }
+    if (strcmp(cfg.ring_control, d->cfg.ring_control) || strcmp(cfg.ring_status, d->cfg.ring_status)) {
+        octd_log(LOG_WARNING, "reload: new control/status block names take effect at the next start");
+        memcpy(cfg.ring_control, d->cfg.ring_control, sizeof cfg.ring_control);
+        memcpy(cfg.ring_status, d->cfg.ring_status, sizeof cfg.ring_status);
+    }
+    bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count;
+    for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
+        pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
+    if (pub_changed) {
+        /* The old sockets hold the ports: close them first, and go back to
+         * the old endpoints if the new ones cannot be bound. */
+        octd_pub_destroy(d->pub);
+        d->pub = NULL;
+        if (octd_pub_create(&d->pub, &cfg, &e) != OCT_OK) {
+            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
+                octd_log(LOG_CRIT, "cannot re-bind the old endpoints either: %s", e.msg);
+                d->stop = true;
+            }
+            oct_engine_destroy(eng);
+            eng = NULL;
+            goto out;
+        }
+    }
+    if (strcmp(cfg.ring_frames, d->cfg.ring_frames) != 0 && d->ring) {
+        oct_ring_consumer_close(d->ring);
+        d->ring = NULL;
+        d->next_attach_ns = 0;
+    }
+    d->cfg = cfg;
+    d->prof = *prof;
+    if (eng) {
+        oct_engine_destroy(d->eng);
+        d->eng = eng;
+        oct_profile_data_free(&d->data);
+        d->data = data;
+        d->data_samples = d->eng_geom.samples;
+        memset(&data, 0, sizeof data);
+    } else {
+        oct_profile_data_free(&d->data);
+        d->data_samples = 0;
+    }
+    d->params = used;
+    oct_control_from_params(&d->values, &used);
+    publish_params(d, &used, "reloaded profile");
+    d->review_dirty = true;
+    octd_log_set_level(cfg.log_level);
+    warn_save_dir(&cfg);
+    status_engine(d);
+    ok = true;
+    octd_log(LOG_INFO, "reloaded %s and %s", d->config_path, d->prof.source_path);
+out:
+    oct_profile_data_free(&data);
+    free(prof);
+    octd_notify_send(&d->nt, "READY=1\nSTATUS=%s", ok ? "reloaded" : "reload refused, previous configuration kept");
+}
+
+/* ------------------------------------------------------------------ */
+/* signals, periodic work                                              */
+/* ------------------------------------------------------------------ */
+static void read_signals(octd *d)
+{
+    struct signalfd_siginfo si;
+    while (read(d->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGHUP)
+            d->reload = true;
+        else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+            if (!d->stop)
+                octd_log(LOG_INFO, "%s: stopping", strsignal((int)si.ssi_signo));
+            d->stop = true;
+        }
+    }
+}
+
+static void periodic(octd *d)
+{
+    uint64_t now = oct_time_monotonic_ns();
+    status_counters(d);
+    /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
+    if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
+        octd_notify_send(&d->nt, "WATCHDOG=1");
+        d->last_watchdog_ns = now;
+    }
+    if (now - d->last_status_ns < SEC_NS)
+        return;
+    d->last_status_ns = now;
+    oct_status_block copy;
+    if (oct_status_read(d->st, &copy) == OCT_OK)
+        octd_pub_send_status(d->pub, &copy);
+    if (!d->ring)
+        octd_notify_send(&d->nt, "STATUS=waiting for ring %s", d->cfg.ring_frames);
+    else
+        octd_notify_send(&d->nt, "STATUS=%s: frames in %" PRIu64 ", processed %" PRIu64
+                                 ", skipped %" PRIu64 ", images published %" PRIu64,
+                         oct_daemon_state_name(current_state(d)), d->seen, d->processed,
+                         d->skipped, d->published);
+}
+
+/* Refuses to start over a running octd that uses the same status block. */
+static bool other_octd_running(const char *status_name)
+{
+    oct_status *s;
+    if (oct_status_open(&s, status_name, NULL) != OCT_OK)
+        return false;
+    oct_status_block b;
+    bool running = false;
+    if (oct_status_read(s, &b) == OCT_OK && b.pid && (pid_t)b.pid != getpid() &&
+        b.state != OCT_STATE_STOPPING && kill((pid_t)b.pid, 0) == 0) {
+        octd_log(LOG_ERR, "another octd (pid %" PRIu64 ") is running with status block %s",
+                 b.pid, status_name);
+        running = true;
+    }
+    oct_status_close(s, false);
+    return running;
+}
+
+/* ------------------------------------------------------------------ */
+/* main                                                                */
+/* ------------------------------------------------------------------ */
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: octd --config FILE [--check-config] [--foreground]\n"
+            "       octd --version | --help\n"
+            "Real-time OCT processing daemon: frame ring -> CFD/MSI images -> ZeroMQ.\n"
+            "  -c, --config FILE   octd.ini (SPEC 5.1); its [profile] path names the profile\n"
+            "  -t, --check-config  validate octd.ini, the profile and the masks, then exit\n"
+            "                      (0 valid, 78 invalid)\n"
+            "  -f, --foreground    accepted for compatibility; octd always runs in the foreground\n"
+            "  -V, --version       print the version\n"
+            "Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.\n");
+}
+
+static int run(octd *d);
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, 0, 'c'}, {"check-config", no_argument, 0, 't'},
+        {"foreground", no_argument, 0, 'f'},   {"version", no_argument, 0, 'V'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *config = NULL;
+    bool check = false;
+    int c;
+    while ((c = getopt_long(argc, argv, "c:tfVh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': config = optarg; break;
+        case 't': check = true; break;
+        case 'f': break;
+        case 'V': printf("octd %s\n", OCT_VERSION); return 0;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc || !config) {
+        usage(stderr);
+        return 2;
+    }
+    octd *d = calloc(1, sizeof *d);
+    if (!d) {
+        octd_log(LOG_CRIT, "out of memory");
+        return 1;
+    }
+    d->sigfd = -1;
+    d->nt.fd = -1;
+    snprintf(d->config_path, sizeof d->config_path, "%s", config);
+    oct_error e;
+    if (load_config(config, &d->cfg, &d->prof, &e) != OCT_OK) {
+        octd_log(LOG_ERR, "%s", e.msg);
+        if (check)
+            fprintf(stdout, "configuration invalid\n");
+        free(d);
+        return EX_CONFIG;
+    }
+    octd_log_set_level(d->cfg.log_level);
+    warn_save_dir(&d->cfg);
+    if (check) {
+        if (!d->prof.has_geometry && d->prof.masks_path[0])
+            octd_log(LOG_WARNING, "%s: no geometry: the mask sizes are checked when the ring appears",
+                     d->prof.source_path);
+        printf("configuration valid: %s, profile %s\n", config, d->prof.source_path);
+        free(d);
+        return 0;
+    }
+    int rc = run(d);
+    free(d);
+    return rc;
+}
+
+static int run(octd *d)
+{
+    oct_error e;
+    int exit_code = 1;
+    char nerr[256];
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGHUP);
+    signal(SIGPIPE, SIG_IGN);
+    if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
+        (d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+        octd_log(LOG_CRIT, "signalfd: %s", strerror(errno));
+        return 1;
+    }
+    if (!octd_notify_open(&d->nt, nerr, sizeof nerr))
+        octd_log(LOG_WARNING, "%s", nerr);
+    if (other_octd_running(d->cfg.ring_status)) {
+        close(d->sigfd);
+        return 1;
+    }
+    d->params = d->prof.params;
+    memset(&d->values, 0, sizeof d->values);
+    oct_control_from_params(&d->values, &d->params);
+    if (oct_control_create(&d->ctl, d->cfg.ring_control, &d->values, 0660, &e) != OCT_OK) {
+        octd_log(LOG_CRIT, "control block %s: %s", d->cfg.ring_control, e.msg);
+        goto out;
+    }
+    if (oct_status_create(&d->st, d->cfg.ring_status, 0664, &e) != OCT_OK) {
+        octd_log(LOG_CRIT, "status block %s: %s", d->cfg.ring_status, e.msg);
+        goto out;
+    }
+    d->sb = oct_status_block_ptr(d->st);
+    d->seen_gen = d->applied_gen = oct_control_generation(d->ctl);
+    oct_status_begin(d->st);
+    d->sb->pid = (uint64_t)getpid();
+    d->sb->start_ns = oct_time_realtime_ns();
+    oct_status_end(d->st);
+    set_state(d, OCT_STATE_STARTING);
+    STORE64(d->sb->applied_gen, d->applied_gen);
+    d->mode = OCT_STATE_ONLINE;
+    if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
+        octd_log(LOG_CRIT, "%s", e.msg);
+        exit_code = EX_CONFIG;
+        goto out;
+    }
+    if (d->prof.has_geometry && !ensure_engine(d, &d->prof.geom)) {
+        exit_code = EX_CONFIG;
+        goto out;
+    }
+    try_attach(d);
+    status_engine(d);
+    status_counters(d);
+    octd_log(LOG_INFO, "octd %s started: control %s, status %s, ring %s, %d endpoint(s) from %s",
+             OCT_VERSION, d->cfg.ring_control, d->cfg.ring_status, d->cfg.ring_frames,
+             d->cfg.endpoint_count, d->cfg.endpoints[0]);
+    octd_notify_send(&d->nt, "READY=1\nSTATUS=%s", d->ring ? "online" : "waiting for ring");
+
+    while (!d->stop) {
+        read_signals(d);
+        if (d->stop)
+            break;
+        if (d->reload)
+            do_reload(d);
+        if (!d->ring)
+            try_attach(d);
+        poll_control(d);
+        if (d->mode == OCT_STATE_REVIEW)
+            review_step(d);
+        else if (d->ring)
+            online_step(d);
+        else {
+            /* Nothing to read: sleep on the signal fd, so a signal wakes us. */
+            struct pollfd pfd = {d->sigfd, POLLIN, 0};
+            poll(&pfd, 1, RING_TIMEOUT_MS);
+        }
+        periodic(d);
+    }
+    exit_code = 0;
+out:
+    octd_notify_send(&d->nt, "STOPPING=1\nSTATUS=stopping");
+    d->stop = true;
+    if (d->sb)
+        status_counters(d); /* state stopping, final counters */
+    octd_pub_destroy(d->pub);
+    oct_ring_consumer_close(d->ring);
+    oct_engine_destroy(d->eng);
+    oct_products_destroy(d->save_prod);
+    oct_profile_data_free(&d->data);
+    free(d->cur.data);
+    free(d->scratch.data);
+    free(d->kept.data);
+    /* The blocks stay (see the top of this file). */
+    if (d->st)
+        oct_status_close(d->st, false);
+    if (d->ctl)
+        oct_control_close(d->ctl, false);
+    octd_notify_close(&d->nt);
+    if (d->sigfd >= 0)
+        close(d->sigfd);
+    octd_log(LOG_INFO, "stopped");
+    return exit_code;
+}

@@ -1,0 +1,69 @@
+/* octd.h - the daemon's state (one object, passed everywhere; no globals
+ * besides the log threshold). */
+#ifndef OCTD_H
+#define OCTD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "oct_config.h"
+#include "oct_engine.h"
+#include "oct_ipc.h"
+#include "publish.h"
+#include "sys.h"
+
+typedef struct octd_frame_buf {
+    uint8_t *data;
+    size_t cap;
+    oct_geometry geom;
+    oct_frame_info info;
+    bool valid;
+} octd_frame_buf;
+
+typedef struct octd {
+    char config_path[OCT_PATH_MAX];
+    oct_daemon_config cfg;
+    oct_profile prof;
+    oct_profile_data data;     /* masks / reference for data_samples */
+    uint32_t data_samples;     /* 0: not loaded */
+
+    oct_control *ctl;
+    oct_status *st;
+    oct_status_block *sb;
+    octd_pub *pub;
+    octd_notify nt;
+    int sigfd;
+    bool stop, reload;
+
+    /* frame ring */
+    oct_ring_consumer *ring;
+    oct_geometry ring_geom;
+    uint64_t ring_epoch;
+    bool ever_attached;
+    uint64_t next_attach_ns;
+    char attach_err[512];      /* last attach error logged (log each new one once) */
+
+    /* engine */
+    oct_engine *eng;
+    oct_geometry eng_geom;
+    oct_params params;         /* the good values in use */
+    oct_control_values values; /* the same as control values (for sidecars) */
+    uint64_t applied_gen, seen_gen, cmd_seq_seen;
+    char proc_err[512];        /* last processing error logged */
+    oct_products *save_prod;   /* images for save_images */
+
+    /* modes */
+    uint32_t mode;             /* OCT_STATE_ONLINE or OCT_STATE_REVIEW */
+    bool error_state;          /* the engine could not be planned for the ring */
+    octd_frame_buf cur, scratch, kept;
+    bool review_dirty;
+    uint64_t last_review_ns;
+
+    /* counters (mirrored into the status block) */
+    uint64_t seen, processed, skipped, torn, reattaches, published, drops;
+    uint64_t last_frame_id, last_latency, torn_since;
+
+    uint64_t last_status_ns, last_watchdog_ns;
+} octd;
+
+#endif

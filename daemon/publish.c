@@ -1,0 +1,295 @@
+/* publish.c - see publish.h.
+ *
+ * A PUB socket drops, per subscriber, what does not fit under ZMQ_SNDHWM, so
+ * a slow subscriber only loses its own messages (visible to it as gaps in
+ * image_seq) and never slows octd.  publish_drops counts what octd itself
+ * could not hand to ZeroMQ (EAGAIN or another error on a DONTWAIT send).
+ *
+ * Large payloads are sent zero-copy: the message points into the slot's
+ * oct_products and holds a reference on the slot; ZeroMQ's free callback
+ * drops it once every subscriber's copy is gone, and the engine only ever
+ * writes into slots nobody holds.
+ */
+#include "publish.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "json.h"
+#include "sys.h"
+
+/* Payloads below this are copied: a small copy is cheaper than the
+ * bookkeeping of a zero-copy message. */
+#define ZERO_COPY_MIN 4096
+
+struct octd_pub {
+    void *ctx;
+    void *sock;
+    octd_slot *slots[OCTD_POOL_MAX];
+    int nslots;
+    /* image_seq per topic: [method][kind][f32] */
+    uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
+};
+
+oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
+{
+    *out = NULL;
+    octd_pub *p = calloc(1, sizeof *p);
+    if (!p)
+        return oct_error_set(e, OCT_ENOMEM, "publisher: out of memory");
+    p->ctx = zmq_ctx_new();
+    if (!p->ctx) {
+        free(p);
+        return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+    }
+    p->sock = zmq_socket(p->ctx, ZMQ_PUB);
+    if (!p->sock) {
+        oct_error_set(e, OCT_EIO, "zmq_socket(PUB): %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    int hwm = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
+    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    for (int i = 0; i < cfg->endpoint_count; i++) {
+        if (zmq_bind(p->sock, cfg->endpoints[i]) != 0) {
+            oct_error_set(e, OCT_EIO, "%s: [publish] endpoint: cannot bind '%s': %s",
+                          cfg->source_path, cfg->endpoints[i], zmq_strerror(zmq_errno()));
+            goto fail;
+        }
+    }
+    for (int i = 0; i < OCTD_POOL_MIN; i++) {
+        octd_slot *s = calloc(1, sizeof *s);
+        if (!s || !(s->prod = oct_products_create())) {
+            free(s);
+            oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
+            goto fail;
+        }
+        atomic_init(&s->refs, 0);
+        p->slots[p->nslots++] = s;
+    }
+    *out = p;
+    return OCT_OK;
+fail:
+    octd_pub_destroy(p);
+    return OCT_EIO;
+}
+
+void octd_pub_destroy(octd_pub *p)
+{
+    if (!p)
+        return;
+    if (p->sock)
+        zmq_close(p->sock);
+    /* zmq_ctx_term returns once every message is released, so the slots are
+     * free afterwards (linger 0: nothing waits for subscribers). */
+    if (p->ctx)
+        while (zmq_ctx_term(p->ctx) != 0 && zmq_errno() == EINTR)
+            ;
+    for (int i = 0; i < p->nslots; i++) {
+        oct_products_destroy(p->slots[i]->prod);
+        free(p->slots[i]);
+    }
+    free(p);
+}
+
+octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms)
+{
+    for (int waited = 0;; waited++) {
+        for (int i = 0; i < p->nslots; i++) {
+            int zero = 0;
+            if (atomic_compare_exchange_strong(&p->slots[i]->refs, &zero, 1))
+                return p->slots[i];
+        }
+        if (p->nslots < OCTD_POOL_MAX) {
+            octd_slot *s = calloc(1, sizeof *s);
+            if (s && (s->prod = oct_products_create())) {
+                atomic_init(&s->refs, 1);
+                p->slots[p->nslots++] = s;
+                octd_log(LOG_DEBUG, "product pool grown to %d buffers", p->nslots);
+                return s;
+            }
+            free(s);
+        }
+        if (waited >= wait_ms)
+            return NULL;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
+
+static void slot_free_cb(void *data, void *hint)
+{
+    (void)data;
+    octd_slot_release(hint);
+}
+
+/* Sends one part; the payload zero-copy when it lives in slot s. */
+static int send_part(void *sock, const void *data, size_t len, octd_slot *s, int flags)
+{
+    if (!s || len < ZERO_COPY_MIN)
+        return zmq_send(sock, data, len, flags) < 0 ? -1 : 0;
+    zmq_msg_t msg;
+    atomic_fetch_add_explicit(&s->refs, 1, memory_order_acq_rel);
+    if (zmq_msg_init_data(&msg, (void *)data, len, slot_free_cb, s) != 0) {
+        octd_slot_release(s);
+        return -1;
+    }
+    if (zmq_msg_send(&msg, sock, flags) < 0) {
+        int err = zmq_errno();
+        zmq_msg_close(&msg); /* runs the callback: the reference is dropped */
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
+                           bool f32, uint64_t image_seq, const oct_image *img,
+                           const octd_frame_meta *m)
+{
+    octd_json j;
+    octd_json_begin(&j, buf, cap);
+    octd_json_str(&j, "htype", "octd-image-1");
+    octd_json_str(&j, "topic", topic);
+    octd_json_str(&j, "kind", oct_kind_name(kind));
+    octd_json_str(&j, "method", oct_method_name(method));
+    octd_json_u64(&j, "frame_id", m->frame_id);
+    octd_json_u64(&j, "frame_seq", m->frame_seq);
+    octd_json_u64(&j, "image_seq", image_seq);
+    octd_json_u64(&j, "epoch", m->epoch);
+    octd_json_u64(&j, "t_acq_ns", m->t_acq_ns);
+    octd_json_u64(&j, "t_pub_ns", realtime_ns());
+    octd_json_u32_array(&j, "shape", img->shape, (size_t)(img->ndim > 3 ? 3 : img->ndim));
+    octd_json_str(&j, "dtype", f32 ? "f32" : "u8");
+    octd_json_i32_array(&j, "indices", img->indices, img->indices ? img->n_indices : 0);
+    if (kind == OCT_KIND_ENFACE)
+        octd_json_u64(&j, "requested", img->requested);
+    octd_json_u64(&j, "params_gen", m->params_gen);
+    octd_json_u64(&j, "skipped", m->skipped);
+    octd_json_u64(&j, "torn", m->torn);
+    octd_json_str(&j, "mode", m->review ? "review" : "online");
+    return octd_json_end(&j);
+}
+
+unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
+                                uint64_t *drops, uint64_t *last_sent_ns)
+{
+    unsigned sent = 0;
+    char header[2048], topic[64];
+    for (int method = 0; method < OCT_METHOD_COUNT; method++) {
+        for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
+            const oct_image *img = &s->prod->img[method][kind];
+            if (!img->present || !img->u8)
+                continue;
+            for (int f32 = 0; f32 < 2; f32++) {
+                if (f32 && !img->f32)
+                    continue;
+                /* f32 buffers may be left over from earlier frames: only
+                 * send them when this frame asked for them. */
+                if (f32 && !m->want_f32)
+                    continue;
+                snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
+                         oct_method_name(method), f32 ? "/f32" : "");
+                uint64_t seq = p->image_seq[method][kind][f32]++;
+                size_t hlen = image_header(header, sizeof header, topic, method, kind, f32, seq,
+                                           img, m);
+                const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
+                size_t bytes = img->count * (f32 ? sizeof(float) : 1);
+                if (hlen == 0) {
+                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", topic,
+                             sizeof header);
+                    (*drops)++;
+                    continue;
+                }
+                /* The first part decides: PUB does not fail later parts of
+                 * a message whose first part was accepted. */
+                if (send_part(p->sock, topic, strlen(topic), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
+                    if (zmq_errno() != EAGAIN)
+                        octd_log(LOG_WARNING, "%s: send: %s", topic, zmq_strerror(zmq_errno()));
+                    (*drops)++;
+                    continue;
+                }
+                if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+                    send_part(p->sock, data, bytes, s, ZMQ_DONTWAIT) != 0) {
+                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic,
+                             zmq_strerror(zmq_errno()));
+                    (*drops)++;
+                    continue;
+                }
+                sent++;
+                *last_sent_ns = realtime_ns();
+            }
+        }
+    }
+    return sent;
+}
+
+size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap)
+{
+    octd_json j;
+    octd_json_begin(&j, buf, cap);
+    char backend[sizeof b->backend + 1], device[sizeof b->device + 1];
+    char reason[sizeof b->rejected_reason + 1], msg[sizeof b->command_message + 1];
+    /* Text fields come from shared memory: bound them. */
+    snprintf(backend, sizeof backend, "%.*s", (int)sizeof b->backend, b->backend);
+    snprintf(device, sizeof device, "%.*s", (int)sizeof b->device, b->device);
+    snprintf(reason, sizeof reason, "%.*s", (int)sizeof b->rejected_reason, b->rejected_reason);
+    snprintf(msg, sizeof msg, "%.*s", (int)sizeof b->command_message, b->command_message);
+    octd_json_str(&j, "htype", "octd-status-1");
+    octd_json_u64(&j, "pid", b->pid);
+    octd_json_str(&j, "state", oct_daemon_state_name(b->state));
+    octd_json_str(&j, "backend", backend);
+    octd_json_str(&j, "device", device);
+    octd_json_u64(&j, "ring_epoch", b->ring_epoch);
+    uint32_t geom[3] = {b->ring_lines, b->ring_ascans, b->ring_samples};
+    octd_json_u32_array(&j, "ring_geometry", geom, 3);
+    const char *st = oct_sample_name(b->ring_sample_type);
+    octd_json_str(&j, "ring_sample_type", st ? st : "");
+    octd_json_u64(&j, "heartbeat_ns", b->heartbeat_ns);
+    octd_json_u64(&j, "applied_gen", b->applied_gen);
+    octd_json_u64(&j, "rejected_gen", b->rejected_gen);
+    octd_json_str(&j, "rejected_reason", reason);
+    octd_json_u64(&j, "command_ack_seq", b->command_ack_seq);
+    static const char *const results[] = {"ok", "refused", "failed"};
+    octd_json_str(&j, "command_result", b->command_result < 3 ? results[b->command_result] : "?");
+    octd_json_str(&j, "command_message", msg);
+    octd_json_u64(&j, "frames_seen", b->frames_seen);
+    octd_json_u64(&j, "frames_processed", b->frames_processed);
+    octd_json_u64(&j, "frames_skipped", b->frames_skipped);
+    octd_json_u64(&j, "frames_torn", b->frames_torn);
+    octd_json_u64(&j, "ring_reattaches", b->ring_reattaches);
+    octd_json_u64(&j, "images_published", b->images_published);
+    octd_json_u64(&j, "publish_drops", b->publish_drops);
+    octd_json_u64(&j, "last_frame_id", b->last_frame_id);
+    octd_json_u64(&j, "last_latency_ns", b->last_latency_ns);
+    octd_json_u64(&j, "start_ns", b->start_ns);
+    return octd_json_end(&j);
+}
+
+void octd_pub_send_status(octd_pub *p, const oct_status_block *b)
+{
+    char buf[2048];
+    size_t len = octd_status_json(b, buf, sizeof buf);
+    if (len == 0)
+        return;
+    if (zmq_send(p->sock, "status", 6, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return;
+    zmq_send(p->sock, buf, len, ZMQ_DONTWAIT);
+}

@@ -1,0 +1,53 @@
+/* publish.h - octd's ZeroMQ publisher (SPEC 6) and the pool of product
+ * buffers that zero-copy messages borrow from. */
+#ifndef OCTD_PUBLISH_H
+#define OCTD_PUBLISH_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "oct_config.h"
+#include "oct_engine.h"
+#include "oct_ipc.h"
+
+/* One oct_products object and the number of holders: octd while it fills
+ * and sends it, plus one per ZeroMQ message that still points into it.
+ * The free callback runs in a ZeroMQ I/O thread, hence the atomic. */
+typedef struct octd_slot {
+    oct_products *prod;
+    atomic_int refs;
+} octd_slot;
+
+#define OCTD_POOL_MIN 3
+#define OCTD_POOL_MAX 8
+
+typedef struct octd_pub octd_pub;
+
+/* What one processed frame's messages say about it. */
+typedef struct octd_frame_meta {
+    uint64_t frame_id, frame_seq, epoch, t_acq_ns, params_gen, skipped, torn;
+    bool review;   /* re-processed kept frame */
+    bool want_f32; /* the frame's params asked for float32 copies */
+} octd_frame_meta;
+
+/* Binds a PUB socket at every endpoint; the message names the bad endpoint. */
+oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e);
+void octd_pub_destroy(octd_pub *p); /* linger 0; waits for ZeroMQ to release the slots */
+
+/* A slot with no holders (refs = 1 on return), growing the pool up to
+ * OCTD_POOL_MAX and then waiting up to wait_ms; NULL if all stay held. */
+octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms);
+void octd_slot_release(octd_slot *s);
+
+/* Sends every present image of s->prod (u8 and, when filled, f32).
+ * Returns the number of messages sent; *drops counts those that could not
+ * be sent; *last_sent_ns is the realtime clock after the last send. */
+unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
+                                uint64_t *drops, uint64_t *last_sent_ns);
+/* The 2-part "status" message. */
+void octd_pub_send_status(octd_pub *p, const oct_status_block *b);
+/* Formats the status block as JSON; 0 when it does not fit. */
+size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap);
+
+#endif

@@ -1,0 +1,371 @@
+/* control.c - the control block of SPEC 3.2: a seqlock written by several
+ * operator processes (serialised by flock on the shm fd itself, which the
+ * kernel releases when a writer dies) and read by octd with a bounded
+ * number of attempts. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ipc_internal.h"
+
+_Static_assert(sizeof(oct_control_block) == 4096, "control block size");
+_Static_assert(offsetof(oct_control_block, magic) == 0, "magic");
+_Static_assert(offsetof(oct_control_block, abi_major) == 8, "abi_major");
+_Static_assert(offsetof(oct_control_block, abi_minor) == 12, "abi_minor");
+_Static_assert(offsetof(oct_control_block, block_bytes) == 16, "block_bytes");
+_Static_assert(offsetof(oct_control_block, seq) == 64, "seq");
+_Static_assert(offsetof(oct_control_block, methods) == 128, "methods");
+_Static_assert(offsetof(oct_control_block, window) == 132, "window");
+_Static_assert(offsetof(oct_control_block, window_param) == 136, "window_param");
+_Static_assert(offsetof(oct_control_block, freq_cutoff) == 140, "freq_cutoff");
+_Static_assert(offsetof(oct_control_block, msi_lag_lo) == 144, "msi_lag_lo");
+_Static_assert(offsetof(oct_control_block, msi_lag_hi) == 148, "msi_lag_hi");
+_Static_assert(offsetof(oct_control_block, scale) == 152, "scale");
+_Static_assert(offsetof(oct_control_block, background) == 156, "background");
+_Static_assert(offsetof(oct_control_block, enface_start) == 160, "enface_start");
+_Static_assert(offsetof(oct_control_block, enface_step) == 164, "enface_step");
+_Static_assert(offsetof(oct_control_block, enface_count) == 168, "enface_count");
+_Static_assert(offsetof(oct_control_block, xsec_h_index) == 172, "xsec_h_index");
+_Static_assert(offsetof(oct_control_block, xsec_v_index) == 176, "xsec_v_index");
+_Static_assert(offsetof(oct_control_block, gsc) == 180, "gsc");
+_Static_assert(offsetof(oct_control_block, contrast) == 192, "contrast");
+_Static_assert(offsetof(oct_control_block, brightness) == 204, "brightness");
+_Static_assert(offsetof(oct_control_block, products) == 216, "products");
+_Static_assert(offsetof(oct_control_block, command_seq) == 224, "command_seq");
+_Static_assert(offsetof(oct_control_block, command) == 232, "command");
+_Static_assert(sizeof(float) == 4, "f32");
+
+struct oct_control {
+    char name[OCT_SHM_NAME_MAX + 1];
+    int fd;
+    oct_control_block *b;
+    bool writable;
+};
+
+#define READ_PAUSE_NS 20000ull /* between two failed read attempts */
+
+/* The field copies below run inside the seqlock; a reader may see values
+ * that a writer is changing, which the seq re-check then discards.
+ * Volatile keeps the compiler from merging or moving them across the
+ * fences. */
+static void block_to_values(const oct_control_block *b, oct_control_values *v)
+{
+    const volatile oct_control_block *vb = b;
+    v->methods = vb->methods;
+    v->window = vb->window;
+    v->window_param = vb->window_param;
+    v->freq_cutoff = vb->freq_cutoff;
+    v->msi_lag_lo = vb->msi_lag_lo;
+    v->msi_lag_hi = vb->msi_lag_hi;
+    v->scale = vb->scale;
+    v->background = vb->background;
+    v->enface_start = vb->enface_start;
+    v->enface_step = vb->enface_step;
+    v->enface_count = vb->enface_count;
+    v->xsec_h_index = vb->xsec_h_index;
+    v->xsec_v_index = vb->xsec_v_index;
+    for (int i = 0; i < 3; i++) {
+        v->gsc[i] = vb->gsc[i];
+        v->contrast[i] = vb->contrast[i];
+        v->brightness[i] = vb->brightness[i];
+    }
+    v->products = vb->products;
+    v->command_seq = vb->command_seq;
+    v->command = vb->command;
+}
+
+static void values_to_block(oct_control_block *b, const oct_control_values *v)
+{
+    volatile oct_control_block *vb = b;
+    vb->methods = v->methods;
+    vb->window = v->window;
+    vb->window_param = v->window_param;
+    vb->freq_cutoff = v->freq_cutoff;
+    vb->msi_lag_lo = v->msi_lag_lo;
+    vb->msi_lag_hi = v->msi_lag_hi;
+    vb->scale = v->scale;
+    vb->background = v->background;
+    vb->enface_start = v->enface_start;
+    vb->enface_step = v->enface_step;
+    vb->enface_count = v->enface_count;
+    vb->xsec_h_index = v->xsec_h_index;
+    vb->xsec_v_index = v->xsec_v_index;
+    for (int i = 0; i < 3; i++) {
+        vb->gsc[i] = v->gsc[i];
+        vb->contrast[i] = v->contrast[i];
+        vb->brightness[i] = v->brightness[i];
+    }
+    vb->products = v->products;
+    vb->command_seq = v->command_seq;
+    vb->command = v->command;
+}
+
+oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes,
+                                 oct_error *e)
+{
+    if (object_bytes < sizeof *b)
+        return oct_error_set(e, OCT_ESIZE, "object is %llu bytes, a control block is %u",
+                             (unsigned long long)object_bytes, OCT_CONTROL_BYTES);
+    if (memcmp(b->magic, OCT_CONTROL_MAGIC, 8) != 0)
+        return oct_error_set(e, OCT_EABI, "magic is not \"OCTCTRL\\0\": not a control block");
+    if (b->abi_major != OCT_ABI_MAJOR)
+        return oct_error_set(e, OCT_EABI,
+                             "abi_major = %u (abi_minor %u): this program understands ABI %u.x",
+                             b->abi_major, b->abi_minor, OCT_ABI_MAJOR);
+    if (b->block_bytes != OCT_CONTROL_BYTES)
+        return oct_error_set(e, OCT_EABI, "block_bytes = %u, expected %u", b->block_bytes,
+                             OCT_CONTROL_BYTES);
+    return OCT_OK;
+}
+
+static oct_err lock_fd(int fd, const char *name, oct_error *e)
+{
+    while (flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR)
+            return oct_error_set(e, OCT_EIO, "control %s: flock: %s", name, strerror(errno));
+    }
+    return OCT_OK;
+}
+
+static void unlock_fd(int fd) { flock(fd, LOCK_UN); }
+
+/* Writes v as one generation; the caller holds the lock.  A seq left odd by
+ * a writer that died inside is completed by this write (its half-written
+ * values are overwritten before seq becomes even, so readers never see
+ * them as a generation).  Returns the new generation. */
+static uint64_t write_locked(oct_control_block *b, const oct_control_values *v)
+{
+    uint64_t s = OCT_LOAD_ACQ(&b->seq);
+    if (!(s & 1)) {
+        s++;
+        OCT_STORE_RLX(&b->seq, s);
+        OCT_FENCE_REL(); /* the odd seq is visible before any field changes */
+    }
+    values_to_block(b, v);
+    OCT_STORE_REL(&b->seq, s + 1);
+    return (s + 1) / 2;
+}
+
+static oct_err map_block(int fd, const char *name, bool writable, oct_control_block **out,
+                         oct_error *e)
+{
+    void *m = mmap(NULL, OCT_CONTROL_BYTES, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+                   MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED)
+        return oct_error_set(e, OCT_EIO, "control %s: mmap: %s", name, strerror(errno));
+    *out = m;
+    return OCT_OK;
+}
+
+oct_err oct_control_create(oct_control **out, const char *name, const oct_control_values *init,
+                           uint32_t mode, oct_error *e)
+{
+    *out = NULL;
+    oct_err err = oct_ipc_name_check(name, e);
+    if (err)
+        return err;
+    if (!init)
+        return oct_error_set(e, OCT_EINVAL, "control %s: no initial values", name);
+    mode = mode ? mode : 0660;
+    /* Re-use an existing object: writers that have it mapped keep working
+     * across an octd restart. */
+    int fd = shm_open(name, O_CREAT | O_RDWR | O_CLOEXEC, (mode_t)mode);
+    if (fd < 0)
+        return oct_error_set(e, errno == EACCES ? OCT_EPERM : OCT_EIO,
+                             "control %s: shm_open: %s", name, strerror(errno));
+    struct stat st;
+    if (fchmod(fd, (mode_t)mode) != 0 || fstat(fd, &st) != 0) {
+        err = oct_error_set(e, OCT_EIO, "control %s: fchmod/fstat: %s", name, strerror(errno));
+        close(fd);
+        return err;
+    }
+    if ((uint64_t)st.st_size != OCT_CONTROL_BYTES && ftruncate(fd, OCT_CONTROL_BYTES) != 0) {
+        err = oct_error_set(e, OCT_EIO, "control %s: ftruncate: %s", name, strerror(errno));
+        close(fd);
+        return err;
+    }
+    oct_control *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return oct_error_set(e, OCT_ENOMEM, "control %s: out of memory", name);
+    }
+    err = map_block(fd, name, true, &c->b, e);
+    if (err) {
+        close(fd);
+        free(c);
+        return err;
+    }
+    c->fd = fd;
+    c->writable = true;
+    oct_ipc_strlcpy(c->name, sizeof c->name, name);
+    err = lock_fd(fd, name, e);
+    if (err) {
+        oct_control_close(c, false);
+        return err;
+    }
+    oct_control_block *b = c->b;
+    oct_control_values v = *init;
+    if ((uint64_t)st.st_size == OCT_CONTROL_BYTES && oct_control_header_check(b, st.st_size, NULL) == OCT_OK) {
+        /* a previous octd's block: keep seq and command_seq increasing so
+         * that waiting operators never see them go back */
+        uint64_t old_cmd = b->command_seq;
+        if (old_cmd > v.command_seq)
+            v.command_seq = old_cmd;
+    } else {
+        memset(b, 0, sizeof *b);
+        memcpy(b->magic, OCT_CONTROL_MAGIC, 8);
+        b->abi_major = OCT_ABI_MAJOR;
+        b->abi_minor = OCT_ABI_MINOR;
+        b->block_bytes = OCT_CONTROL_BYTES;
+    }
+    write_locked(b, &v);
+    unlock_fd(fd);
+    *out = c;
+    return OCT_OK;
+}
+
+oct_err oct_control_open(oct_control **out, const char *name, bool writable, oct_error *e)
+{
+    *out = NULL;
+    oct_err err = oct_ipc_name_check(name, e);
+    if (err)
+        return err;
+    int fd = shm_open(name, (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+    if (fd < 0) {
+        int en = errno;
+        if (en == ENOENT)
+            return oct_error_set(e, OCT_ENOENT, "control block %s does not exist (is octd running?)",
+                                 name);
+        return oct_error_set(e, en == EACCES ? OCT_EPERM : OCT_EIO,
+                             "control %s: shm_open%s: %s", name, writable ? " for writing" : "",
+                             strerror(en));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        err = oct_error_set(e, OCT_EIO, "control %s: fstat: %s", name, strerror(errno));
+        close(fd);
+        return err;
+    }
+    if ((uint64_t)st.st_size < OCT_CONTROL_BYTES) {
+        close(fd);
+        return oct_error_set(e, OCT_ESIZE, "control %s: object is %llu bytes, expected %u", name,
+                             (unsigned long long)st.st_size, OCT_CONTROL_BYTES);
+    }
+    oct_control *c = calloc(1, sizeof *c);
+    if (!c) {
+        close(fd);
+        return oct_error_set(e, OCT_ENOMEM, "control %s: out of memory", name);
+    }
+    err = map_block(fd, name, writable, &c->b, e);
+    if (err) {
+        close(fd);
+        free(c);
+        return err;
+    }
+    c->fd = fd;
+    c->writable = writable;
+    oct_ipc_strlcpy(c->name, sizeof c->name, name);
+    err = oct_control_header_check(c->b, (uint64_t)st.st_size, e);
+    if (err) {
+        oct_control_close(c, false);
+        return oct_error_prefix(e, err, "control %s", name);
+    }
+    *out = c;
+    return OCT_OK;
+}
+
+void oct_control_close(oct_control *c, bool unlink_name)
+{
+    if (!c)
+        return;
+    munmap(c->b, OCT_CONTROL_BYTES);
+    close(c->fd);
+    if (unlink_name)
+        shm_unlink(c->name);
+    free(c);
+}
+
+oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen)
+{
+    if (!c || !v)
+        return OCT_EINVAL;
+    if (attempts < 1)
+        attempts = 1;
+    for (int i = 0; i < attempts; i++) {
+        if (i)
+            oct_ipc_sleep_ns(READ_PAUSE_NS); /* let the writer finish; never spin */
+        uint64_t s0 = OCT_LOAD_ACQ(&c->b->seq);
+        if (s0 & 1)
+            continue;
+        oct_control_values tmp;
+        block_to_values(c->b, &tmp);
+        OCT_FENCE_ACQ();
+        if (OCT_LOAD_RLX(&c->b->seq) != s0)
+            continue;
+        *v = tmp;
+        if (gen)
+            *gen = s0 / 2;
+        return OCT_OK;
+    }
+    return OCT_EAGAIN;
+}
+
+uint64_t oct_control_generation(const oct_control *c)
+{
+    return c ? OCT_LOAD_ACQ(&c->b->seq) / 2 : 0;
+}
+
+oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
+                          oct_error *e)
+{
+    if (!c)
+        return oct_error_set(e, OCT_EINVAL, "control: no handle");
+    if (!c->writable)
+        return oct_error_set(e, OCT_EPERM, "control %s: opened read-only", c->name);
+    oct_err err = lock_fd(c->fd, c->name, e);
+    if (err)
+        return err;
+    /* under the lock no other writer is inside, so the fields are stable
+     * (a dead writer's half-written values are the starting point) */
+    oct_control_values v;
+    block_to_values(c->b, &v);
+    if (fn)
+        fn(&v, arg);
+    uint64_t g = write_locked(c->b, &v);
+    unlock_fd(c->fd);
+    if (gen)
+        *gen = g;
+    return OCT_OK;
+}
+
+struct command_arg {
+    uint32_t command;
+    uint64_t seq;
+};
+
+static void set_command(oct_control_values *v, void *arg)
+{
+    struct command_arg *a = arg;
+    v->command_seq++;
+    v->command = a->command;
+    a->seq = v->command_seq;
+}
+
+oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
+                            oct_error *e)
+{
+    if (command < OCT_CMD_ONLINE || command > OCT_CMD_SAVE_IMAGES)
+        return oct_error_set(e, OCT_EINVAL, "command = %u: must be 1..5", command);
+    struct command_arg a = {command, 0};
+    oct_err err = oct_control_write(c, set_command, &a, NULL, e);
+    if (err)
+        return err;
+    if (command_seq)
+        *command_seq = a.seq;
+    return OCT_OK;
+}

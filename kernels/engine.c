@@ -1,0 +1,800 @@
+/* engine.c - the backend-neutral part of the OCT engine (SPEC section 2):
+ * names, parameter defaults and validation, products, the engine object,
+ * and everything derived from the control values alone (window, filtered
+ * masks, en-face index lists, product shapes, gray mapping).  Backends
+ * (engine_cpu.c, engine_cuda.cu) do the per-frame work. */
+#include "engine_internal.h"
+
+#include <fftw3.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- names ---------------------------------------------------------------- */
+
+const char *oct_method_name(int method)
+{
+    switch (method) {
+    case OCT_METHOD_CFD: return "cfd";
+    case OCT_METHOD_MSI: return "msi";
+    default: return "unknown";
+    }
+}
+
+const char *oct_kind_name(int kind)
+{
+    static const char *const names[OCT_KIND_COUNT] = {"bscan",  "enface", "confocal",
+                                                      "xsec_h", "xsec_v", "volume"};
+    return (kind >= 0 && kind < OCT_KIND_COUNT) ? names[kind] : "unknown";
+}
+
+const char *oct_window_name(int window)
+{
+    static const char *const names[OCT_WINDOW_COUNT] = {"rect",     "hann",     "hamming",
+                                                        "blackman", "gaussian", "tukey"};
+    return (window >= 0 && window < OCT_WINDOW_COUNT) ? names[window] : "unknown";
+}
+
+int oct_kind_class(int kind)
+{
+    switch (kind) {
+    case OCT_KIND_ENFACE: return OCT_CLASS_ENFACE;
+    case OCT_KIND_CONFOCAL: return OCT_CLASS_CONFOCAL;
+    default: return OCT_CLASS_BSCAN;
+    }
+}
+
+/* ---- parameters ----------------------------------------------------------- */
+
+void oct_params_default(oct_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
+    p->window = OCT_WINDOW_HANN;
+    p->window_param = 0.0f;
+    p->freq_cutoff = 0;
+    p->lag_lo = 0;
+    p->lag_hi = 0;
+    p->scale = OCT_SCALE_LINEAR;
+    p->background = OCT_BG_NONE;
+    p->enface_start = 0;
+    p->enface_step = 1;
+    p->enface_count = 1;
+    p->xsec_h = 0;
+    p->xsec_v = 0;
+    for (int c = 0; c < OCT_CLASS_COUNT; c++) {
+        p->gsc[c] = 1.0f;
+        p->contrast[c] = 1.0f;
+        p->brightness[c] = 0.0f;
+    }
+    p->products = OCT_PRODUCT_BIT(OCT_KIND_BSCAN) | OCT_PRODUCT_BIT(OCT_KIND_ENFACE) |
+                  OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) |
+                  OCT_PRODUCT_BIT(OCT_KIND_XSEC_V);
+}
+
+#define ENFACE_COUNT_MAX 65536
+#define MASK_COUNT_MAX 65536u
+
+static const char *const class_names[OCT_CLASS_COUNT] = {"bscan", "enface", "confocal"};
+
+oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t mask_count,
+                            bool have_reference, oct_error *e)
+{
+    if (!p || !g)
+        return oct_error_set(e, OCT_EINVAL, "params or geometry is NULL");
+    oct_err err = oct_geometry_check(g, e);
+    if (err)
+        return oct_error_prefix(e, err, "geometry");
+    const int32_t M = (int32_t)g->samples, half = M / 2;
+
+    if (p->methods == 0 || (p->methods & ~OCT_METHODS_ALL))
+        return oct_error_set(e, OCT_EINVAL,
+                             "methods = 0x%x: must be a non-empty subset of 0x1 (cfd) | 0x2 (msi)",
+                             p->methods);
+    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && mask_count == 0)
+        return oct_error_set(e, OCT_EINVAL,
+                             "methods = 0x%x: msi needs masks, and none were loaded (msi.masks)",
+                             p->methods);
+    if (p->window >= OCT_WINDOW_COUNT)
+        return oct_error_set(e, OCT_EINVAL,
+                             "window = %u: must be 0 (rect) .. 5 (tukey)", p->window);
+    if (!isfinite(p->window_param))
+        return oct_error_set(e, OCT_EINVAL, "window_param = %g: must be finite",
+                             (double)p->window_param);
+    if (p->window == OCT_WINDOW_GAUSSIAN && !(p->window_param > 0.0f))
+        return oct_error_set(e, OCT_EINVAL,
+                             "window_param = %g: the gaussian sigma must be > 0 (fraction of M)",
+                             (double)p->window_param);
+    if (p->window == OCT_WINDOW_TUKEY && !(p->window_param >= 0.0f && p->window_param <= 1.0f))
+        return oct_error_set(e, OCT_EINVAL,
+                             "window_param = %g: the tukey alpha must be in [0, 1]",
+                             (double)p->window_param);
+    if (p->freq_cutoff < 0 || p->freq_cutoff > half)
+        return oct_error_set(e, OCT_EINVAL,
+                             "freq_cutoff = %d: must be in [0, %d] (0 <= F <= samples/2)",
+                             p->freq_cutoff, half);
+    if (p->lag_lo <= -half || p->lag_lo >= half)
+        return oct_error_set(e, OCT_EINVAL,
+                             "lag_lo = %d: must be in [%d, %d] (-samples/2 < W1 <= W2 < samples/2)",
+                             p->lag_lo, -half + 1, half - 1);
+    if (p->lag_hi <= -half || p->lag_hi >= half)
+        return oct_error_set(e, OCT_EINVAL,
+                             "lag_hi = %d: must be in [%d, %d] (-samples/2 < W1 <= W2 < samples/2)",
+                             p->lag_hi, -half + 1, half - 1);
+    if (p->lag_lo > p->lag_hi)
+        return oct_error_set(e, OCT_EINVAL, "lag_lo = %d > lag_hi = %d: must be W1 <= W2",
+                             p->lag_lo, p->lag_hi);
+    if (p->scale > OCT_SCALE_LOG)
+        return oct_error_set(e, OCT_EINVAL, "scale = %u: must be 0 (linear) or 1 (log)",
+                             p->scale);
+    if (p->background > OCT_BG_FRAME_MEAN)
+        return oct_error_set(e, OCT_EINVAL,
+                             "background = %u: must be 0 (none), 1 (reference) or 2 (frame_mean)",
+                             p->background);
+    if (p->background == OCT_BG_REFERENCE && !have_reference)
+        return oct_error_set(e, OCT_EINVAL,
+                             "background = 1 (reference): no reference spectrum was loaded "
+                             "(background.reference)");
+    if (p->enface_start < 0)
+        return oct_error_set(e, OCT_EINVAL, "enface_start = %d: must be >= 0", p->enface_start);
+    if (p->enface_step < 1)
+        return oct_error_set(e, OCT_EINVAL, "enface_step = %d: must be >= 1", p->enface_step);
+    if (p->enface_count < 1 || p->enface_count > ENFACE_COUNT_MAX)
+        return oct_error_set(e, OCT_EINVAL, "enface_count = %d: must be in [1, %d]",
+                             p->enface_count, ENFACE_COUNT_MAX);
+    if (p->xsec_h < 0 || (uint32_t)p->xsec_h >= g->lines)
+        return oct_error_set(e, OCT_EINVAL, "xsec_h = %d: must be in [0, %u] (a line index < lines)",
+                             p->xsec_h, g->lines - 1);
+    if (p->xsec_v < 0 || (uint32_t)p->xsec_v >= g->ascans)
+        return oct_error_set(e, OCT_EINVAL,
+                             "xsec_v = %d: must be in [0, %u] (an A-scan index < ascans)",
+                             p->xsec_v, g->ascans - 1);
+    for (int c = 0; c < OCT_CLASS_COUNT; c++) {
+        if (!isfinite(p->gsc[c]))
+            return oct_error_set(e, OCT_EINVAL, "gsc[%d] (%s) = %g: must be finite", c,
+                                 class_names[c], (double)p->gsc[c]);
+        if (!isfinite(p->contrast[c]))
+            return oct_error_set(e, OCT_EINVAL, "contrast[%d] (%s) = %g: must be finite", c,
+                                 class_names[c], (double)p->contrast[c]);
+        if (!isfinite(p->brightness[c]))
+            return oct_error_set(e, OCT_EINVAL, "brightness[%d] (%s) = %g: must be finite", c,
+                                 class_names[c], (double)p->brightness[c]);
+    }
+    if (p->products & ~OCT_PRODUCTS_KNOWN)
+        return oct_error_set(e, OCT_EINVAL,
+                             "products = 0x%x: unknown bits 0x%x (known: 0x3f kinds | 0x100 f32)",
+                             p->products, p->products & ~OCT_PRODUCTS_KNOWN);
+    return OCT_OK;
+}
+
+void oct_setup_default(oct_setup *s)
+{
+    memset(s, 0, sizeof *s);
+    s->geom.samples = 1024;
+    s->geom.ascans = 500;
+    s->geom.lines = 1;
+    s->geom.sample_type = OCT_SAMPLE_U16;
+    s->backend = OCT_BACKEND_AUTO;
+    s->precision = OCT_PRECISION_FP32;
+    s->msi_path = OCT_MSI_AUTO;
+}
+
+/* ---- products ------------------------------------------------------------- */
+
+oct_products *oct_products_create(void)
+{
+    return calloc(1, sizeof(oct_products));
+}
+
+void oct_products_destroy(oct_products *p)
+{
+    if (!p)
+        return;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            free(p->img[m][k].u8);
+            free(p->img[m][k].f32);
+            free(p->img[m][k].indices);
+        }
+    free(p);
+}
+
+oct_err oct_image_reserve(oct_image *img, size_t pixels, bool want_f32, size_t indices)
+{
+    size_t cap = img->cap_pixels;
+    if (pixels > cap || (want_f32 && !img->f32 && pixels)) {
+        size_t ncap = pixels > cap ? pixels : cap;
+        uint8_t *u8 = img->u8;
+        if (pixels > cap || !u8) {
+            u8 = realloc(img->u8, ncap ? ncap : 1);
+            if (!u8)
+                return OCT_ENOMEM;
+            img->u8 = u8;
+        }
+        /* The f32 buffer always has the same capacity as u8 once it exists. */
+        if (want_f32 || img->f32) {
+            float *f = realloc(img->f32, (ncap ? ncap : 1) * sizeof(float));
+            if (!f)
+                return OCT_ENOMEM;
+            img->f32 = f;
+        }
+        img->cap_pixels = ncap;
+    }
+    if (indices > img->cap_indices) {
+        int32_t *ix = realloc(img->indices, indices * sizeof(int32_t));
+        if (!ix)
+            return OCT_ENOMEM;
+        img->indices = ix;
+        img->cap_indices = indices;
+    }
+    return OCT_OK;
+}
+
+/* ---- derived arrays ------------------------------------------------------- */
+
+void oct_window_compute(double *w, uint32_t M, uint32_t type, double param)
+{
+    const double D = (double)M - 1.0, pi = 3.14159265358979323846;
+    for (uint32_t i = 0; i < M; i++) {
+        double n = (double)i, v = 1.0;
+        switch (type) {
+        case OCT_WINDOW_HANN: v = 0.5 - 0.5 * cos(2 * pi * n / D); break;
+        case OCT_WINDOW_HAMMING: v = 0.54 - 0.46 * cos(2 * pi * n / D); break;
+        case OCT_WINDOW_BLACKMAN:
+            v = 0.42 - 0.5 * cos(2 * pi * n / D) + 0.08 * cos(4 * pi * n / D);
+            break;
+        case OCT_WINDOW_GAUSSIAN: {
+            double t = (n - D / 2) / (param * M);
+            v = exp(-0.5 * t * t);
+            break;
+        }
+        case OCT_WINDOW_TUKEY: {
+            /* scipy.signal.windows.tukey (sym=True): a cosine taper over the first
+             * and last alpha*D/2 samples, flat in between; alpha = 0 is rect. */
+            double aD = param * D;
+            if (param >= 1.0)
+                v = 0.5 - 0.5 * cos(2 * pi * n / D);
+            else if (aD > 0 && n < aD / 2)
+                v = 0.5 * (1 - cos(2 * pi * n / aD));
+            else if (aD > 0 && n > D - aD / 2)
+                v = 0.5 * (1 - cos(2 * pi * (D - n) / aD));
+            break;
+        }
+        default: break; /* rect */
+        }
+        w[i] = v;
+    }
+}
+
+/* FFTW's planner is not thread-safe; engines may be created from several
+ * threads (and the CPU backend plans in single precision concurrently). */
+static pthread_once_t fftw_once = PTHREAD_ONCE_INIT;
+static void fftw_threadsafe_init(void)
+{
+    fftw_make_planner_thread_safe();
+}
+
+/* m~_r = IDFT(H . DFT(w . m_r)) / M in double precision, optionally scaled
+ * to unit L2 norm; out: R x M floats. */
+static oct_err compute_masks_filt(const oct_engine *eng, const double *w, float *out,
+                                  oct_error *e)
+{
+    const uint32_t M = eng->setup.geom.samples, R = eng->setup.mask_count, K = M / 2 + 1;
+    const int32_t F = eng->params.freq_cutoff;
+    pthread_once(&fftw_once, fftw_threadsafe_init);
+    double *x = fftw_malloc(sizeof(double) * M);
+    fftw_complex *X = fftw_malloc(sizeof(fftw_complex) * K);
+    fftw_plan fwd = NULL, inv = NULL;
+    oct_err err = OCT_OK;
+    if (!x || !X) {
+        err = oct_error_set(e, OCT_ENOMEM, "filtered masks: out of memory (M = %u)", M);
+        goto out;
+    }
+    fwd = fftw_plan_dft_r2c_1d((int)M, x, X, FFTW_ESTIMATE);
+    inv = fftw_plan_dft_c2r_1d((int)M, X, x, FFTW_ESTIMATE);
+    if (!fwd || !inv) {
+        err = oct_error_set(e, OCT_EBACKEND, "filtered masks: FFTW could not plan M = %u", M);
+        goto out;
+    }
+    for (uint32_t r = 0; r < R; r++) {
+        const float *m = eng->masks_raw + (size_t)r * M;
+        for (uint32_t n = 0; n < M; n++)
+            x[n] = w[n] * (double)m[n];
+        fftw_execute(fwd);
+        /* H removes k < F and k > M-F: in the half spectrum, the bins k < F
+         * (their mirror images M-k are implied by symmetry). */
+        for (int32_t k = 0; k < F && k < (int32_t)K; k++)
+            X[k][0] = X[k][1] = 0.0;
+        fftw_execute(inv); /* unnormalised: x = M * m~ */
+        double scale = 1.0 / M;
+        if (eng->setup.normalize_masks) {
+            double ss = 0;
+            for (uint32_t n = 0; n < M; n++)
+                ss += x[n] * x[n];
+            /* an all-zero mask stays zero rather than becoming NaN */
+            scale = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
+        }
+        float *o = out + (size_t)r * M;
+        for (uint32_t n = 0; n < M; n++)
+            o[n] = (float)(x[n] * scale);
+    }
+out:
+    if (fwd)
+        fftw_destroy_plan(fwd);
+    if (inv)
+        fftw_destroy_plan(inv);
+    fftw_free(x);
+    fftw_free(X);
+    return err;
+}
+
+/* Derived arrays for a set of params, built aside so that a failure leaves
+ * the engine untouched. */
+typedef struct derived {
+    float *window, *masks_filt;
+    int32_t *enface_idx[OCT_METHOD_COUNT];
+    uint32_t enface_n[OCT_METHOD_COUNT];
+} derived;
+
+static void derived_free(derived *d)
+{
+    free(d->window);
+    free(d->masks_filt);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        free(d->enface_idx[m]);
+    memset(d, 0, sizeof *d);
+}
+
+/* Builds the parts named in `what` (OCT_CHG_WINDOW: window + masks,
+ * OCT_CHG_CUTOFF: masks, OCT_CHG_ENFACE: index lists) for eng->params. */
+static oct_err derived_build(oct_engine *eng, unsigned what, derived *d, oct_error *e)
+{
+    const uint32_t M = eng->setup.geom.samples, R = eng->setup.mask_count;
+    const oct_params *p = &eng->params;
+    memset(d, 0, sizeof *d);
+    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)) {
+        double *w = malloc(sizeof(double) * M);
+        d->window = malloc(sizeof(float) * M);
+        if (R)
+            d->masks_filt = malloc(sizeof(float) * (size_t)R * M);
+        if (!w || !d->window || (R && !d->masks_filt)) {
+            free(w);
+            derived_free(d);
+            return oct_error_set(e, OCT_ENOMEM, "window/masks: out of memory (R = %u, M = %u)",
+                                 R, M);
+        }
+        oct_window_compute(w, M, p->window, p->window_param);
+        for (uint32_t n = 0; n < M; n++)
+            d->window[n] = (float)w[n];
+        if (what & OCT_CHG_WINDOW)
+            eng->rebuilds.window++;
+        if (R) {
+            oct_err err = compute_masks_filt(eng, w, d->masks_filt, e);
+            if (err) {
+                free(w);
+                derived_free(d);
+                return err;
+            }
+            eng->rebuilds.masks++;
+        }
+        free(w);
+    }
+    if (what & OCT_CHG_ENFACE) {
+        /* idx_q = start + step*q, q < count, kept only while < D.  When start >= D
+         * no index is left: enface and confocal of that method are then not
+         * produced (present = false) rather than published as empty images. */
+        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+            int64_t D = eng->depths[m], n = 0;
+            if (p->enface_start < D)
+                n = (D - 1 - p->enface_start) / p->enface_step + 1;
+            if (n > p->enface_count)
+                n = p->enface_count;
+            d->enface_n[m] = (uint32_t)n;
+            d->enface_idx[m] = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
+            if (!d->enface_idx[m]) {
+                derived_free(d);
+                return oct_error_set(e, OCT_ENOMEM, "en-face index list: out of memory");
+            }
+            for (int64_t q = 0; q < n; q++)
+                d->enface_idx[m][q] = (int32_t)(p->enface_start + p->enface_step * q);
+        }
+        eng->rebuilds.enface++;
+    }
+    return OCT_OK;
+}
+
+/* Swaps the built parts into the engine; d then holds the old ones. */
+static void derived_swap(oct_engine *eng, unsigned what, derived *d)
+{
+    float *tf;
+    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)) {
+        tf = eng->window, eng->window = d->window, d->window = tf;
+        tf = eng->masks_filt, eng->masks_filt = d->masks_filt, d->masks_filt = tf;
+    }
+    if (what & OCT_CHG_ENFACE) {
+        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+            int32_t *ti = eng->enface_idx[m];
+            eng->enface_idx[m] = d->enface_idx[m];
+            d->enface_idx[m] = ti;
+            uint32_t tn = eng->enface_n[m];
+            eng->enface_n[m] = d->enface_n[m];
+            d->enface_n[m] = tn;
+        }
+    }
+}
+
+bool oct_product_wanted(const oct_engine *eng, int method, int kind)
+{
+    const oct_params *p = &eng->params;
+    if (method < 0 || method >= OCT_METHOD_COUNT || kind < 0 || kind >= OCT_KIND_COUNT)
+        return false;
+    if (!(p->methods & OCT_METHOD_BIT(method)) || !(p->products & OCT_PRODUCT_BIT(kind)))
+        return false;
+    if (eng->setup.geom.lines == 1)
+        return kind == OCT_KIND_BSCAN;
+    switch (kind) {
+    case OCT_KIND_BSCAN: return false;
+    case OCT_KIND_ENFACE:
+    case OCT_KIND_CONFOCAL: return eng->enface_n[method] > 0;
+    default: return true;
+    }
+}
+
+oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image *img,
+                          oct_error *e)
+{
+    const oct_geometry *g = &eng->setup.geom;
+    const oct_params *p = &eng->params;
+    const uint32_t D = eng->depths[method], N = g->ascans, L = g->lines;
+    const uint32_t Q = eng->enface_n[method];
+    uint32_t nidx = 0;
+    img->requested = 0;
+    switch (kind) {
+    case OCT_KIND_BSCAN:
+        img->ndim = 2, img->shape[0] = D, img->shape[1] = N, img->shape[2] = 0;
+        break;
+    case OCT_KIND_ENFACE:
+        img->ndim = 3, img->shape[0] = Q, img->shape[1] = L, img->shape[2] = N;
+        nidx = Q;
+        img->requested = (uint32_t)p->enface_count;
+        break;
+    case OCT_KIND_CONFOCAL:
+        img->ndim = 2, img->shape[0] = L, img->shape[1] = N, img->shape[2] = 0;
+        nidx = Q; /* the depths summed */
+        img->requested = (uint32_t)p->enface_count;
+        break;
+    case OCT_KIND_XSEC_H:
+        img->ndim = 2, img->shape[0] = D, img->shape[1] = N, img->shape[2] = 0;
+        nidx = 1;
+        break;
+    case OCT_KIND_XSEC_V:
+        img->ndim = 2, img->shape[0] = D, img->shape[1] = L, img->shape[2] = 0;
+        nidx = 1;
+        break;
+    case OCT_KIND_VOLUME:
+        img->ndim = 3, img->shape[0] = L, img->shape[1] = N, img->shape[2] = D;
+        break;
+    default:
+        return oct_error_set(e, OCT_EINVAL, "unknown product kind %d", kind);
+    }
+    size_t count = (size_t)img->shape[0] * img->shape[1] * (img->ndim == 3 ? img->shape[2] : 1);
+    if (oct_image_reserve(img, count, (p->products & OCT_PRODUCT_F32) != 0, nidx) != OCT_OK)
+        return oct_error_set(e, OCT_ENOMEM, "%s/%s: out of memory for %zu pixels",
+                             oct_kind_name(kind), oct_method_name(method), count);
+    img->count = count;
+    img->n_indices = nidx;
+    if (kind == OCT_KIND_ENFACE || kind == OCT_KIND_CONFOCAL)
+        memcpy(img->indices, eng->enface_idx[method], sizeof(int32_t) * Q);
+    else if (kind == OCT_KIND_XSEC_H)
+        img->indices[0] = p->xsec_h;
+    else if (kind == OCT_KIND_XSEC_V)
+        img->indices[0] = p->xsec_v;
+    img->present = true;
+    return OCT_OK;
+}
+
+void oct_gray_map(const float *in, uint8_t *out, size_t n, uint32_t scale, float gsc,
+                  float contrast, float brightness)
+{
+    /* g >= 0 so truncation is floor; !(g >= 0) also catches NaN. */
+    if (scale == OCT_SCALE_LOG) {
+        for (size_t i = 0; i < n; i++) {
+            float v = in[i];
+            v = v == v ? gsc * v : 0.0f;
+            float t = 20.0f * log10f(v > 1e-12f ? v : 1e-12f);
+            float g = brightness + contrast * t + 0.5f;
+            out[i] = !(g >= 0.0f) ? 0 : g >= 255.0f ? 255 : (uint8_t)g;
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            float v = in[i];
+            v = v == v ? v : 0.0f;
+            float g = brightness + contrast * (gsc * v) + 0.5f;
+            out[i] = !(g >= 0.0f) ? 0 : g >= 255.0f ? 255 : (uint8_t)g;
+        }
+    }
+}
+
+double oct_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+#ifndef OCT_HAVE_CUDA
+bool oct_cuda_built(void)
+{
+    return false;
+}
+
+oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e)
+{
+    if (name && name_len)
+        name[0] = '\0';
+    return oct_error_set(e, OCT_EUNSUPPORTED, "octd was built without CUDA");
+}
+#endif
+
+/* ---- the engine ----------------------------------------------------------- */
+
+static oct_err check_finite(const float *a, size_t rows, uint32_t M, const char *what,
+                            oct_error *e)
+{
+    for (size_t r = 0; r < rows; r++)
+        for (uint32_t n = 0; n < M; n++)
+            if (!isfinite(a[r * M + n]))
+                return oct_error_set(e, OCT_EINVAL, "%s %zu, sample %u is not finite (%g)",
+                                     what, r, n, (double)a[r * M + n]);
+    return OCT_OK;
+}
+
+static oct_err select_backend(oct_engine *eng, oct_error *e)
+{
+    oct_backend b = eng->setup.backend;
+    if (b == OCT_BACKEND_CPU) {
+        eng->ops = &oct_cpu_backend;
+        return OCT_OK;
+    }
+#ifdef OCT_HAVE_CUDA
+    char name[128];
+    oct_error pe;
+    oct_err err = oct_cuda_probe(eng->setup.device, name, sizeof name, &pe);
+    if (err == OCT_OK) {
+        eng->ops = &oct_cuda_backend;
+        return OCT_OK;
+    }
+    if (b == OCT_BACKEND_CUDA)
+        return oct_error_set(e, OCT_EUNSUPPORTED, "backend cuda: %s", pe.msg);
+    eng->ops = &oct_cpu_backend; /* AUTO: no usable device */
+    return OCT_OK;
+#else
+    if (b == OCT_BACKEND_CUDA)
+        return oct_error_set(e, OCT_EUNSUPPORTED,
+                             "backend cuda: octd was built without CUDA (no nvcc at build time)");
+    eng->ops = &oct_cpu_backend;
+    return OCT_OK;
+#endif
+}
+
+oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_params *params,
+                          oct_error *e)
+{
+    if (!out || !setup || !params)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_create: NULL argument");
+    *out = NULL;
+    const oct_geometry *g = &setup->geom;
+    oct_err err = oct_geometry_check(g, e);
+    if (err)
+        return oct_error_prefix(e, err, "geometry");
+    const uint32_t M = g->samples, R = setup->mask_count;
+    if ((R > 0) != (setup->masks != NULL))
+        return oct_error_set(e, OCT_EINVAL, "masks: mask_count = %u but masks is %s", R,
+                             setup->masks ? "set" : "NULL");
+    if (R > MASK_COUNT_MAX)
+        return oct_error_set(e, OCT_EINVAL, "mask_count = %u: must be at most %u", R,
+                             MASK_COUNT_MAX);
+    if ((unsigned)setup->backend > OCT_BACKEND_CUDA)
+        return oct_error_set(e, OCT_EINVAL, "backend = %d: must be 0 (auto), 1 (cpu) or 2 (cuda)",
+                             (int)setup->backend);
+    if ((unsigned)setup->msi_path > OCT_MSI_GEMM)
+        return oct_error_set(e, OCT_EINVAL, "msi_path = %d: must be 0 (auto), 1 (fft) or 2 (gemm)",
+                             (int)setup->msi_path);
+    if ((unsigned)setup->precision > OCT_PRECISION_TF32)
+        return oct_error_set(e, OCT_EINVAL, "precision = %d: must be 0 (fp32) or 1 (tf32)",
+                             (int)setup->precision);
+    if (setup->threads < 0 || setup->threads > 4096)
+        return oct_error_set(e, OCT_EINVAL, "threads = %d: must be in [0, 4096] (0 = all cores)",
+                             setup->threads);
+    if (R && (err = check_finite(setup->masks, R, M, "mask", e)))
+        return err;
+    if (setup->reference && (err = check_finite(setup->reference, 1, M, "reference", e)))
+        return err;
+    err = oct_params_validate(params, g, R, setup->reference != NULL, e);
+    if (err)
+        return err;
+
+    oct_engine *eng = calloc(1, sizeof *eng);
+    if (!eng)
+        return oct_error_set(e, OCT_ENOMEM, "engine: out of memory");
+    eng->setup = *setup;
+    eng->setup.masks = NULL;
+    eng->setup.reference = NULL;
+    eng->params = *params;
+    eng->depths[OCT_METHOD_CFD] = M / 2 + 1;
+    eng->depths[OCT_METHOD_MSI] = R;
+    if (R) {
+        eng->masks_raw = malloc(sizeof(float) * (size_t)R * M);
+        if (!eng->masks_raw) {
+            err = oct_error_set(e, OCT_ENOMEM, "masks: out of memory (%u x %u)", R, M);
+            goto fail;
+        }
+        memcpy(eng->masks_raw, setup->masks, sizeof(float) * (size_t)R * M);
+    }
+    if (setup->reference) {
+        eng->reference = malloc(sizeof(float) * M);
+        if (!eng->reference) {
+            err = oct_error_set(e, OCT_ENOMEM, "reference: out of memory");
+            goto fail;
+        }
+        memcpy(eng->reference, setup->reference, sizeof(float) * M);
+    }
+    derived d;
+    if ((err = derived_build(eng, OCT_CHG_ALL, &d, e)))
+        goto fail;
+    derived_swap(eng, OCT_CHG_ALL, &d);
+    derived_free(&d);
+    if ((err = select_backend(eng, e)))
+        goto fail;
+    if ((err = eng->ops->create(eng, e))) {
+        eng->ops = NULL; /* create cleans up after itself */
+        goto fail;
+    }
+    *out = eng;
+    return OCT_OK;
+fail:
+    oct_engine_destroy(eng);
+    return err;
+}
+
+void oct_engine_destroy(oct_engine *eng)
+{
+    if (!eng)
+        return;
+    if (eng->ops)
+        eng->ops->destroy(eng);
+    free(eng->masks_raw);
+    free(eng->reference);
+    free(eng->window);
+    free(eng->masks_filt);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        free(eng->enface_idx[m]);
+    free(eng);
+}
+
+static unsigned params_diff(const oct_params *a, const oct_params *b)
+{
+    unsigned c = 0;
+    if (a->window != b->window || memcmp(&a->window_param, &b->window_param, sizeof(float)))
+        c |= OCT_CHG_WINDOW;
+    if (a->freq_cutoff != b->freq_cutoff)
+        c |= OCT_CHG_CUTOFF;
+    if (a->lag_lo != b->lag_lo || a->lag_hi != b->lag_hi)
+        c |= OCT_CHG_LAGS;
+    if (a->methods != b->methods)
+        c |= OCT_CHG_METHODS;
+    if (a->enface_start != b->enface_start || a->enface_step != b->enface_step ||
+        a->enface_count != b->enface_count)
+        c |= OCT_CHG_ENFACE;
+    if (a->xsec_h != b->xsec_h || a->xsec_v != b->xsec_v)
+        c |= OCT_CHG_XSEC;
+    if (a->products != b->products)
+        c |= OCT_CHG_PRODUCTS;
+    if (a->scale != b->scale || memcmp(a->gsc, b->gsc, sizeof a->gsc) ||
+        memcmp(a->contrast, b->contrast, sizeof a->contrast) ||
+        memcmp(a->brightness, b->brightness, sizeof a->brightness))
+        c |= OCT_CHG_GRAY;
+    if (a->background != b->background)
+        c |= OCT_CHG_BACKGROUND;
+    return c;
+}
+
+oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_error *e)
+{
+    if (!eng || !params)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_set_params: NULL argument");
+    oct_err err = oct_params_validate(params, &eng->setup.geom, eng->setup.mask_count,
+                                      eng->reference != NULL, e);
+    if (err)
+        return err;
+    unsigned changed = params_diff(&eng->params, params);
+    if (!changed)
+        return OCT_OK;
+    const oct_params old = eng->params;
+    eng->params = *params;
+    derived d;
+    if ((err = derived_build(eng, changed, &d, e))) {
+        eng->params = old;
+        return err;
+    }
+    derived_swap(eng, changed, &d); /* d now holds the old arrays */
+    if ((err = eng->ops->update(eng, changed, e))) {
+        /* Back to the old values; the backend rebuilds what it dropped. */
+        eng->params = old;
+        derived_swap(eng, changed, &d);
+        derived_free(&d);
+        eng->ops->update(eng, changed, NULL);
+        return err;
+    }
+    derived_free(&d);
+    return OCT_OK;
+}
+
+const oct_params *oct_engine_params(const oct_engine *eng)
+{
+    return &eng->params;
+}
+
+const oct_setup *oct_engine_setup(const oct_engine *eng)
+{
+    return &eng->setup;
+}
+
+oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_bytes,
+                           oct_products *out, oct_error *e)
+{
+    if (!eng || !frame || !out)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_process: NULL argument");
+    uint64_t want = oct_geometry_frame_bytes(&eng->setup.geom);
+    if ((uint64_t)frame_bytes != want)
+        return oct_error_set(e, OCT_ESIZE,
+                             "frame is %zu bytes, geometry %u x %u x %u %s needs %llu", frame_bytes,
+                             eng->setup.geom.lines, eng->setup.geom.ascans,
+                             eng->setup.geom.samples, oct_sample_name(eng->setup.geom.sample_type),
+                             (unsigned long long)want);
+    double t0 = oct_now_ms();
+    memset(&eng->times, 0, sizeof eng->times);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            out->img[m][k].present = false;
+    oct_err err = eng->ops->process(eng, frame, out, e);
+    if (err) {
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                out->img[m][k].present = false;
+        return err;
+    }
+    eng->times.total_ms = oct_now_ms() - t0;
+    if (eng->ops == &oct_cpu_backend)
+        eng->times.device_ms = eng->times.total_ms;
+    out->frame++;
+    return OCT_OK;
+}
+
+const char *oct_engine_backend_name(const oct_engine *eng)
+{
+    return eng && eng->ops ? eng->ops->name : "none";
+}
+
+const char *oct_engine_device_name(const oct_engine *eng)
+{
+    return eng ? eng->device_name : "";
+}
+
+oct_msi_path oct_engine_msi_path(const oct_engine *eng)
+{
+    return eng->msi_path;
+}
+
+uint32_t oct_engine_depths(const oct_engine *eng, int method)
+{
+    return (method >= 0 && method < OCT_METHOD_COUNT) ? eng->depths[method] : 0;
+}
+
+void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t)
+{
+    *t = eng->times;
+}

@@ -1,0 +1,869 @@
+/* engine_cpu.c - the CPU backend: FFTW3 (single precision) for CFD and the
+ * MSI FFT path, OpenBLAS sgemm (loaded at run time) for the MSI matrix path,
+ * OpenMP threads over blocks of spectra.
+ *
+ * Per frame:
+ *  1. a pre-pass over the whole frame only when needed (frame_mean background,
+ *     or f32 input, whose samples must all be finite);
+ *  2. the spectra are split into two lists: "full" spectra, whose every depth
+ *     is needed (B-scan frames, the xsec_h line, the xsec_v column, all for a
+ *     volume), and "en-face" spectra, of which only the en-face depths are
+ *     needed.  Each thread takes blocks of rows of a list, converts them
+ *     (sample -> float, background, window fused in one pass) into a block in
+ *     cache, then runs CFD and MSI on the block and scatters the intensities
+ *     into the float images;
+ *  3. gray mapping of every present image.
+ */
+#include "engine_internal.h"
+
+#include <cpuid.h>
+#include <dlfcn.h>
+#include <fftw3.h>
+#include <math.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- OpenBLAS, loaded at run time ---------------------------------------- */
+
+/* cblas.h is not included: through openblas_config.h it pulls in
+ * <complex.h>, which changes fftwf_complex and defines I.  The CBLAS enum
+ * values are fixed by the CBLAS standard. */
+enum { CblasRowMajor = 101, CblasNoTrans = 111 };
+typedef void (*sgemm_fn)(int order, int transa, int transb, int m, int n, int k, float alpha,
+                         const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                         int ldc);
+typedef void (*set_threads_fn)(int);
+
+/* Process-wide by nature: the library is loaded once and never unloaded. */
+static struct {
+    sgemm_fn sgemm;
+    set_threads_fn set_threads;
+    char core[64];  /* OpenBLAS kernel set in use, e.g. "SkylakeX" */
+    char why[256];  /* why it is missing */
+} blas;
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_load(void)
+{
+    /* Debian 12's OpenBLAS 0.3.21 does not know Zen 5 (AMD family 0x1a) and
+     * falls back to its Haswell (AVX2) kernels.  Zen 5 has AVX-512, and the
+     * SkylakeX kernels run there: measured on this 2-core Zen 5, sgemm
+     * 500x1024x10752 took 55 ms with Haswell kernels and 30 ms with SkylakeX.
+     * A user's own OPENBLAS_CORETYPE always wins (setenv does not overwrite). */
+    if (!getenv("OPENBLAS_CORETYPE")) {
+        unsigned a, b, c, d;
+        char vendor[13] = {0};
+        if (__get_cpuid(0, &a, &b, &c, &d)) {
+            memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+            if (!strcmp(vendor, "AuthenticAMD") && __get_cpuid(1, &a, &b, &c, &d)) {
+                unsigned family = (a >> 8) & 0xf;
+                if (family == 0xf)
+                    family += (a >> 20) & 0xff;
+                __builtin_cpu_init();
+                if (family >= 0x1a && __builtin_cpu_supports("avx512f"))
+                    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
+            }
+        }
+    }
+    void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        snprintf(blas.why, sizeof blas.why, "cannot load libopenblas.so.0: %s", dlerror());
+        return;
+    }
+    blas.sgemm = (sgemm_fn)dlsym(h, "cblas_sgemm");
+    blas.set_threads = (set_threads_fn)dlsym(h, "openblas_set_num_threads");
+    char *(*corename)(void) = (char *(*)(void))dlsym(h, "openblas_get_corename");
+    snprintf(blas.core, sizeof blas.core, "%s", corename ? corename() : "?");
+    if (!blas.sgemm)
+        snprintf(blas.why, sizeof blas.why, "libopenblas.so.0 has no cblas_sgemm");
+    /* We call sgemm from our own OpenMP threads, one block each. */
+    else if (blas.set_threads)
+        blas.set_threads(1);
+}
+
+static pthread_once_t fftwf_once = PTHREAD_ONCE_INIT;
+static void fftwf_threadsafe_init(void)
+{
+    fftwf_make_planner_thread_safe();
+}
+
+/* ---- backend state ------------------------------------------------------- */
+
+typedef struct thr_buf {
+    float *A;         /* rows_max x M: converted spectra of a block */
+    fftwf_complex *X; /* K: DFT of one spectrum */
+    fftwf_complex *Y; /* K: X . G_r */
+    float *p;         /* M: correlation of one (spectrum, mask) */
+    float *Icfd;      /* K: CFD intensities of one spectrum */
+    float *Imsi;      /* rows_max x max(R, Q): MSI intensities of a block */
+    float *C;         /* rows_max x chunk_cols: GEMM output */
+    double t[3];      /* convert, cfd, msi ms */
+} thr_buf;
+
+typedef struct cpu_state {
+    int threads;
+    uint32_t M, K, N, L, R;
+    size_t nspec;
+    uint32_t rows_max;
+    fftwf_plan r2c, c2r;
+    thr_buf *tb;
+    float *bg;        /* M: frame mean */
+    double *acc;      /* threads x M: frame-mean partial sums */
+
+    /* spectrum lists for the current params */
+    bool lists_valid;
+    uint32_t *full, *enf;
+    size_t n_full, n_enf;
+
+    /* MSI */
+    bool path_valid;
+    oct_msi_path path;
+    uint32_t Lw;              /* lags in the window */
+    fftwf_complex *G;         /* R x K: conj(DFT(m~_r)) / M (FFT path) */
+    bool G_valid;
+    float *B_full, *B_enf;    /* M x (R*Lw), M x (Q*Lw): shifted masks (GEMM path) */
+    bool B_full_valid, B_enf_valid;
+    uint32_t chunk_cols_max;
+} cpu_state;
+
+/* Cost model of the two MSI paths per (spectrum, mask), in ns per thread:
+ * the FFT path is a complex product over M/2+1 bins and a C2R FFT, the GEMM
+ * path 2*M*Lw flops.  Rates measured on the 2-core Zen 5 this was tuned on
+ * (M = 1024, R = 512, 2 threads): FFT path 1.13 us per pair; sgemm 150
+ * GFLOP/s per thread with OpenBLAS' AVX-512 (SkylakeX) kernels, ~100 with its
+ * AVX2 (Haswell) ones, so the paths break even near Lw = 80 (resp. 55).
+ * Only the ratio matters.  The shifted-mask matrices must also fit a cap. */
+#define FFT_NS_PER_POINT_LOG 0.11   /* ns per M*log2(M) */
+#define GEMM_FLOPS_PER_NS_AVX512 150.0
+#define GEMM_FLOPS_PER_NS_AVX2 100.0
+#define GEMM_MATRIX_CAP (512ull << 20)
+
+static uint32_t ilog2(uint32_t v)
+{
+    uint32_t r = 0;
+    while (v > 1)
+        v >>= 1, r++;
+    return r;
+}
+
+static void thr_buf_free(thr_buf *b)
+{
+    fftwf_free(b->A);
+    fftwf_free(b->X);
+    fftwf_free(b->Y);
+    fftwf_free(b->p);
+    fftwf_free(b->Icfd);
+    fftwf_free(b->Imsi);
+    fftwf_free(b->C);
+}
+
+static void cpu_destroy(oct_engine *eng)
+{
+    cpu_state *s = eng->be;
+    if (!s)
+        return;
+    if (s->tb)
+        for (int t = 0; t < s->threads; t++)
+            thr_buf_free(&s->tb[t]);
+    free(s->tb);
+    if (s->r2c)
+        fftwf_destroy_plan(s->r2c);
+    if (s->c2r)
+        fftwf_destroy_plan(s->c2r);
+    fftwf_free(s->bg);
+    free(s->acc);
+    free(s->full);
+    free(s->enf);
+    fftwf_free(s->G);
+    fftwf_free(s->B_full);
+    fftwf_free(s->B_enf);
+    free(s);
+    eng->be = NULL;
+}
+
+static void cpu_model_name(char *out, size_t len, int threads)
+{
+    char line[256], model[160] = "CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        while (fgets(line, sizeof line, f)) {
+            char *c = strchr(line, ':');
+            if (!strncmp(line, "model name", 10) && c) {
+                c++;
+                while (*c == ' ' || *c == '\t')
+                    c++;
+                c[strcspn(c, "\n")] = '\0';
+                snprintf(model, sizeof model, "%s", c);
+                break;
+            }
+        }
+        fclose(f);
+    }
+    if (blas.sgemm)
+        snprintf(out, len, "%s (%d threads, OpenBLAS %s)", model, threads, blas.core);
+    else
+        snprintf(out, len, "%s (%d threads, no BLAS)", model, threads);
+}
+
+/* ---- spectrum lists ------------------------------------------------------ */
+
+static bool any_wanted(const oct_engine *eng, int kind)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        if (oct_product_wanted(eng, m, kind))
+            return true;
+    return false;
+}
+
+static oct_err build_lists(oct_engine *eng, cpu_state *s, oct_error *e)
+{
+    const oct_params *p = &eng->params;
+    free(s->full), free(s->enf);
+    s->full = s->enf = NULL;
+    s->n_full = s->n_enf = 0;
+    bool all_full = s->L == 1 ? any_wanted(eng, OCT_KIND_BSCAN) : any_wanted(eng, OCT_KIND_VOLUME);
+    bool xh = s->L > 1 && any_wanted(eng, OCT_KIND_XSEC_H);
+    bool xv = s->L > 1 && any_wanted(eng, OCT_KIND_XSEC_V);
+    bool enf = s->L > 1 && (any_wanted(eng, OCT_KIND_ENFACE) || any_wanted(eng, OCT_KIND_CONFOCAL));
+    size_t nf = all_full ? s->nspec : (xh ? s->N : 0) + (xv ? s->L : 0);
+    s->full = malloc(sizeof(uint32_t) * (nf ? nf : 1));
+    s->enf = malloc(sizeof(uint32_t) * (enf ? s->nspec : 1));
+    if (!s->full || !s->enf)
+        return oct_error_set(e, OCT_ENOMEM, "cpu: spectrum lists: out of memory");
+    for (size_t j = 0; j < s->nspec; j++) {
+        uint32_t l = (uint32_t)(j / s->N), a = (uint32_t)(j % s->N);
+        bool f = all_full || (xh && l == (uint32_t)p->xsec_h) || (xv && a == (uint32_t)p->xsec_v);
+        if (f)
+            s->full[s->n_full++] = (uint32_t)j;
+        else if (enf)
+            s->enf[s->n_enf++] = (uint32_t)j;
+    }
+    s->lists_valid = true;
+    return OCT_OK;
+}
+
+/* ---- MSI matrices -------------------------------------------------------- */
+
+static oct_msi_path choose_path(const oct_engine *eng, const cpu_state *s)
+{
+    if (!blas.sgemm)
+        return OCT_MSI_FFT;
+    if (eng->setup.msi_path != OCT_MSI_AUTO)
+        return eng->setup.msi_path;
+    double fft_ns = FFT_NS_PER_POINT_LOG * s->M * ilog2(s->M);
+    bool avx512 = strstr(blas.core, "SkylakeX") || strstr(blas.core, "Cooperlake") ||
+                  strstr(blas.core, "SapphireRapids");
+    double gemm_ns = 2.0 * s->M * s->Lw /
+                     (avx512 ? GEMM_FLOPS_PER_NS_AVX512 : GEMM_FLOPS_PER_NS_AVX2);
+    uint64_t cols = (uint64_t)s->R * s->Lw + (uint64_t)eng->enface_n[OCT_METHOD_MSI] * s->Lw;
+    if (cols * s->M * sizeof(float) > GEMM_MATRIX_CAP)
+        return OCT_MSI_FFT;
+    return gemm_ns < fft_ns ? OCT_MSI_GEMM : OCT_MSI_FFT;
+}
+
+/* G_r = conj(DFT(m~_r)) / M: the FFT path's filter per mask.  m~_r is already
+ * windowed and H-filtered (and normalised) by engine.c. */
+static oct_err build_G(oct_engine *eng, cpu_state *s, oct_error *e)
+{
+    const uint32_t M = s->M, K = s->K, R = s->R;
+    fftwf_free(s->G);
+    s->G = fftwf_malloc(sizeof(fftwf_complex) * (size_t)R * K);
+    /* rows of G (K complex, K odd) are not SIMD-aligned: transform into an
+     * aligned buffer, as the plan was made for */
+    float *x = fftwf_malloc(sizeof(float) * M);
+    fftwf_complex *X = fftwf_malloc(sizeof(fftwf_complex) * K);
+    if (!s->G || !x || !X) {
+        fftwf_free(x);
+        fftwf_free(X);
+        return oct_error_set(e, OCT_ENOMEM, "cpu: MSI filters: out of memory (R = %u)", R);
+    }
+    const float inv = 1.0f / (float)M;
+    for (uint32_t r = 0; r < R; r++) {
+        fftwf_complex *g = s->G + (size_t)r * K;
+        memcpy(x, eng->masks_filt + (size_t)r * M, sizeof(float) * M);
+        fftwf_execute_dft_r2c(s->r2c, x, X);
+        for (uint32_t k = 0; k < K; k++) {
+            g[k][0] = X[k][0] * inv;
+            g[k][1] = -X[k][1] * inv;
+        }
+    }
+    fftwf_free(x);
+    fftwf_free(X);
+    s->G_valid = true;
+    eng->rebuilds.msi_matrix++;
+    return OCT_OK;
+}
+
+/* B[n][c*Lw + i] = m~_{depth(c)}[(n - (W1 + i)) mod M] for the depth list. */
+static float *build_B(oct_engine *eng, cpu_state *s, const int32_t *depth, uint32_t nd,
+                      oct_error *e)
+{
+    const uint32_t M = s->M, Lw = s->Lw;
+    const int32_t W1 = eng->params.lag_lo;
+    const size_t cols = (size_t)nd * Lw;
+    float *B = fftwf_malloc(sizeof(float) * M * (cols ? cols : 1));
+    if (!B) {
+        oct_error_set(e, OCT_ENOMEM, "cpu: shifted-mask matrix %u x %zu: out of memory", M, cols);
+        return NULL;
+    }
+#pragma omp parallel for num_threads(s->threads) schedule(static)
+    for (uint32_t n = 0; n < M; n++) {
+        float *row = B + (size_t)n * cols;
+        for (uint32_t c = 0; c < nd; c++) {
+            const float *m = eng->masks_filt + (size_t)(depth ? (uint32_t)depth[c] : c) * M;
+            for (uint32_t i = 0; i < Lw; i++) {
+                int64_t idx = ((int64_t)n - (W1 + (int64_t)i)) % (int64_t)M;
+                row[(size_t)c * Lw + i] = m[idx < 0 ? idx + M : idx];
+            }
+        }
+    }
+    eng->rebuilds.msi_matrix++;
+    return B;
+}
+
+/* Builds whatever the current params need and is not valid yet. */
+static oct_err ensure(oct_engine *eng, cpu_state *s, oct_error *e)
+{
+    oct_err err;
+    if (!s->lists_valid && (err = build_lists(eng, s, e)))
+        return err;
+    if (!(eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
+        return OCT_OK;
+    s->Lw = (uint32_t)(eng->params.lag_hi - eng->params.lag_lo + 1);
+    if (!s->path_valid) {
+        oct_msi_path np = choose_path(eng, s);
+        if (eng->setup.msi_path == OCT_MSI_GEMM && !blas.sgemm)
+            return oct_error_set(e, OCT_EUNSUPPORTED, "cpu: msi_path gemm: %s", blas.why);
+        if (np != s->path) {
+            /* drop the other path's matrices */
+            fftwf_free(s->G), s->G = NULL, s->G_valid = false;
+            fftwf_free(s->B_full), s->B_full = NULL, s->B_full_valid = false;
+            fftwf_free(s->B_enf), s->B_enf = NULL, s->B_enf_valid = false;
+        }
+        s->path = np;
+        eng->msi_path = np;
+        s->path_valid = true;
+    }
+    if (s->path == OCT_MSI_FFT) {
+        if (!s->G_valid && (err = build_G(eng, s, e)))
+            return err;
+        return OCT_OK;
+    }
+    if (s->n_full && !s->B_full_valid) {
+        fftwf_free(s->B_full);
+        if (!(s->B_full = build_B(eng, s, NULL, s->R, e)))
+            return OCT_ENOMEM;
+        s->B_full_valid = true;
+    }
+    if (s->n_enf && eng->enface_n[OCT_METHOD_MSI] && !s->B_enf_valid) {
+        fftwf_free(s->B_enf);
+        if (!(s->B_enf = build_B(eng, s, eng->enface_idx[OCT_METHOD_MSI],
+                                 eng->enface_n[OCT_METHOD_MSI], e)))
+            return OCT_ENOMEM;
+        s->B_enf_valid = true;
+    }
+    return OCT_OK;
+}
+
+static oct_err cpu_update(oct_engine *eng, unsigned changed, oct_error *e)
+{
+    cpu_state *s = eng->be;
+    if (changed & (OCT_CHG_PRODUCTS | OCT_CHG_XSEC | OCT_CHG_ENFACE | OCT_CHG_METHODS))
+        s->lists_valid = false;
+    if (changed & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF))
+        s->G_valid = s->B_full_valid = s->B_enf_valid = false;
+    if (changed & OCT_CHG_LAGS)
+        s->B_full_valid = s->B_enf_valid = false;
+    if (changed & OCT_CHG_ENFACE)
+        s->B_enf_valid = false;
+    if (changed & (OCT_CHG_LAGS | OCT_CHG_ENFACE | OCT_CHG_METHODS))
+        s->path_valid = false;
+    /* the lists decide which matrices are needed: rebuild them first */
+    return ensure(eng, s, e);
+}
+
+static oct_err cpu_create(oct_engine *eng, oct_error *e)
+{
+    const oct_geometry *g = &eng->setup.geom;
+    pthread_once(&fftwf_once, fftwf_threadsafe_init);
+    pthread_once(&blas_once, blas_load);
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s)
+        return oct_error_set(e, OCT_ENOMEM, "cpu: out of memory");
+    eng->be = s;
+    s->threads = eng->setup.threads > 0 ? eng->setup.threads : omp_get_num_procs();
+    s->M = g->samples, s->K = g->samples / 2 + 1, s->N = g->ascans, s->L = g->lines;
+    s->R = eng->setup.mask_count;
+    s->nspec = (size_t)g->ascans * g->lines;
+    if (s->nspec > UINT32_MAX) {
+        cpu_destroy(eng);
+        return oct_error_set(e, OCT_EINVAL, "cpu: %zu spectra per frame: at most %u", s->nspec,
+                             UINT32_MAX);
+    }
+    const uint32_t M = s->M, K = s->K;
+    /* Rows per block: ~1 MiB of converted spectra, so A, the GEMM output and
+     * the intensity block stay in L2/L3 cache. */
+    uint32_t rows = (1u << 20) / (M * 4);
+    if (s->R && (1u << 20) / (s->R * 4) < rows)
+        rows = (1u << 20) / (s->R * 4);
+    s->rows_max = rows < 8 ? 8 : rows > 256 ? 256 : rows;
+    s->chunk_cols_max = M > 1024 ? M : 1024; /* >= one mask's Lw (< M) */
+    uint32_t dmax = s->R > K ? s->R : K;
+    s->tb = calloc((size_t)s->threads, sizeof(thr_buf));
+    s->bg = fftwf_malloc(sizeof(float) * M);
+    s->acc = malloc(sizeof(double) * M * (size_t)s->threads);
+    if (!s->tb || !s->bg || !s->acc) {
+        cpu_destroy(eng);
+        return oct_error_set(e, OCT_ENOMEM, "cpu: out of memory (%d threads)", s->threads);
+    }
+    for (int t = 0; t < s->threads; t++) {
+        thr_buf *b = &s->tb[t];
+        b->A = fftwf_malloc(sizeof(float) * M * s->rows_max);
+        b->X = fftwf_malloc(sizeof(fftwf_complex) * K);
+        b->Y = fftwf_malloc(sizeof(fftwf_complex) * K);
+        b->p = fftwf_malloc(sizeof(float) * M);
+        b->Icfd = fftwf_malloc(sizeof(float) * K);
+        b->Imsi = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * (dmax ? dmax : 1));
+        b->C = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * (s->chunk_cols_max + M));
+        if (!b->A || !b->X || !b->Y || !b->p || !b->Icfd || !b->Imsi || !b->C) {
+            cpu_destroy(eng);
+            return oct_error_set(e, OCT_ENOMEM, "cpu: per-thread buffers: out of memory");
+        }
+    }
+    /* Plans on buffers aligned as every buffer they will be executed on
+     * (fftwf_malloc; rows of A are M*4 >= 256 bytes apart). */
+    unsigned flags = (eng->setup.flags & OCT_SETUP_QUICK_PLAN) ? FFTW_ESTIMATE : FFTW_MEASURE;
+    thr_buf *b = &s->tb[0];
+    s->r2c = fftwf_plan_dft_r2c_1d((int)M, b->A, b->X, flags | FFTW_PRESERVE_INPUT);
+    s->c2r = fftwf_plan_dft_c2r_1d((int)M, b->Y, b->p, flags);
+    if (!s->r2c || !s->c2r) {
+        cpu_destroy(eng);
+        return oct_error_set(e, OCT_EBACKEND, "cpu: FFTW could not plan %u-point transforms", M);
+    }
+    eng->rebuilds.plans++;
+    cpu_model_name(eng->device_name, sizeof eng->device_name, s->threads);
+    oct_err err = ensure(eng, s, e);
+    if (err) {
+        cpu_destroy(eng);
+        return err;
+    }
+    return OCT_OK;
+}
+
+/* ---- per-frame work ------------------------------------------------------ */
+
+/* Where the intensities of one method go (float images; NULL = not wanted). */
+typedef struct sink {
+    float *bscan, *enface, *confocal, *xh, *xv, *vol;
+    const int32_t *idx;
+    uint32_t Q, D;
+} sink;
+
+typedef struct frame_ctx {
+    const oct_engine *eng;
+    cpu_state *s;
+    const void *frame;
+    const float *bg; /* NULL: no background */
+    bool cfd, msi;
+    int32_t F, W1, W2;
+    uint32_t h, v;
+    sink k[OCT_METHOD_COUNT];
+} frame_ctx;
+
+static void convert_row(const frame_ctx *c, size_t j, float *restrict dst)
+{
+    const uint32_t M = c->s->M, sh = c->eng->setup.geom.sample_shift;
+    const float *restrict w = c->eng->window, *restrict bg = c->bg;
+    switch (c->eng->setup.geom.sample_type) {
+    case OCT_SAMPLE_U16: {
+        const uint16_t *restrict src = (const uint16_t *)c->frame + j * M;
+        if (bg)
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * ((float)(uint16_t)(src[n] >> sh) - bg[n]);
+        else
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * (float)(uint16_t)(src[n] >> sh);
+        break;
+    }
+    case OCT_SAMPLE_I16: {
+        const int16_t *restrict src = (const int16_t *)c->frame + j * M;
+        if (bg)
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * ((float)(int16_t)(src[n] >> sh) - bg[n]);
+        else
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * (float)(int16_t)(src[n] >> sh);
+        break;
+    }
+    default: {
+        const float *restrict src = (const float *)c->frame + j * M;
+        if (bg)
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * (src[n] - bg[n]);
+        else
+            for (uint32_t n = 0; n < M; n++)
+                dst[n] = w[n] * src[n];
+        break;
+    }
+    }
+}
+
+/* All D intensities of spectrum j into the images of one method. */
+static void scatter_full(const frame_ctx *c, const sink *k, size_t j, const float *I)
+{
+    const uint32_t N = c->s->N, L = c->s->L, D = k->D;
+    const uint32_t l = (uint32_t)(j / N), a = (uint32_t)(j % N);
+    if (k->bscan)
+        for (uint32_t d = 0; d < D; d++)
+            k->bscan[(size_t)d * N + a] = I[d];
+    if (k->enface) {
+        const size_t LN = (size_t)L * N;
+        for (uint32_t q = 0; q < k->Q; q++)
+            k->enface[q * LN + j] = I[k->idx[q]];
+    }
+    if (k->confocal) {
+        float sum = 0;
+        for (uint32_t q = 0; q < k->Q; q++)
+            sum += I[k->idx[q]];
+        k->confocal[j] = sum;
+    }
+    if (k->xh && l == c->h)
+        for (uint32_t d = 0; d < D; d++)
+            k->xh[(size_t)d * N + a] = I[d];
+    if (k->xv && a == c->v)
+        for (uint32_t d = 0; d < D; d++)
+            k->xv[(size_t)d * L + l] = I[d];
+    if (k->vol)
+        memcpy(k->vol + j * D, I, sizeof(float) * D);
+}
+
+/* The Q en-face intensities (in index order) of spectrum j. */
+static void scatter_enf(const frame_ctx *c, const sink *k, size_t j, const float *Iq)
+{
+    if (k->enface) {
+        const size_t LN = (size_t)c->s->L * c->s->N;
+        for (uint32_t q = 0; q < k->Q; q++)
+            k->enface[q * LN + j] = Iq[q];
+    }
+    if (k->confocal) {
+        float sum = 0;
+        for (uint32_t q = 0; q < k->Q; q++)
+            sum += Iq[q];
+        k->confocal[j] = sum;
+    }
+}
+
+static inline float cabsf_(const fftwf_complex z)
+{
+    return sqrtf(z[0] * z[0] + z[1] * z[1]);
+}
+
+/* Lag sum of |p[l mod M]| over [W1, W2]. */
+static inline float lag_sum(const float *restrict p, uint32_t M, int32_t W1, int32_t W2)
+{
+    float s = 0;
+    int32_t l = W1;
+    for (; l < 0 && l <= W2; l++)
+        s += fabsf(p[M + l]);
+    for (; l <= W2; l++)
+        s += fabsf(p[l]);
+    return s;
+}
+
+/* One block of rows: list[0..rows-1] are spectrum indices; full says whether
+ * every depth is needed. */
+static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint32_t rows,
+                     bool full)
+{
+    cpu_state *s = c->s;
+    const uint32_t M = s->M, K = s->K, R = s->R;
+    const sink *kc = &c->k[OCT_METHOD_CFD], *km = &c->k[OCT_METHOD_MSI];
+    const bool cfd = c->cfd && (full || kc->Q);
+    const bool msi = c->msi && (full || km->Q);
+    if (!cfd && !msi)
+        return;
+    /* MSI depth set of this block and the intensity row stride */
+    const uint32_t nd = full ? R : km->Q;
+    const int32_t *depth = full ? NULL : km->idx;
+    double t0 = oct_now_ms();
+    for (uint32_t i = 0; i < rows; i++)
+        convert_row(c, list[i], b->A + (size_t)i * M);
+    double t1 = oct_now_ms();
+    b->t[0] += t1 - t0;
+
+    const bool msi_fft = msi && s->path == OCT_MSI_FFT;
+    if (cfd || msi_fft) {
+        double tc = 0, tm = 0;
+        for (uint32_t i = 0; i < rows; i++) {
+            double ta = oct_now_ms();
+            fftwf_execute_dft_r2c(s->r2c, b->A + (size_t)i * M, b->X);
+            if (cfd) {
+                float *I = b->Icfd;
+                if (full) {
+                    for (uint32_t d = 0; d < K; d++)
+                        I[d] = (int32_t)d < c->F ? 0.0f : cabsf_(b->X[d]);
+                    scatter_full(c, kc, list[i], I);
+                } else {
+                    for (uint32_t q = 0; q < kc->Q; q++) {
+                        int32_t d = kc->idx[q];
+                        I[q] = d < c->F ? 0.0f : cabsf_(b->X[d]);
+                    }
+                    scatter_enf(c, kc, list[i], I);
+                }
+            }
+            double tb = oct_now_ms();
+            tc += tb - ta;
+            if (msi_fft) {
+                float *out = b->Imsi + (size_t)i * nd;
+                for (uint32_t q = 0; q < nd; q++) {
+                    const fftwf_complex *restrict g =
+                        s->G + (size_t)(depth ? (uint32_t)depth[q] : q) * K;
+                    const fftwf_complex *restrict x = b->X;
+                    fftwf_complex *restrict y = b->Y;
+                    for (uint32_t k = 0; k < K; k++) {
+                        y[k][0] = x[k][0] * g[k][0] - x[k][1] * g[k][1];
+                        y[k][1] = x[k][0] * g[k][1] + x[k][1] * g[k][0];
+                    }
+                    fftwf_execute_dft_c2r(s->c2r, b->Y, b->p);
+                    out[q] = lag_sum(b->p, M, c->W1, c->W2);
+                }
+                tm += oct_now_ms() - tb;
+            }
+        }
+        b->t[1] += tc;
+        b->t[2] += tm;
+    }
+    if (msi && s->path == OCT_MSI_GEMM) {
+        double ta = oct_now_ms();
+        const uint32_t Lw = s->Lw;
+        const float *B = full ? s->B_full : s->B_enf;
+        const size_t cols = (size_t)nd * Lw;
+        uint32_t per = s->chunk_cols_max / Lw;
+        if (per < 1)
+            per = 1;
+        for (uint32_t q0 = 0; q0 < nd; q0 += per) {
+            uint32_t qn = nd - q0 < per ? nd - q0 : per;
+            int cc = (int)(qn * Lw);
+            blas.sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)rows, cc, (int)M, 1.0f,
+                       b->A, (int)M, B + (size_t)q0 * Lw, (int)cols, 0.0f, b->C, cc);
+            for (uint32_t i = 0; i < rows; i++) {
+                const float *restrict crow = b->C + (size_t)i * cc;
+                float *restrict out = b->Imsi + (size_t)i * nd + q0;
+                for (uint32_t q = 0; q < qn; q++) {
+                    const float *restrict cl = crow + (size_t)q * Lw;
+                    float sum = 0;
+                    for (uint32_t li = 0; li < Lw; li++)
+                        sum += fabsf(cl[li]);
+                    out[q] = sum;
+                }
+            }
+        }
+        b->t[2] += oct_now_ms() - ta;
+    }
+    if (msi) {
+        double ta = oct_now_ms();
+        for (uint32_t i = 0; i < rows; i++) {
+            const float *I = b->Imsi + (size_t)i * nd;
+            if (full)
+                scatter_full(c, km, list[i], I);
+            else
+                scatter_enf(c, km, list[i], I);
+        }
+        b->t[2] += oct_now_ms() - ta;
+    }
+}
+
+/* frame_mean background and/or the finiteness check of f32 input. */
+static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
+{
+    cpu_state *s = c->s;
+    const uint32_t M = s->M, type = c->eng->setup.geom.sample_type,
+                   sh = c->eng->setup.geom.sample_shift;
+    const size_t nspec = s->nspec;
+    size_t bad = SIZE_MAX; /* first spectrum * M + sample that is not finite */
+    memset(s->acc, 0, sizeof(double) * M * (size_t)s->threads);
+#pragma omp parallel num_threads(s->threads)
+    {
+        double *restrict acc = s->acc + (size_t)omp_get_thread_num() * M;
+        size_t mybad = SIZE_MAX;
+#pragma omp for schedule(static)
+        for (size_t j = 0; j < nspec; j++) {
+            if (type == OCT_SAMPLE_U16) {
+                const uint16_t *src = (const uint16_t *)c->frame + j * M;
+                for (uint32_t n = 0; n < M; n++)
+                    acc[n] += (double)(uint16_t)(src[n] >> sh);
+            } else if (type == OCT_SAMPLE_I16) {
+                const int16_t *src = (const int16_t *)c->frame + j * M;
+                for (uint32_t n = 0; n < M; n++)
+                    acc[n] += (double)(int16_t)(src[n] >> sh);
+            } else {
+                const float *src = (const float *)c->frame + j * M;
+                if (mybad == SIZE_MAX)
+                    for (uint32_t n = 0; n < M; n++)
+                        if (!isfinite(src[n])) {
+                            mybad = j * M + n;
+                            break;
+                        }
+                if (mean)
+                    for (uint32_t n = 0; n < M; n++)
+                        acc[n] += (double)src[n];
+            }
+        }
+#pragma omp critical(oct_cpu_prepass)
+        if (mybad < bad)
+            bad = mybad;
+    }
+    if (bad != SIZE_MAX) {
+        size_t j = bad / M, n = bad % M;
+        float v = ((const float *)c->frame)[bad];
+        return oct_error_set(e, OCT_EINVAL,
+                             "frame: sample %zu of spectrum %zu (line %zu, A-scan %zu) is not "
+                             "finite (%g)",
+                             n, j, j / s->N, j % s->N, (double)v);
+    }
+    if (mean) {
+        for (uint32_t n = 0; n < M; n++) {
+            double sum = 0;
+            for (int t = 0; t < s->threads; t++)
+                sum += s->acc[(size_t)t * M + n];
+            s->bg[n] = (float)(sum / (double)nspec);
+        }
+        c->bg = s->bg;
+    }
+    return OCT_OK;
+}
+
+static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
+{
+    cpu_state *s = eng->be;
+    const oct_params *p = &eng->params;
+    oct_err err = ensure(eng, s, e);
+    if (err)
+        return err;
+    double t0 = oct_now_ms();
+    frame_ctx c;
+    memset(&c, 0, sizeof c);
+    c.eng = eng, c.s = s, c.frame = frame;
+    c.cfd = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0;
+    c.msi = (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) != 0;
+    c.F = p->freq_cutoff, c.W1 = p->lag_lo, c.W2 = p->lag_hi;
+    c.h = (uint32_t)p->xsec_h, c.v = (uint32_t)p->xsec_v;
+    c.bg = p->background == OCT_BG_REFERENCE ? eng->reference : NULL;
+
+    /* images: shapes, buffers; the CPU backend always computes into f32 */
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        sink *k = &c.k[m];
+        k->D = eng->depths[m];
+        for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
+            if (!oct_product_wanted(eng, m, kind))
+                continue;
+            oct_image *img = &out->img[m][kind];
+            if ((err = oct_image_prepare(eng, m, kind, img, e)))
+                return err;
+            if (oct_image_reserve(img, img->count, true, img->n_indices))
+                return oct_error_set(e, OCT_ENOMEM, "cpu: %s/%s: out of memory",
+                                     oct_kind_name(kind), oct_method_name(m));
+            float *f = img->f32;
+            switch (kind) {
+            case OCT_KIND_BSCAN: k->bscan = f; break;
+            case OCT_KIND_ENFACE: k->enface = f; break;
+            case OCT_KIND_CONFOCAL: k->confocal = f; break;
+            case OCT_KIND_XSEC_H: k->xh = f; break;
+            case OCT_KIND_XSEC_V: k->xv = f; break;
+            case OCT_KIND_VOLUME: k->vol = f; break;
+            }
+        }
+        if (k->enface || k->confocal) {
+            k->Q = eng->enface_n[m];
+            k->idx = eng->enface_idx[m];
+        }
+    }
+    double t1 = oct_now_ms();
+    double prep_ms = t1 - t0;
+
+    bool mean = p->background == OCT_BG_FRAME_MEAN;
+    if (mean || eng->setup.geom.sample_type == OCT_SAMPLE_F32)
+        if ((err = prepass(&c, mean, e)))
+            return err;
+    double t2 = oct_now_ms();
+
+    /* blocks: at least one per thread for small lists */
+    const uint32_t T = (uint32_t)s->threads;
+    uint32_t rb_full = (uint32_t)((s->n_full + T - 1) / T), rb_enf = (uint32_t)((s->n_enf + T - 1) / T);
+    rb_full = rb_full > s->rows_max ? s->rows_max : rb_full ? rb_full : 1;
+    rb_enf = rb_enf > s->rows_max ? s->rows_max : rb_enf ? rb_enf : 1;
+    const size_t nb_full = (s->n_full + rb_full - 1) / rb_full;
+    const size_t nb_enf = (s->n_enf + rb_enf - 1) / rb_enf;
+    for (int t = 0; t < s->threads; t++)
+        memset(s->tb[t].t, 0, sizeof s->tb[t].t);
+#pragma omp parallel num_threads(s->threads)
+    {
+        thr_buf *b = &s->tb[omp_get_thread_num()];
+#pragma omp for schedule(dynamic, 1)
+        for (size_t task = 0; task < nb_full + nb_enf; task++) {
+            if (task < nb_full) {
+                size_t i0 = task * rb_full;
+                size_t n = s->n_full - i0 < rb_full ? s->n_full - i0 : rb_full;
+                do_block(&c, b, s->full + i0, (uint32_t)n, true);
+            } else {
+                size_t i0 = (task - nb_full) * rb_enf;
+                size_t n = s->n_enf - i0 < rb_enf ? s->n_enf - i0 : rb_enf;
+                do_block(&c, b, s->enf + i0, (uint32_t)n, false);
+            }
+        }
+    }
+    double t3 = oct_now_ms();
+
+    /* gray levels, in parallel over pieces of every present image */
+    enum { PIECE = 1 << 16 };
+    oct_image *imgs[OCT_METHOD_COUNT * OCT_KIND_COUNT];
+    int cls[OCT_METHOD_COUNT * OCT_KIND_COUNT];
+    size_t first[OCT_METHOD_COUNT * OCT_KIND_COUNT + 1];
+    int nimg = 0;
+    first[0] = 0;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int kind = 0; kind < OCT_KIND_COUNT; kind++)
+            if (out->img[m][kind].present) {
+                imgs[nimg] = &out->img[m][kind];
+                cls[nimg] = oct_kind_class(kind);
+                first[nimg + 1] = first[nimg] + (imgs[nimg]->count + PIECE - 1) / PIECE;
+                nimg++;
+            }
+#pragma omp parallel for num_threads(s->threads) schedule(dynamic, 1)
+    for (size_t piece = 0; piece < first[nimg]; piece++) {
+        int i = 0;
+        while (piece >= first[i + 1])
+            i++;
+        oct_image *img = imgs[i];
+        size_t off = (piece - first[i]) * PIECE;
+        size_t n = img->count - off < PIECE ? img->count - off : PIECE;
+        oct_gray_map(img->f32 + off, img->u8 + off, n, p->scale, p->gsc[cls[i]],
+                     p->contrast[cls[i]], p->brightness[cls[i]]);
+    }
+    double t4 = oct_now_ms();
+
+    /* Stage times: the block stages run interleaved on all threads; each is
+     * reported as its thread-average share of the parallel section. */
+    double tc = 0, tcfd = 0, tmsi = 0;
+    for (int t = 0; t < s->threads; t++)
+        tc += s->tb[t].t[0], tcfd += s->tb[t].t[1], tmsi += s->tb[t].t[2];
+    double sum = tc + tcfd + tmsi, par = t3 - t2;
+    double f = sum > 0 ? par / sum : 0;
+    eng->times.convert_ms = (t2 - t1) + tc * f;
+    eng->times.cfd_ms = tcfd * f;
+    eng->times.msi_ms = tmsi * f;
+    eng->times.products_ms = prep_ms + (t4 - t3);
+    eng->times.h2d_ms = eng->times.d2h_ms = 0;
+    return OCT_OK;
+}
+
+const oct_backend_ops oct_cpu_backend = {
+    .name = "cpu",
+    .create = cpu_create,
+    .destroy = cpu_destroy,
+    .update = cpu_update,
+    .process = cpu_process,
+};

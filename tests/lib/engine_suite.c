@@ -1,0 +1,624 @@
+/* engine_suite.c - numeric tests of the engine against the float64 reference.
+ *
+ * Each case makes a random frame (and masks, reference), evaluates every
+ * expected product with ref64, runs the engine on poisoned output buffers
+ * and compares every product of both methods (SPEC 7).  The same tests run
+ * on every backend (see engine_suite.h). */
+#include "engine_suite.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ref64.h"
+#include "testutil.h"
+
+/* Check test functions take no argument: the backend under test. */
+static oct_backend g_backend = OCT_BACKEND_CPU;
+static oct_precision g_precision = OCT_PRECISION_FP32;
+
+static double tol_f32(void) { return g_precision == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32; }
+
+enum { GRAY_AUTO = 0, GRAY_LINEAR_CB, GRAY_LOG };
+
+#define PRODUCTS_ALL (0x3fu | OCT_PRODUCT_F32)
+#define BOTH OCT_METHODS_ALL
+#define CFD_ONLY OCT_METHOD_BIT(OCT_METHOD_CFD)
+#define MSI_ONLY OCT_METHOD_BIT(OCT_METHOD_MSI)
+
+typedef struct ecase {
+    const char *name;
+    uint32_t M, N, L, type, shift;
+    uint32_t R;          /* masks (0: no MSI) */
+    bool normalize;
+    bool reference;      /* give the engine a reference background */
+    uint32_t methods;    /* 0: both when R > 0, else CFD */
+    uint32_t window;
+    float wparam;
+    int32_t F, W1, W2;
+    uint32_t bg;
+    int32_t es, est, ec, xh, xv; /* en-face start/step/count, xsec h/v (ec 0: 1 1 1) */
+    uint32_t products;   /* 0: all kinds and f32 */
+    int gray;            /* GRAY_* */
+    int gain_method;     /* GRAY_AUTO/LINEAR_CB: gsc from this method's mean */
+    uint64_t seed;
+} ecase;
+
+/* clang-format off */
+static const ecase numeric_cases[] = {
+    /* sizes, sample types and shifts */
+    {"m64_n1_u16", 64, 1, 1, OCT_SAMPLE_U16, 0, 5, false, false, 0, OCT_WINDOW_HANN, 0, 0, 0, 0, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_CFD, 11},
+    {"m256_n7_i16_shift3_framemean", 256, 7, 1, OCT_SAMPLE_I16, 3, 6, true, false, 0, OCT_WINDOW_HAMMING, 0, 3, -2, 2, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_LINEAR_CB, OCT_METHOD_MSI, 12},
+    {"m1024_n5_f32_reference_log", 1024, 5, 1, OCT_SAMPLE_F32, 0, 4, false, true, 0, OCT_WINDOW_BLACKMAN, 0, 8, -10, -4, OCT_BG_REFERENCE, 0,0,0,0,0, 0, GRAY_LOG, 0, 13},
+    {"m4096_n3_u16_shift4", 4096, 3, 1, OCT_SAMPLE_U16, 4, 3, true, false, 0, OCT_WINDOW_GAUSSIAN, 0.2f, 16, -3, 5, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 14},
+    {"m512_n9_i16_msi_only", 512, 9, 1, OCT_SAMPLE_I16, 0, 7, false, false, MSI_ONLY, OCT_WINDOW_HANN, 0, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 15},
+    /* every window */
+    {"window_rect", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_RECT, 0, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 21},
+    {"window_hann", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_HANN, 0, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 22},
+    {"window_hamming", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_HAMMING, 0, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 23},
+    {"window_blackman", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_BLACKMAN, 0, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 24},
+    {"window_gaussian_0.1", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_GAUSSIAN, 0.1f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 25},
+    {"window_gaussian_0.35", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_GAUSSIAN, 0.35f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 26},
+    {"window_tukey_0", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_TUKEY, 0.0f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 27},
+    {"window_tukey_0.3", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_TUKEY, 0.3f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 28},
+    {"window_tukey_0.5", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_TUKEY, 0.5f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 29},
+    {"window_tukey_1", 256, 3, 1, OCT_SAMPLE_U16, 2, 4, false, false, 0, OCT_WINDOW_TUKEY, 1.0f, 2, -1, 1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 30},
+    /* scale and gray values */
+    {"gray_linear_default", 128, 5, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, 0, 0, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_CFD, 31},
+    {"gray_linear_contrast_brightness", 128, 5, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, 0, 0, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LINEAR_CB, OCT_METHOD_CFD, 32},
+    {"gray_log", 128, 5, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, 0, 0, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 33},
+    /* background */
+    {"background_none", 128, 6, 1, OCT_SAMPLE_I16, 1, 4, false, true, 0, OCT_WINDOW_HANN, 0, 0, -1, 2, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 41},
+    {"background_reference", 128, 6, 1, OCT_SAMPLE_I16, 1, 4, false, true, 0, OCT_WINDOW_HANN, 0, 0, -1, 2, OCT_BG_REFERENCE, 0,0,0,0,0, 0, GRAY_LOG, 0, 42},
+    {"background_frame_mean", 128, 6, 1, OCT_SAMPLE_I16, 1, 4, false, true, 0, OCT_WINDOW_HANN, 0, 0, -1, 2, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_LOG, 0, 43},
+    /* DC cut-off */
+    {"cutoff_0", 256, 4, 1, OCT_SAMPLE_F32, 0, 5, false, false, 0, OCT_WINDOW_HANN, 0, 0, -2, 2, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_CFD, 51},
+    {"cutoff_5", 256, 4, 1, OCT_SAMPLE_F32, 0, 5, false, false, 0, OCT_WINDOW_HANN, 0, 5, -2, 2, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 52},
+    {"cutoff_quarter", 256, 4, 1, OCT_SAMPLE_F32, 0, 5, false, false, 0, OCT_WINDOW_HANN, 0, 64, -2, 2, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_LOG, 0, 53},
+    /* lag windows */
+    {"lags_0_0", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, 0, 0, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 61},
+    {"lags_-3_-3", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, -3, -3, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 62},
+    {"lags_-6_-1", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, -6, -1, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 63},
+    {"lags_-4_3", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, -4, 3, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 64},
+    {"lags_2_7", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, 2, 7, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 65},
+    {"lags_wide_-31_31", 64, 3, 1, OCT_SAMPLE_U16, 0, 4, false, false, 0, OCT_WINDOW_HANN, 0, 1, -31, 31, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 66},
+    /* mask normalisation */
+    {"normalize_off", 256, 3, 1, OCT_SAMPLE_U16, 0, 6, false, false, 0, OCT_WINDOW_HAMMING, 0, 3, -2, 2, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 71},
+    {"normalize_on", 256, 3, 1, OCT_SAMPLE_U16, 0, 6, true, false, 0, OCT_WINDOW_HAMMING, 0, 3, -2, 2, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 72},
+    /* volume frames: every product, en-face counts cut at D */
+    {"vol_m64_n5_l4_all", 64, 5, 4, OCT_SAMPLE_U16, 0, 6, false, false, 0, OCT_WINDOW_HANN, 0, 2, -2, 1, OCT_BG_NONE, 1, 2, 5, 2, 3, 0, GRAY_AUTO, OCT_METHOD_CFD, 81},
+    {"vol_m128_n1_l3_cut_log", 128, 1, 3, OCT_SAMPLE_I16, 2, 8, true, false, 0, OCT_WINDOW_TUKEY, 0.25f, 0, -3, 0, OCT_BG_FRAME_MEAN, 2, 3, 30, 1, 0, 0, GRAY_LOG, 0, 82},
+    {"vol_m256_n6_l5_u8_only", 256, 6, 5, OCT_SAMPLE_F32, 0, 5, false, true, 0, OCT_WINDOW_BLACKMAN, 0, 4, 0, 2, OCT_BG_REFERENCE, 3, 1, 3, 4, 5,
+     OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V),
+     GRAY_LINEAR_CB, OCT_METHOD_MSI, 83},
+    {"vol_m64_n3_l2_cfd_only", 64, 3, 2, OCT_SAMPLE_U16, 1, 0, false, false, CFD_ONLY, OCT_WINDOW_HAMMING, 0, 3, 0, 0, OCT_BG_NONE, 20, 6, 4, 1, 2, 0, GRAY_LINEAR_CB, OCT_METHOD_CFD, 84},
+    {"vol_m128_n4_l3_msi_only_confocal", 128, 4, 3, OCT_SAMPLE_U16, 0, 9, false, false, MSI_ONLY, OCT_WINDOW_HANN, 0, 2, -1, 1, OCT_BG_NONE, 0, 4, 3, 2, 1,
+     OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32, GRAY_AUTO, OCT_METHOD_MSI, 85},
+};
+
+static const ecase path_cases[] = {
+    {"paths_bscan_m256", 256, 5, 1, OCT_SAMPLE_U16, 0, 8, true, false, 0, OCT_WINDOW_HANN, 0, 4, -5, 3, OCT_BG_NONE, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 91},
+    {"paths_volume_m128", 128, 4, 3, OCT_SAMPLE_I16, 2, 6, false, false, 0, OCT_WINDOW_TUKEY, 0.5f, 0, -2, 2, OCT_BG_NONE, 1, 2, 4, 2, 3, 0, GRAY_LOG, 0, 92},
+    {"paths_m1024_wide_lags", 1024, 3, 1, OCT_SAMPLE_F32, 0, 4, false, false, 0, OCT_WINDOW_GAUSSIAN, 0.25f, 6, -10, 10, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 93},
+};
+/* clang-format on */
+
+#define NCASES(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* ---- fixture: inputs, set-up, params and the expected products ---- */
+typedef struct fixture {
+    const ecase *c;
+    oct_setup setup;
+    oct_params params;
+    void *frame;
+    size_t bytes;
+    float *masks, *reference;
+    ref64 *ref;
+    bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+    ref64_image exp[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+} fixture;
+
+static void expect_free(fixture *fx)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) ref64_image_free(&fx->exp[m][k]);
+}
+
+/* (Re)builds the reference for fx->params on fx->frame, then every expected image. */
+static void expect_build(fixture *fx)
+{
+    expect_free(fx);
+    ref64_destroy(fx->ref);
+    fx->ref = NULL;
+    ck_assert_msg(ref64_create(&fx->ref, &fx->setup, &fx->params, fx->frame) == 0,
+                  "%s: ref64_create failed", fx->c->name);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            fx->want[m][k] = ref64_product_wanted(&fx->setup.geom, &fx->params, m, k);
+            if (fx->want[m][k])
+                ck_assert_msg(ref64_product(fx->ref, m, k, &fx->exp[m][k]) == 0,
+                              "%s: ref64_product failed", fx->c->name);
+        }
+}
+
+/* Re-maps the expected gray after a change of gray values only. */
+static void expect_regray(fixture *fx)
+{
+    ref64_set_display(fx->ref, &fx->params);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            if (fx->want[m][k]) ref64_image_regray(fx->ref, k, &fx->exp[m][k]);
+}
+
+/* Mean intensity (linear) or mean dB of T(gsc*I) > 0 pixels of class c. */
+static double class_mean(const fixture *fx, int c, int method, bool db, double gsc)
+{
+    double s = 0.0;
+    size_t n = 0;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        if (method >= 0 && m != method) continue;
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            if (!fx->want[m][k] || ref64_kind_class(k) != c) continue;
+            const ref64_image *im = &fx->exp[m][k];
+            for (size_t i = 0; i < im->count; i++) {
+                if (!(im->I[i] > 0.0)) continue;
+                s += db ? 20.0 * log10(gsc * im->I[i]) : im->I[i];
+                n++;
+            }
+        }
+    }
+    return n ? s / (double)n : NAN;
+}
+
+/* Gray values that put most pixels inside 0..255, so that gray is tested. */
+static void choose_gray(fixture *fx)
+{
+    oct_params *p = &fx->params;
+    const ecase *c = fx->c;
+    static const float cb_contrast[3] = {1.7f, 0.8f, 2.5f}, cb_bright[3] = {-20.f, 15.f, 40.f};
+    static const float log_gsc[3] = {0.37f, 2.5f, 0.05f}, log_contrast[3] = {2.0f, 3.0f, 1.5f};
+    int gm = c->gain_method;
+    if (!(p->methods & OCT_METHOD_BIT(gm))) gm = 1 - gm;
+    for (int k = 0; k < OCT_CLASS_COUNT; k++) {
+        if (c->gray == GRAY_LOG) {
+            p->scale = OCT_SCALE_LOG;
+            p->gsc[k] = log_gsc[k];
+            /* centre between the two methods' mean dB (their levels differ by
+             * tens of dB) and narrow the contrast so that both fit in 0..255 */
+            double m0 = class_mean(fx, k, OCT_METHOD_CFD, true, (double)log_gsc[k]);
+            double m1 = class_mean(fx, k, OCT_METHOD_MSI, true, (double)log_gsc[k]);
+            double mid = isfinite(m0) ? (isfinite(m1) ? 0.5 * (m0 + m1) : m0) : m1;
+            double spread = isfinite(m0) && isfinite(m1) ? fabs(m0 - m1) : 0.0;
+            double con = fmin((double)log_contrast[k], 150.0 / (spread + 40.0));
+            p->contrast[k] = (float)con;
+            p->brightness[k] = isfinite(mid) ? (float)(128.0 - con * mid) : 0.0f;
+        } else {
+            p->scale = OCT_SCALE_LINEAR;
+            p->contrast[k] = c->gray == GRAY_LINEAR_CB ? cb_contrast[k] : 1.0f;
+            p->brightness[k] = c->gray == GRAY_LINEAR_CB ? cb_bright[k] : 0.0f;
+            double mean = class_mean(fx, k, gm, false, 1.0);
+            p->gsc[k] = isfinite(mean) && mean > 0.0 ? (float)(110.0 / (mean * p->contrast[k])) : 1.0f;
+        }
+    }
+    expect_regray(fx);
+}
+
+static void fixture_init(fixture *fx, const ecase *c, oct_msi_path path)
+{
+    memset(fx, 0, sizeof(*fx));
+    fx->c = c;
+    oct_setup *s = &fx->setup;
+    oct_setup_default(s);
+    s->geom.samples = c->M;
+    s->geom.ascans = c->N;
+    s->geom.lines = c->L;
+    s->geom.sample_type = c->type;
+    s->geom.sample_shift = c->shift;
+    s->backend = g_backend;
+    s->precision = g_precision;
+    s->msi_path = path;
+    s->flags |= OCT_SETUP_QUICK_PLAN;
+    s->normalize_masks = c->normalize;
+    fx->frame = tu_frame_random(&s->geom, c->seed, &fx->bytes);
+    ck_assert_msg(fx->frame != NULL, "%s: no frame", c->name);
+    if (c->R) {
+        fx->masks = tu_masks_random(c->M, c->R, c->seed + 1000);
+        ck_assert_ptr_nonnull(fx->masks);
+        s->masks = fx->masks;
+        s->mask_count = c->R;
+    }
+    if (c->reference) {
+        fx->reference = tu_reference_random(&s->geom, c->seed + 2000);
+        ck_assert_ptr_nonnull(fx->reference);
+        s->reference = fx->reference;
+    }
+    oct_params *p = &fx->params;
+    oct_params_default(p);
+    p->methods = c->methods ? c->methods : (c->R ? BOTH : CFD_ONLY);
+    p->window = c->window;
+    p->window_param = c->wparam;
+    p->freq_cutoff = c->F;
+    p->lag_lo = c->W1;
+    p->lag_hi = c->W2;
+    p->background = c->bg;
+    if (c->ec) {
+        p->enface_start = c->es;
+        p->enface_step = c->est;
+        p->enface_count = c->ec;
+    }
+    p->xsec_h = c->xh;
+    p->xsec_v = c->xv;
+    /* all kinds are asked for: the engine must make only those of the frame type */
+    p->products = c->products ? c->products : PRODUCTS_ALL;
+    expect_build(fx);
+    choose_gray(fx);
+}
+
+static void fixture_free(fixture *fx)
+{
+    expect_free(fx);
+    ref64_destroy(fx->ref);
+    free(fx->frame);
+    free(fx->masks);
+    free(fx->reference);
+    memset(fx, 0, sizeof(*fx));
+}
+
+static oct_engine *engine_new(const fixture *fx, const oct_params *p)
+{
+    oct_engine *eng = NULL;
+    oct_error e = {{0}};
+    oct_err err = oct_engine_create(&eng, &fx->setup, p, &e);
+    ck_assert_msg(err == OCT_OK, "%s: oct_engine_create: %s: %s", fx->c->name, oct_strerror(err), e.msg);
+    ck_assert_ptr_nonnull(eng);
+    return eng;
+}
+
+/* Poisons every expected image of out (and marks the others present, so
+ * that the engine must clear them), then processes fx->frame. */
+static void engine_run(const fixture *fx, oct_engine *eng, oct_products *out)
+{
+    bool f32 = (fx->params.products & OCT_PRODUCT_F32) != 0;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &out->img[m][k];
+            if (fx->want[m][k]) {
+                const ref64_image *x = &fx->exp[m][k];
+                oct_err err = tu_poison_image(img, x->count, f32, x->n_indices, x->gray);
+                ck_assert_msg(err == OCT_OK, "%s: oct_image_reserve: %s", fx->c->name, oct_strerror(err));
+            } else {
+                img->present = true;
+            }
+        }
+    oct_error e = {{0}};
+    oct_err err = oct_engine_process(eng, fx->frame, fx->bytes, out, &e);
+    ck_assert_msg(err == OCT_OK, "%s: oct_engine_process: %s: %s", fx->c->name, oct_strerror(err), e.msg);
+}
+
+/* Compares every product of out with the reference (SPEC 7). */
+static void check_products(const fixture *fx, const oct_products *out, const char *label)
+{
+    char what[160], msg[1024];
+    const oct_params *p = &fx->params;
+    const double tol = tol_f32();
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *img = &out->img[m][k];
+            const ref64_image *x = &fx->exp[m][k];
+            snprintf(what, sizeof(what), "[%s%s%s] %s/%s", fx->c->name, label ? " " : "", label ? label : "",
+                     oct_kind_name(k), oct_method_name(m));
+            ck_assert_msg(img->present == fx->want[m][k], "%s: present = %d, expected %d", what,
+                          (int)img->present, (int)fx->want[m][k]);
+            if (!fx->want[m][k]) continue;
+            ck_assert_msg(img->ndim == x->ndim, "%s: ndim %d, expected %d", what, img->ndim, x->ndim);
+            for (int d = 0; d < x->ndim; d++)
+                ck_assert_msg(img->shape[d] == x->shape[d], "%s: shape[%d] = %u, expected %u", what, d,
+                              img->shape[d], x->shape[d]);
+            ck_assert_msg(img->count == x->count, "%s: count %zu, expected %zu", what, img->count, x->count);
+            if (k == OCT_KIND_ENFACE || k == OCT_KIND_XSEC_H || k == OCT_KIND_XSEC_V) {
+                ck_assert_msg(img->n_indices == x->n_indices, "%s: %u indices, expected %u", what,
+                              img->n_indices, x->n_indices);
+                for (uint32_t q = 0; q < x->n_indices; q++)
+                    ck_assert_msg(img->indices[q] == x->indices[q], "%s: index %u = %d, expected %d", what, q,
+                                  img->indices[q], x->indices[q]);
+            }
+            if (k == OCT_KIND_ENFACE)
+                ck_assert_msg(img->requested == x->requested, "%s: requested %u, expected %u", what,
+                              img->requested, x->requested);
+            if (x->count == 0) continue;
+            int c = ref64_kind_class(k);
+            double slack = g_precision == OCT_PRECISION_TF32 ? 3.0 * tol * tu_rms(x->I, x->count) : 0.0;
+            bool ok = tu_check_gray(what, img->u8, x->I, x->count, x->ndim, x->shape, p->scale,
+                                    (double)p->gsc[c], (double)p->contrast[c], (double)p->brightness[c],
+                                    TU_GRAY_MARGIN, slack, msg, sizeof(msg));
+            ck_assert_msg(ok, "%s", msg);
+            if (p->products & OCT_PRODUCT_F32) {
+                ck_assert_msg(img->f32 != NULL, "%s: no f32 buffer", what);
+                ok = tu_check_f32(what, img->f32, x->I, x->count, x->ndim, x->shape, tol, msg, sizeof(msg));
+                ck_assert_msg(ok, "%s", msg);
+            }
+        }
+}
+
+/* Two engine outputs of the same input agree (rel. L2 tol, gray within one). */
+static void check_pair(const fixture *fx, const oct_products *a, const oct_products *b, double tol,
+                       bool exact, const char *label)
+{
+    char what[160], msg[1024];
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            if (!fx->want[m][k]) continue;
+            const oct_image *x = &a->img[m][k], *y = &b->img[m][k];
+            snprintf(what, sizeof(what), "[%s %s] %s/%s", fx->c->name, label, oct_kind_name(k), oct_method_name(m));
+            ck_assert_msg(x->present && y->present && x->count == y->count, "%s: present %d/%d count %zu/%zu",
+                          what, (int)x->present, (int)y->present, x->count, y->count);
+            if (x->count == 0) continue;
+            bool f32 = (fx->params.products & OCT_PRODUCT_F32) != 0;
+            if (exact) {
+                for (size_t i = 0; i < x->count; i++) {
+                    char at[64];
+                    tu_format_index(at, sizeof(at), i, x->ndim, x->shape);
+                    ck_assert_msg(x->u8[i] == y->u8[i], "%s: gray %s differs: %d vs %d", what, at, x->u8[i],
+                                  y->u8[i]);
+                    if (f32)
+                        ck_assert_msg(memcmp(&x->f32[i], &y->f32[i], sizeof(float)) == 0,
+                                      "%s: f32 %s differs: %.9g vs %.9g", what, at, (double)x->f32[i],
+                                      (double)y->f32[i]);
+                }
+                continue;
+            }
+            ck_assert_msg(tu_check_gray_pair(what, x->u8, y->u8, x->count, x->ndim, x->shape, msg, sizeof(msg)),
+                          "%s", msg);
+            if (f32)
+                ck_assert_msg(tu_check_f32_pair(what, x->f32, y->f32, x->count, x->ndim, x->shape, tol, msg,
+                                                sizeof(msg)),
+                              "%s", msg);
+        }
+}
+
+/* ---- tests ---- */
+
+/* Every case of the table against the reference (AUTO MSI path). */
+START_TEST(test_numeric)
+{
+    fixture fx;
+    fixture_init(&fx, &numeric_cases[_i], OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    engine_run(&fx, eng, out);
+    check_products(&fx, out, NULL);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* Forced FFT, forced GEMM and AUTO each match the reference, and FFT == GEMM. */
+START_TEST(test_msi_paths)
+{
+    static const oct_msi_path paths[3] = {OCT_MSI_FFT, OCT_MSI_GEMM, OCT_MSI_AUTO};
+    static const char *names[3] = {"fft", "gemm", "auto"};
+    fixture fx;
+    fixture_init(&fx, &path_cases[_i], OCT_MSI_AUTO);
+    oct_products *out[3];
+    for (int i = 0; i < 3; i++) {
+        fx.setup.msi_path = paths[i];
+        oct_engine *eng = engine_new(&fx, &fx.params);
+        oct_msi_path used = oct_engine_msi_path(eng);
+        if (paths[i] == OCT_MSI_AUTO)
+            ck_assert_msg(used == OCT_MSI_FFT || used == OCT_MSI_GEMM, "%s: auto path in use is %d",
+                          fx.c->name, (int)used);
+        else
+            ck_assert_msg(used == paths[i], "%s: forced %s, engine uses %d", fx.c->name, names[i], (int)used);
+        out[i] = oct_products_create();
+        ck_assert_ptr_nonnull(out[i]);
+        engine_run(&fx, eng, out[i]);
+        check_products(&fx, out[i], names[i]);
+        oct_engine_destroy(eng);
+    }
+    check_pair(&fx, out[0], out[1], tol_f32(), false, "fft vs gemm");
+    for (int i = 0; i < 3; i++) oct_products_destroy(out[i]);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* One engine through a sequence of control changes: after each
+ * oct_engine_set_params() its output matches the reference and a fresh
+ * engine made with the same values. */
+static const ecase setparams_case = {
+    "set_params", 128, 5, 3, OCT_SAMPLE_U16, 1, 6, false, true, 0, OCT_WINDOW_HANN, 0, 0, 0, 0, OCT_BG_NONE,
+    1, 2, 4, 1, 2, 0, GRAY_AUTO, OCT_METHOD_CFD, 101};
+
+static void change_params(oct_params *p, int step)
+{
+    switch (step) {
+    case 0: p->window = OCT_WINDOW_TUKEY; p->window_param = 0.4f; break;
+    case 1: p->freq_cutoff = 6; break;
+    case 2: p->lag_lo = -3; p->lag_hi = 2; break;
+    case 3: p->background = OCT_BG_FRAME_MEAN; break;
+    case 4: p->background = OCT_BG_REFERENCE; p->window = OCT_WINDOW_GAUSSIAN; p->window_param = 0.15f; break;
+    case 5: p->enface_start = 3; p->enface_step = 5; p->enface_count = 9; break; /* MSI cut to 1 */
+    case 6: p->xsec_h = 2; p->xsec_v = 4; break;
+    case 7: p->products &= ~(uint32_t)(OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_VOLUME)); break;
+    case 8: p->methods = OCT_METHOD_BIT(OCT_METHOD_MSI); p->products = PRODUCTS_ALL; break;
+    case 9: p->methods = OCT_METHODS_ALL; p->freq_cutoff = 0; p->lag_lo = -5; p->lag_hi = -5; break;
+    }
+}
+#define SET_PARAMS_STEPS 10
+
+START_TEST(test_set_params)
+{
+    fixture fx;
+    fixture_init(&fx, &setparams_case, OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create(), *fresh_out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(fresh_out);
+    engine_run(&fx, eng, out);
+    check_products(&fx, out, "initial");
+    char label[64];
+    for (int step = 0; step < SET_PARAMS_STEPS; step++) {
+        snprintf(label, sizeof(label), "after change %d", step);
+        change_params(&fx.params, step);
+        expect_build(&fx);
+        /* alternate the gray values too, so that gray changes are covered */
+        ecase gc = *fx.c;
+        gc.gray = step % 2 ? GRAY_LOG : (step % 4 == 2 ? GRAY_LINEAR_CB : GRAY_AUTO);
+        const ecase *orig = fx.c;
+        fx.c = &gc;
+        choose_gray(&fx);
+        fx.c = orig;
+        oct_error e = {{0}};
+        oct_err err = oct_engine_set_params(eng, &fx.params, &e);
+        ck_assert_msg(err == OCT_OK, "%s: set_params: %s: %s", label, oct_strerror(err), e.msg);
+        engine_run(&fx, eng, out);
+        check_products(&fx, out, label);
+        oct_engine *fresh = engine_new(&fx, &fx.params);
+        engine_run(&fx, fresh, fresh_out);
+        oct_engine_destroy(fresh);
+        snprintf(label, sizeof(label), "set_params vs fresh engine, change %d", step);
+        check_pair(&fx, out, fresh_out, 1e-6, false, label);
+    }
+    oct_products_destroy(out);
+    oct_products_destroy(fresh_out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* Processing a frame, another frame, then the first again on one engine gives
+ * bit-identical output (no state carried between frames), for B-scan and
+ * volume frames. */
+static const ecase repeat_cases[] = {
+    {"repeat_bscan", 256, 5, 1, OCT_SAMPLE_I16, 1, 5, true, false, 0, OCT_WINDOW_HAMMING, 0, 2, -2, 2,
+     OCT_BG_FRAME_MEAN, 0, 0, 0, 0, 0, 0, GRAY_LOG, 0, 111},
+    {"repeat_volume", 64, 4, 3, OCT_SAMPLE_U16, 0, 5, false, false, 0, OCT_WINDOW_HANN, 0, 1, -1, 1,
+     OCT_BG_FRAME_MEAN, 2, 3, 6, 2, 1, 0, GRAY_AUTO, OCT_METHOD_CFD, 112},
+};
+
+START_TEST(test_repeat)
+{
+    fixture fx;
+    fixture_init(&fx, &repeat_cases[_i], OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *first = oct_products_create(), *again = oct_products_create();
+    ck_assert_ptr_nonnull(first);
+    ck_assert_ptr_nonnull(again);
+    engine_run(&fx, eng, first);
+    check_products(&fx, first, "first");
+
+    /* another frame in between, into the same products object */
+    void *frame_a = fx.frame;
+    size_t bytes = 0;
+    fx.frame = tu_frame_random(&fx.setup.geom, fx.c->seed + 77, &bytes);
+    ck_assert_ptr_nonnull(fx.frame);
+    expect_build(&fx); /* same gray values, new frame */
+    engine_run(&fx, eng, again);
+    check_products(&fx, again, "second frame");
+    free(fx.frame);
+    fx.frame = frame_a;
+    expect_build(&fx);
+
+    engine_run(&fx, eng, again);
+    check_products(&fx, again, "first frame again");
+    check_pair(&fx, first, again, 0.0, true, "same frame twice");
+    ck_assert_msg(again->frame == first->frame + 1, "products.frame: %llu after two frames, %llu after one",
+                  (unsigned long long)again->frame, (unsigned long long)first->frame);
+    oct_products_destroy(first);
+    oct_products_destroy(again);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* Bad frames and bad control values give errors, never a crash, and leave
+ * the engine working with its previous values. */
+START_TEST(test_bad_input)
+{
+    static const ecase c = {"bad_input", 64, 3, 1, OCT_SAMPLE_F32, 0, 3, false, false, 0, OCT_WINDOW_HANN, 0, 1,
+                            -1, 1, OCT_BG_NONE, 0, 0, 0, 0, 0, 0, GRAY_AUTO, OCT_METHOD_CFD, 121};
+    fixture fx;
+    fixture_init(&fx, &c, OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    oct_error e = {{0}};
+
+    /* wrong sizes */
+    oct_err err = oct_engine_process(eng, fx.frame, fx.bytes - 4, out, &e);
+    ck_assert_msg(err != OCT_OK, "short frame accepted");
+    err = oct_engine_process(eng, fx.frame, fx.bytes + 4, out, &e);
+    ck_assert_msg(err != OCT_OK, "long frame accepted");
+
+    /* a non-finite sample in spectrum 1 */
+    float *bad = malloc(fx.bytes);
+    ck_assert_ptr_nonnull(bad);
+    memcpy(bad, fx.frame, fx.bytes);
+    bad[fx.c->M + 17] = NAN;
+    e.msg[0] = 0;
+    err = oct_engine_process(eng, bad, fx.bytes, out, &e);
+    ck_assert_msg(err == OCT_EINVAL, "NaN sample: %s (%s), expected EINVAL", oct_strerror(err), e.msg);
+    ck_assert_msg(e.msg[0] != 0, "NaN sample: no error message");
+    bad[fx.c->M + 17] = INFINITY;
+    err = oct_engine_process(eng, bad, fx.bytes, out, &e);
+    ck_assert_msg(err == OCT_EINVAL, "Inf sample: %s (%s), expected EINVAL", oct_strerror(err), e.msg);
+    free(bad);
+
+    /* invalid control values are refused and the old ones stay */
+    const oct_params before = *oct_engine_params(eng);
+    oct_params p;
+    for (int t = 0; t < 7; t++) {
+        p = fx.params;
+        switch (t) {
+        case 0: p.lag_lo = 2; p.lag_hi = 1; break;
+        case 1: p.lag_hi = 32; break; /* must be < M/2 */
+        case 2: p.lag_lo = -32; break;
+        case 3: p.freq_cutoff = -1; break;
+        case 4: p.window = 99; break;
+        case 5: p.background = OCT_BG_REFERENCE; break; /* no reference was given */
+        case 6: p.gsc[0] = NAN; break;
+        }
+        err = oct_engine_set_params(eng, &p, &e);
+        ck_assert_msg(err != OCT_OK, "bad params %d accepted", t);
+        ck_assert_msg(memcmp(oct_engine_params(eng), &before, sizeof(before)) == 0,
+                      "bad params %d changed the engine's values", t);
+    }
+    /* still computes the right thing */
+    engine_run(&fx, eng, out);
+    check_products(&fx, out, "after errors");
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+Suite *oct_engine_suite_ex(oct_backend backend, oct_precision precision, const char *name)
+{
+    g_backend = backend;
+    g_precision = precision;
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create("numeric");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_numeric, 0, NCASES(numeric_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("msi_paths");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_msi_paths, 0, NCASES(path_cases));
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("state");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_set_params);
+    tcase_add_loop_test(tc, test_repeat, 0, NCASES(repeat_cases));
+    tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+Suite *oct_engine_suite(oct_backend backend, const char *name)
+{
+    return oct_engine_suite_ex(backend, OCT_PRECISION_FP32, name);
+}

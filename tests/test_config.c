@@ -1,0 +1,1004 @@
+/* test_config.c - octd.ini, profiles, .npy/raw arrays, PNG and atomic writes
+ * (SPEC 5.1-5.3): valid files give the right values; every kind of bad file
+ * gives the right code and a message naming the file, the line and the key;
+ * malformed binary files never crash (run under ASan/UBSan by make check). */
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
+
+#include "oct_config.h"
+
+/* ---------------- helpers ---------------- */
+
+static char *tmpdir_make(void)
+{
+    char *d = strdup("/tmp/octd-test-config.XXXXXX");
+    ck_assert_ptr_nonnull(d);
+    ck_assert_ptr_nonnull(mkdtemp(d));
+    return d;
+}
+
+static void rm_rf(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    if (!dp)
+        return;
+    struct dirent *de;
+    char p[OCT_PATH_MAX];
+    while ((de = readdir(dp))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        struct stat st;
+        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode)) {
+            chmod(p, 0700);
+            rm_rf(p);
+        } else {
+            unlink(p);
+        }
+    }
+    closedir(dp);
+    rmdir(dir);
+}
+
+static int dir_entries(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    ck_assert_ptr_nonnull(dp);
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(dp)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+            n++;
+    closedir(dp);
+    return n;
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", path);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    ck_assert_int_eq(fclose(f), 0);
+}
+
+/* Asserts the code and that the message holds every given fragment. */
+static void expect_err(oct_err got, oct_err want, const oct_error *e, const char *what, ...)
+{
+    ck_assert_msg(got == want, "%s: got %s (%s), want %s", what, oct_strerror(got),
+                  got ? e->msg : "", oct_strerror(want));
+    va_list ap;
+    va_start(ap, what);
+    const char *frag;
+    while ((frag = va_arg(ap, const char *)))
+        ck_assert_msg(strstr(e->msg, frag), "%s: message '%s' lacks '%s'", what, e->msg, frag);
+    va_end(ap);
+}
+
+static uint64_t rng_state = 0x1234567u;
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Random byte changes, deletions and cuts of a text, each parsed from an
+ * exact-size heap copy (so that ASan sees any over-read): any result but a
+ * crash, and every error message names the file. */
+typedef oct_err (*text_parser)(const char *text, size_t len, oct_error *e);
+
+static void mutate_parse(const char *base, text_parser parse, int iters)
+{
+    size_t blen = strlen(base);
+    static const char alphabet[] = "[]{}:,-#;=\n\"' \t/.0123456789eE+aZ\0\r&*!|>?%@`";
+    for (int it = 0; it < iters; it++) {
+        char *m = malloc(blen + 1);
+        memcpy(m, base, blen + 1);
+        size_t len = blen;
+        int edits = 1 + (int)(rnd() % 4);
+        for (int k = 0; k < edits && len > 0; k++) {
+            size_t at = rnd() % len;
+            switch (rnd() % 3) {
+            case 0: m[at] = alphabet[rnd() % (sizeof alphabet - 1)]; break;
+            case 1: memmove(m + at, m + at + 1, len - at); len--; break;
+            default: len = at; break;
+            }
+        }
+        char *exact = malloc(len ? len : 1);
+        memcpy(exact, m, len);
+        oct_error e = {{0}};
+        oct_err err = parse(exact, len, &e);
+        if (err)
+            ck_assert_msg(strstr(e.msg, "fz.") != NULL, "message without the file: %s", e.msg);
+        free(exact);
+        free(m);
+    }
+}
+
+/* ---------------- octd.ini ---------------- */
+
+START_TEST(ini_defaults_and_values)
+{
+    oct_daemon_config c;
+    oct_error e = {{0}};
+    ck_assert_int_eq(oct_daemon_config_parse(&c, "", 0, "/etc/octd/octd.ini", &e), OCT_OK);
+    ck_assert_int_eq(c.backend, OCT_BACKEND_AUTO);
+    ck_assert_str_eq(c.ring_frames, "/octd-frames");
+    ck_assert_str_eq(c.ring_control, "/octd-control");
+    ck_assert_str_eq(c.ring_status, "/octd-status");
+    ck_assert_int_eq(c.endpoint_count, 1);
+    ck_assert_str_eq(c.endpoints[0], "tcp://127.0.0.1:5556");
+    ck_assert_int_eq(c.sndhwm, 4);
+    ck_assert_int_eq(c.log_level, LOG_INFO);
+    ck_assert_str_eq(c.profile_path, "");
+
+    const char *t = "; octd settings\n"
+                    "[engine]\n"
+                    "backend = cpu\n"
+                    "device = 1\n"
+                    "  threads = 3   ; inline comment\n"
+                    "precision = tf32\n"
+                    "\n"
+                    "[ring]\n"
+                    "frames = /f1\n"
+                    "control = /c1\n"
+                    "status = /s1\n"
+                    "policy = all\n"
+                    "[publish]\n"
+                    "endpoint = tcp://*:6000, ipc:///tmp/octd.sock,inproc://x\n"
+                    "sndhwm = 16\n"
+                    "[profile]\n"
+                    "path = profiles/sys.yaml\n"
+                    "[save]\n"
+                    "directory = /var/lib/octd\n"
+                    "[log]\n"
+                    "level = debug\n";
+    ck_assert_msg(oct_daemon_config_parse(&c, t, strlen(t), "/etc/octd/octd.ini", &e) == OCT_OK,
+                  "%s", e.msg);
+    ck_assert_int_eq(c.backend, OCT_BACKEND_CPU);
+    ck_assert_int_eq(c.device, 1);
+    ck_assert_int_eq(c.threads, 3);
+    ck_assert_int_eq(c.precision, OCT_PRECISION_TF32);
+    ck_assert_str_eq(c.ring_frames, "/f1");
+    ck_assert_str_eq(c.ring_control, "/c1");
+    ck_assert_str_eq(c.ring_status, "/s1");
+    ck_assert_int_eq(c.policy, 1);
+    ck_assert_int_eq(c.endpoint_count, 3);
+    ck_assert_str_eq(c.endpoints[0], "tcp://*:6000");
+    ck_assert_str_eq(c.endpoints[1], "ipc:///tmp/octd.sock");
+    ck_assert_str_eq(c.endpoints[2], "inproc://x");
+    ck_assert_int_eq(c.sndhwm, 16);
+    ck_assert_str_eq(c.profile_path, "/etc/octd/profiles/sys.yaml");
+    ck_assert_str_eq(c.save_dir, "/var/lib/octd");
+    ck_assert_int_eq(c.log_level, LOG_DEBUG);
+    ck_assert_str_eq(c.source_path, "/etc/octd/octd.ini");
+}
+END_TEST
+
+typedef struct ini_case {
+    const char *text;
+    oct_err code;
+    const char *frag1, *frag2;
+} ini_case;
+
+static const ini_case ini_cases[] = {
+    {"[engine]\nbackend = cpu\n[bogus]\n", OCT_EPARSE, "c.ini:3:", "[bogus]"},
+    {"[engine]\nbogus = 1\n", OCT_EPARSE, "c.ini:2:", "[engine] bogus"},
+    {"[engine]\nbackend = cpu\nbackend = cuda\n", OCT_EPARSE, "c.ini:3:", "[engine] backend: duplicate"},
+    {"[engine]\n\nbackend = gpu\n", OCT_EINVAL, "c.ini:3:", "[engine] backend"},
+    {"[engine]\ndevice = -1\n", OCT_EINVAL, "c.ini:2:", "[engine] device"},
+    {"[engine]\nthreads = 4x\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
+    {"[engine]\nthreads = 99999999999999999999\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
+    {"[engine]\nprecision = fp16\n", OCT_EINVAL, "c.ini:2:", "[engine] precision"},
+    {"[engine]\nbackend =\n", OCT_EINVAL, "c.ini:2:", "[engine] backend: empty"},
+    {"[ring]\nframes = octd-frames\n", OCT_EINVAL, "c.ini:2:", "[ring] frames"},
+    {"[ring]\ncontrol = /a/b\n", OCT_EINVAL, "c.ini:2:", "[ring] control"},
+    {"[ring]\nstatus = /\n", OCT_EINVAL, "c.ini:2:", "[ring] status"},
+    {"[ring]\npolicy = newest\n", OCT_EINVAL, "c.ini:2:", "[ring] policy"},
+    {"[publish]\nendpoint = tcp://localhost\n", OCT_EINVAL, "c.ini:2:", "[publish] endpoint"},
+    {"[publish]\nendpoint = http://x:80\n", OCT_EINVAL, "c.ini:2:", "[publish] endpoint"},
+    {"[publish]\nendpoint = tcp://a:1,,tcp://b:2\n", OCT_EINVAL, "c.ini:2:", "[publish] endpoint"},
+    {"[publish]\nendpoint = tcp://a:1,tcp://a:1\n", OCT_EINVAL, "c.ini:2:", "twice"},
+    {"[publish]\nendpoint = inproc://1,inproc://2,inproc://3,inproc://4,inproc://5,inproc://6,"
+     "inproc://7,inproc://8,inproc://9\n",
+     OCT_EINVAL, "c.ini:2:", "more than 8"},
+    {"[publish]\nsndhwm = 0\n", OCT_EINVAL, "c.ini:2:", "[publish] sndhwm"},
+    {"[log]\nlevel = loud\n", OCT_EINVAL, "c.ini:2:", "[log] level"},
+    {"backend = cpu\n", OCT_EPARSE, "c.ini:1:", "backend: key outside"},
+    {"[engine]\nbackend\n", OCT_EPARSE, "c.ini:2:", "syntax"},
+    {"[engine]\nbackend = cpu\n   cuda\n", OCT_EPARSE, "c.ini:3:", "syntax"},
+    {"[engine\nbackend = cpu\n", OCT_EPARSE, "c.ini:1:", "syntax"},
+    {"[profile]\npath = x\n[save]\nnot_a_key = 2\n", OCT_EPARSE, "c.ini:4:", "[save] not_a_key"},
+};
+
+START_TEST(ini_errors)
+{
+    const ini_case *k = &ini_cases[_i];
+    oct_daemon_config c;
+    oct_daemon_config_default(&c);
+    c.device = 42; /* must survive a failed parse */
+    oct_error e = {{0}};
+    oct_err err = oct_daemon_config_parse(&c, k->text, strlen(k->text), "/x/c.ini", &e);
+    char what[64];
+    snprintf(what, sizeof what, "ini case %d", _i);
+    expect_err(err, k->code, &e, what, "/x/c.ini", k->frag1, k->frag2, NULL);
+    ck_assert_int_eq(c.device, 42);
+}
+END_TEST
+
+START_TEST(ini_long_line_and_nul)
+{
+    oct_daemon_config c;
+    oct_error e = {{0}};
+    char t[2000];
+    int n = snprintf(t, sizeof t, "[profile]\npath = ");
+    memset(t + n, 'a', 1500);
+    snprintf(t + n + 1500, sizeof t - (size_t)n - 1500, "\n");
+    expect_err(oct_daemon_config_parse(&c, t, strlen(t), "l.ini", &e), OCT_EPARSE, &e, "long",
+               "l.ini:2:", "longer", NULL);
+    const char nul[] = "[engine]\nback\0end = cpu\n";
+    expect_err(oct_daemon_config_parse(&c, nul, sizeof nul - 1, "n.ini", &e), OCT_EPARSE, &e,
+               "nul", "n.ini:2:", NULL);
+}
+END_TEST
+
+static oct_err ini_parse_fn(const char *text, size_t len, oct_error *e)
+{
+    oct_daemon_config c;
+    return oct_daemon_config_parse(&c, text, len, "fz.ini", e);
+}
+
+START_TEST(ini_mutations)
+{
+    const char *t = "[engine]\nbackend = cpu\ndevice = 1\nthreads = 3\nprecision = tf32\n"
+                    "[ring]\nframes = /f1\ncontrol = /c1\nstatus = /s1\npolicy = all\n"
+                    "[publish]\nendpoint = tcp://*:6000, ipc:///tmp/o.sock\nsndhwm = 16\n"
+                    "[profile]\npath = p.yaml\n[save]\ndirectory = /var/lib/octd\n"
+                    "[log]\nlevel = debug\n";
+    mutate_parse(t, ini_parse_fn, 4000);
+}
+END_TEST
+
+START_TEST(ini_files)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_daemon_config c;
+    oct_error e = {{0}};
+    snprintf(p, sizeof p, "%s/missing.ini", d);
+    expect_err(oct_daemon_config_load(&c, p, &e), OCT_EIO, &e, "missing", "missing.ini", NULL);
+    snprintf(p, sizeof p, "%s/octd.ini", d);
+    const char *t = "[profile]\npath = p.yaml\n[save]\ndirectory = ../saved\n";
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_daemon_config_load(&c, p, &e) == OCT_OK, "%s", e.msg);
+    char want[OCT_PATH_MAX];
+    snprintf(want, sizeof want, "%s/p.yaml", d);
+    ck_assert_str_eq(c.profile_path, want);
+    snprintf(want, sizeof want, "%s/../saved", d);
+    ck_assert_str_eq(c.save_dir, want);
+    /* a directory is not a configuration file */
+    expect_err(oct_daemon_config_load(&c, d, &e), OCT_EIO, &e, "dir", d, NULL);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* ---------------- profiles ---------------- */
+
+static const char *full_profile =
+    "geometry: {samples: 1024, ascans: 200, lines: 192, sample_type: i16, sample_shift: 2}\n"
+    "methods: [cfd, msi]\n"
+    "window: {type: tukey, param: 0.25}\n"
+    "freq_cutoff: 8\n"
+    "background: {mode: reference, reference: ref.npy}\n"
+    "msi:\n"
+    "  masks: {file: /abs/masks.raw, sample_type: u16, count: 512, normalize: true}\n"
+    "  lag_window: [-10, 12]\n"
+    "enface: {start: 20, step: 10, count: 40}\n"
+    "xsec: {h_index: 96, v_index: 100}\n"
+    "scale: log\n"
+    "display:\n"
+    "  bscan:    {gsc: 2.0, contrast: 3.5, brightness: -10}\n"
+    "  enface:   {gsc: 1e-3, contrast: 1.0, brightness: 0.0}\n"
+    "  confocal: {gsc: 0.5, contrast: 2, brightness: 7.25}\n"
+    "products: [bscan, enface, confocal, xsec_h, xsec_v, volume, f32]\n";
+
+START_TEST(profile_full)
+{
+    oct_profile p;
+    oct_error e = {{0}};
+    ck_assert_msg(oct_profile_parse(&p, full_profile, strlen(full_profile), "/sys/a/p.yaml", &e) ==
+                      OCT_OK,
+                  "%s", e.msg);
+    ck_assert(p.has_geometry);
+    ck_assert_uint_eq(p.geom.samples, 1024);
+    ck_assert_uint_eq(p.geom.ascans, 200);
+    ck_assert_uint_eq(p.geom.lines, 192);
+    ck_assert_uint_eq(p.geom.sample_type, OCT_SAMPLE_I16);
+    ck_assert_uint_eq(p.geom.sample_shift, 2);
+    const oct_params *q = &p.params;
+    ck_assert_uint_eq(q->methods, OCT_METHODS_ALL);
+    ck_assert_uint_eq(q->window, OCT_WINDOW_TUKEY);
+    ck_assert_float_eq(q->window_param, 0.25f);
+    ck_assert_int_eq(q->freq_cutoff, 8);
+    ck_assert_uint_eq(q->background, OCT_BG_REFERENCE);
+    ck_assert_str_eq(p.reference_path, "/sys/a/ref.npy");
+    ck_assert_str_eq(p.masks_path, "/abs/masks.raw");
+    ck_assert_uint_eq(p.masks_type, OCT_SAMPLE_U16);
+    ck_assert_uint_eq(p.masks_count, 512);
+    ck_assert(p.masks_normalize);
+    ck_assert_int_eq(q->lag_lo, -10);
+    ck_assert_int_eq(q->lag_hi, 12);
+    ck_assert_int_eq(q->enface_start, 20);
+    ck_assert_int_eq(q->enface_step, 10);
+    ck_assert_int_eq(q->enface_count, 40);
+    ck_assert_int_eq(q->xsec_h, 96);
+    ck_assert_int_eq(q->xsec_v, 100);
+    ck_assert_uint_eq(q->scale, OCT_SCALE_LOG);
+    ck_assert_float_eq(q->gsc[OCT_CLASS_BSCAN], 2.0f);
+    ck_assert_float_eq(q->contrast[OCT_CLASS_BSCAN], 3.5f);
+    ck_assert_float_eq(q->brightness[OCT_CLASS_BSCAN], -10.0f);
+    ck_assert_float_eq(q->gsc[OCT_CLASS_ENFACE], 1e-3f);
+    ck_assert_float_eq(q->gsc[OCT_CLASS_CONFOCAL], 0.5f);
+    ck_assert_float_eq(q->contrast[OCT_CLASS_CONFOCAL], 2.0f);
+    ck_assert_float_eq(q->brightness[OCT_CLASS_CONFOCAL], 7.25f);
+    ck_assert_uint_eq(q->products, 0x3fu | OCT_PRODUCT_F32);
+    ck_assert_str_eq(p.source_path, "/sys/a/p.yaml");
+    /* the engine accepts what the profile accepted */
+    ck_assert_msg(oct_params_validate(q, &p.geom, 512, true, &e) == OCT_OK, "%s", e.msg);
+}
+END_TEST
+
+START_TEST(profile_defaults)
+{
+    oct_profile p;
+    oct_error e = {{0}};
+    const char *t = "# nothing but a comment and one key\nscale: linear\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "rel.yaml", &e) == OCT_OK, "%s", e.msg);
+    oct_params d;
+    oct_params_default(&d);
+    ck_assert(!p.has_geometry);
+    ck_assert(memcmp(&p.params, &d, sizeof d) == 0);
+    ck_assert_str_eq(p.masks_path, "");
+    ck_assert_str_eq(p.reference_path, "");
+    /* relative to a profile without a directory: relative to the working directory */
+    t = "methods: [msi]\nmsi: {masks: {file: m.npy}}\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "rel.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_str_eq(p.masks_path, "m.npy");
+    ck_assert_uint_eq(p.masks_type, OCT_SAMPLE_F32);
+    ck_assert_uint_eq(p.masks_count, 0);
+}
+END_TEST
+
+typedef struct prof_case {
+    const char *text;
+    oct_err code;
+    const char *frag1, *frag2;
+} prof_case;
+
+static const prof_case prof_cases[] = {
+    {"scale: log\nfoo: 1\n", OCT_EPARSE, "p.yaml:2:", "foo: unknown key"},
+    {"window: {type: hann, width: 2}\n", OCT_EPARSE, "p.yaml:1:", "window.width"},
+    {"freq_cutoff: eight\n", OCT_EPARSE, "p.yaml:1:", "freq_cutoff"},
+    {"freq_cutoff: \"8\"\n", OCT_EPARSE, "p.yaml:1:", "freq_cutoff"},
+    {"freq_cutoff: 8.5\n", OCT_EPARSE, "p.yaml:1:", "freq_cutoff"},
+    {"freq_cutoff: -1\n", OCT_EINVAL, "p.yaml:1:", "freq_cutoff"},
+    {"methods: {cfd: 1}\n", OCT_EPARSE, "p.yaml:1:", "methods: expected a list"},
+    {"methods: cfd\n", OCT_EPARSE, "p.yaml:1:", "methods: expected a list"},
+    {"methods: []\n", OCT_EINVAL, "p.yaml:1:", "methods"},
+    {"methods: [cfd, cfd]\n", OCT_EINVAL, "p.yaml:1:", "methods[1]"},
+    {"methods: [cfd, oct]\n", OCT_EINVAL, "p.yaml:1:", "methods[1]"},
+    {"window: hann\n", OCT_EPARSE, "p.yaml:1:", "window: expected a map"},
+    {"window:\n", OCT_EPARSE, "p.yaml:1:", "window: expected a map, got nothing"},
+    {"enface:\n  start: 0\n  step: 0\n", OCT_EINVAL, "p.yaml:3:", "enface.step"},
+    {"enface:\n  count: [1]\n", OCT_EPARSE, "p.yaml:2:", "enface.count"},
+    {"window: {type: hann\n", OCT_EPARSE, "p.yaml:", "YAML syntax"},
+    {"a: [1, 2\nb: 3\n", OCT_EPARSE, "p.yaml:", "YAML syntax"},
+    {"scale: log\nscale: linear\n", OCT_EPARSE, "p.yaml:2:", "scale: duplicate"},
+    {"display:\n  bscan: {gsc: 1, gsc: 2}\n", OCT_EPARSE, "p.yaml:2:", "display.bscan.gsc: duplicate"},
+    {"", OCT_EPARSE, "p.yaml:1:", "empty"},
+    {"# only a comment\n", OCT_EPARSE, "p.yaml:1:", "empty"},
+    {"- a\n- b\n", OCT_EPARSE, "p.yaml:1:", "expected a map"},
+    {"display:\n  bscan: {gsc: .nan}\n", OCT_EINVAL, "p.yaml:2:", "display.bscan.gsc"},
+    {"display:\n  enface: {contrast: -.inf}\n", OCT_EINVAL, "p.yaml:2:", "display.enface.contrast"},
+    {"display:\n  confocal: {brightness: 1e50}\n", OCT_EINVAL, "p.yaml:2:", "display.confocal.brightness"},
+    {"display:\n  volume: {gsc: 1}\n", OCT_EPARSE, "p.yaml:2:", "display.volume"},
+    {"methods: [cfd, msi]\n", OCT_EINVAL, "p.yaml:1:", "msi.masks.file"},
+    {"methods: [msi]\nmsi:\n  masks: {count: 4}\n", OCT_EINVAL, "p.yaml:3:", "msi.masks.file"},
+    {"msi:\n  lag_window: [5, -5]\n", OCT_EINVAL, "p.yaml:2:", "msi.lag_window"},
+    {"msi:\n  lag_window: [1, 2, 3]\n", OCT_EINVAL, "p.yaml:2:", "msi.lag_window"},
+    {"msi:\n  lag_window: {a: 1}\n", OCT_EPARSE, "p.yaml:2:", "msi.lag_window"},
+    {"msi:\n  masks: {file: m.npy, count: abc}\n", OCT_EPARSE, "p.yaml:2:", "msi.masks.count"},
+    {"msi:\n  masks: {file: m.npy, sample_type: u8}\n", OCT_EINVAL, "p.yaml:2:", "msi.masks.sample_type"},
+    {"msi:\n  masks: {file: m.npy, normalize: maybe}\n", OCT_EPARSE, "p.yaml:2:", "msi.masks.normalize"},
+    {"msi:\n  masks: {file: \"\"}\n", OCT_EINVAL, "p.yaml:2:", "msi.masks.file"},
+    {"geometry: {samples: 1000, ascans: 10, lines: 1}\n", OCT_EINVAL, "p.yaml:1:", "geometry: samples"},
+    {"geometry: {samples: 1024, lines: 1}\n", OCT_EINVAL, "p.yaml:1:", "ascans"},
+    {"geometry: {samples: 1024, ascans: 1, lines: 1, sample_type: f32, sample_shift: 2}\n",
+     OCT_EINVAL, "p.yaml:1:", "sample_shift"},
+    {"geometry: {samples: 1024, ascans: 1, lines: 1, sample_type: f64}\n", OCT_EINVAL, "p.yaml:1:",
+     "geometry.sample_type"},
+    {"window: {type: gaussian, param: 0}\n", OCT_EINVAL, "p.yaml:1:", "window.param"},
+    {"window: {type: tukey, param: 1.5}\n", OCT_EINVAL, "p.yaml:1:", "window.param"},
+    {"window: {type: kaiser}\n", OCT_EINVAL, "p.yaml:1:", "window.type"},
+    {"products: [bscan, foo]\n", OCT_EINVAL, "p.yaml:1:", "products[1]"},
+    {"products: bscan\n", OCT_EPARSE, "p.yaml:1:", "products"},
+    {"geometry: {samples: 1024, ascans: 10, lines: 1}\nfreq_cutoff: 600\n", OCT_EINVAL,
+     "p.yaml:2:", "freq_cutoff"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1}\nmsi:\n  lag_window: [-40, 0]\n", OCT_EINVAL,
+     "p.yaml:3:", "msi.lag_window"},
+    {"geometry: {samples: 64, ascans: 10, lines: 4}\nxsec: {h_index: 4}\n", OCT_EINVAL,
+     "p.yaml:2:", "xsec.h_index"},
+    {"geometry: {samples: 64, ascans: 10, lines: 4}\nxsec: {v_index: 10}\n", OCT_EINVAL,
+     "p.yaml:2:", "xsec.v_index"},
+    {"background: {mode: reference}\n", OCT_EINVAL, "p.yaml:1:", "background.reference"},
+    {"background: {mode: median}\n", OCT_EINVAL, "p.yaml:1:", "background.mode"},
+    {"scale: {a: b}\n", OCT_EPARSE, "p.yaml:1:", "scale"},
+    {"? [a, b]\n: 1\n", OCT_EPARSE, "p.yaml:1:", "key"},
+    {"scale: log\n---\nscale: linear\n", OCT_EPARSE, "p.yaml:2:", "second YAML document"},
+    {"enface: {start: 99999999999999999999}\n", OCT_EPARSE, "p.yaml:1:", "enface.start"},
+};
+
+START_TEST(profile_errors)
+{
+    const prof_case *k = &prof_cases[_i];
+    oct_profile p;
+    memset(&p, 0, sizeof p);
+    p.masks_count = 4242; /* must survive a failed parse */
+    oct_error e = {{0}};
+    oct_err err = oct_profile_parse(&p, k->text, strlen(k->text), "/d/p.yaml", &e);
+    char what[64];
+    snprintf(what, sizeof what, "profile case %d", _i);
+    expect_err(err, k->code, &e, what, "/d/p.yaml", k->frag1, k->frag2, NULL);
+    ck_assert_uint_eq(p.masks_count, 4242);
+}
+END_TEST
+
+static oct_err profile_parse_fn(const char *text, size_t len, oct_error *e)
+{
+    oct_profile *p = malloc(sizeof *p);
+    oct_err err = oct_profile_parse(p, text, len, "fz.yaml", e);
+    free(p);
+    return err;
+}
+
+START_TEST(profile_mutations)
+{
+    mutate_parse(full_profile, profile_parse_fn, 3000);
+    /* deep nesting and a long line do not exhaust the stack */
+    size_t n = 200000;
+    char *deep = malloc(n);
+    memcpy(deep, "scale: ", 7);
+    memset(deep + 7, '[', n - 7);
+    oct_error e = {{0}};
+    expect_err(profile_parse_fn(deep, n, &e), OCT_EPARSE, &e, "deep", "fz.yaml:1:", "nested deeper",
+               NULL);
+    free(deep);
+}
+END_TEST
+
+START_TEST(profile_files_and_data)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX], mp[OCT_PATH_MAX];
+    oct_profile prof;
+    oct_profile_data data;
+    oct_error e = {{0}};
+    snprintf(p, sizeof p, "%s/none.yaml", d);
+    expect_err(oct_profile_load(&prof, p, &e), OCT_EIO, &e, "missing", "none.yaml", NULL);
+
+    /* .npy masks, 3 x 64, with a count mismatch (4) and then the right count */
+    enum { M = 64, R = 3 };
+    float masks[R * M];
+    for (int i = 0; i < R * M; i++)
+        masks[i] = (float)sin(0.1 * i) * 100.0f + (float)i;
+    snprintf(mp, sizeof mp, "%s/masks.npy", d);
+    uint64_t shape[2] = {R, M};
+    ck_assert_msg(oct_npy_save(mp, OCT_DTYPE_F32, 2, shape, masks, &e) == OCT_OK, "%s", e.msg);
+    const char *t = "methods: [msi]\nmsi:\n  masks: {file: masks.npy, count: 4}\n";
+    snprintf(p, sizeof p, "%s/p.yaml", d);
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_profile_load(&prof, p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_str_eq(prof.masks_path, mp);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ESIZE, &e, "npy count", "masks.npy",
+               "(3, 64)", "(4, 64)", NULL);
+    ck_assert_ptr_null(data.masks);
+    prof.masks_count = R;
+    ck_assert_msg(oct_profile_load_data(&prof, M, &data, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(data.mask_count, R);
+    ck_assert_ptr_null(data.reference);
+    ck_assert(memcmp(data.masks, masks, sizeof masks) == 0);
+    oct_profile_data_free(&data);
+    /* wrong M */
+    expect_err(oct_profile_load_data(&prof, 128, &data, &e), OCT_ESIZE, &e, "npy M", "masks.npy",
+               "(3, 64)", "128", NULL);
+
+    /* raw u16 masks: 2 x 64 expected, 3 x 64 given */
+    uint16_t raw[R * M];
+    for (int i = 0; i < R * M; i++)
+        raw[i] = (uint16_t)(i * 37);
+    snprintf(mp, sizeof mp, "%s/masks.raw", d);
+    write_file(mp, raw, sizeof raw);
+    t = "methods: [cfd, msi]\nmsi:\n  masks: {file: masks.raw, sample_type: u16, count: 2}\n"
+        "background: {mode: frame_mean, reference: ref.npy}\n";
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_profile_load(&prof, p, &e) == OCT_OK, "%s", e.msg);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ESIZE, &e, "raw size", "masks.raw",
+               "384 bytes", "256 bytes", NULL);
+    prof.masks_count = 0; /* any R */
+    /* a reference file is named: it is loaded even with frame_mean; missing -> error */
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ENOENT, &e, "ref missing", "ref.npy",
+               "background.reference", NULL);
+    float ref[M];
+    for (int i = 0; i < M; i++)
+        ref[i] = 1000.0f + (float)i;
+    char rp[OCT_PATH_MAX];
+    snprintf(rp, sizeof rp, "%s/ref.npy", d);
+    uint64_t rshape[1] = {M};
+    ck_assert_msg(oct_npy_save(rp, OCT_DTYPE_F32, 1, rshape, ref, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_profile_load_data(&prof, M, &data, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(data.mask_count, R);
+    for (int i = 0; i < R * M; i++)
+        ck_assert_float_eq(data.masks[i], (float)raw[i]);
+    ck_assert(memcmp(data.reference, ref, sizeof ref) == 0);
+    oct_profile_data_free(&data);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* ---------------- .npy ---------------- */
+
+START_TEST(npy_round_trip)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_error e = {{0}};
+    const oct_dtype types[] = {OCT_DTYPE_U8, OCT_DTYPE_U16, OCT_DTYPE_I16, OCT_DTYPE_F32,
+                               OCT_DTYPE_F64};
+    const uint64_t shapes[][4] = {{7, 0, 0, 0}, {3, 5, 0, 0}, {2, 3, 4, 0}, {2, 1, 3, 64}};
+    for (size_t t = 0; t < sizeof types / sizeof *types; t++)
+        for (int s = 0; s < 4; s++) {
+            int ndim = s + 1;
+            uint64_t count = 1;
+            for (int i = 0; i < ndim; i++)
+                count *= shapes[s][i];
+            size_t es = oct_dtype_size(types[t]);
+            unsigned char *data = malloc(count * es);
+            for (uint64_t i = 0; i < count * es; i++)
+                data[i] = (unsigned char)rnd();
+            if (types[t] == OCT_DTYPE_F32)
+                for (uint64_t i = 0; i < count; i++) {
+                    float f = (float)(rnd() % 100000) / 7.0f - 5000.0f;
+                    memcpy(data + 4 * i, &f, 4);
+                }
+            if (types[t] == OCT_DTYPE_F64)
+                for (uint64_t i = 0; i < count; i++) {
+                    double f = (double)(rnd() % 100000) / 7.0 - 5000.0;
+                    memcpy(data + 8 * i, &f, 8);
+                }
+            snprintf(p, sizeof p, "%s/a_%s_%d.npy", d, oct_dtype_name(types[t]), ndim);
+            ck_assert_msg(oct_npy_save(p, types[t], ndim, shapes[s], data, &e) == OCT_OK, "%s",
+                          e.msg);
+            oct_array a;
+            ck_assert_msg(oct_npy_load(p, &a, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_int_eq(a.dtype, types[t]);
+            ck_assert_int_eq(a.ndim, ndim);
+            for (int i = 0; i < ndim; i++)
+                ck_assert_uint_eq(a.shape[i], shapes[s][i]);
+            ck_assert_uint_eq(a.count, count);
+            ck_assert(memcmp(a.data, data, count * es) == 0);
+            oct_array_free(&a);
+            free(data);
+        }
+    /* nothing but the arrays: no temporary files left */
+    ck_assert_int_eq(dir_entries(d), 5 * 4);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* Builds a .npy in memory with any header text (v1 or v2) and payload. */
+static size_t make_npy(unsigned char *out, size_t cap, int version, const char *dict,
+                       const void *payload, size_t plen)
+{
+    size_t pre = version == 1 ? 10 : 12;
+    size_t dl = strlen(dict);
+    size_t hlen = ((pre + dl + 1 + 63) / 64) * 64 - pre;
+    ck_assert_uint_le(pre + hlen + plen, cap);
+    memcpy(out, "\x93NUMPY", 6);
+    out[6] = (unsigned char)version;
+    out[7] = 0;
+    if (version == 1) {
+        out[8] = (unsigned char)hlen;
+        out[9] = (unsigned char)(hlen >> 8);
+    } else {
+        for (int i = 0; i < 4; i++)
+            out[8 + i] = (unsigned char)(hlen >> (8 * i));
+    }
+    memcpy(out + pre, dict, dl);
+    memset(out + pre + dl, ' ', hlen - dl - 1);
+    out[pre + hlen - 1] = '\n';
+    if (plen)
+        memcpy(out + pre + hlen, payload, plen);
+    return pre + hlen + plen;
+}
+
+START_TEST(npy_header_variants)
+{
+    unsigned char buf[1024];
+    oct_array a;
+    oct_error e = {{0}};
+    /* keys in another order, double quotes, version 2 */
+    uint16_t v[6] = {1, 2, 3, 400, 500, 65535};
+    size_t n = make_npy(buf, sizeof buf, 2, "{\"shape\": (2, 3), 'fortran_order': False, 'descr': '<u2'}",
+                        v, sizeof v);
+    ck_assert_msg(oct_npy_parse(buf, n, "v2", &a, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(a.dtype, OCT_DTYPE_U16);
+    ck_assert_uint_eq(a.shape[0], 2);
+    ck_assert_uint_eq(a.shape[1], 3);
+    ck_assert(memcmp(a.data, v, sizeof v) == 0);
+    oct_array_free(&a);
+    /* big-endian i16 and f4 are swapped to little-endian */
+    unsigned char be[4] = {0xff, 0xfe, 0x01, 0x02}; /* -2, 258 */
+    n = make_npy(buf, sizeof buf, 1, "{'descr': '>i2', 'fortran_order': False, 'shape': (2,), }", be, 4);
+    ck_assert_msg(oct_npy_parse(buf, n, "be", &a, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(((int16_t *)a.data)[0], -2);
+    ck_assert_int_eq(((int16_t *)a.data)[1], 258);
+    oct_array_free(&a);
+    unsigned char bf[4] = {0x3f, 0xc0, 0x00, 0x00}; /* 1.5f */
+    n = make_npy(buf, sizeof buf, 3, "{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }", bf, 4);
+    ck_assert_msg(oct_npy_parse(buf, n, "bf", &a, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_float_eq(((float *)a.data)[0], 1.5f);
+    oct_array_free(&a);
+    /* a scalar (shape ()) */
+    double one = 1.0;
+    n = make_npy(buf, sizeof buf, 1, "{'descr': '<f8', 'fortran_order': False, 'shape': ()}", &one, 8);
+    ck_assert_msg(oct_npy_parse(buf, n, "scalar", &a, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(a.ndim, 0);
+    ck_assert_uint_eq(a.count, 1);
+    oct_array_free(&a);
+}
+END_TEST
+
+typedef struct npy_bad {
+    const char *dict;
+    size_t payload;
+    oct_err code;
+    const char *frag;
+} npy_bad;
+
+static const npy_bad npy_bads[] = {
+    {"{'descr': '<u2', 'fortran_order': True, 'shape': (2, 3), }", 12, OCT_EUNSUPPORTED, "Fortran"},
+    {"{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16, OCT_EUNSUPPORTED, "<c8"},
+    {"{'descr': '|i1', 'fortran_order': False, 'shape': (2,), }", 2, OCT_EUNSUPPORTED, "|i1"},
+    {"{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", 8, OCT_EUNSUPPORTED, "<i4"},
+    {"{'descr': [('a', '<u2')], 'fortran_order': False, 'shape': (2,), }", 4, OCT_EUNSUPPORTED, "structured"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (1099511627776, 1099511627776), }", 8,
+     OCT_ESIZE, "more data"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (18446744073709551615, 2), }", 8, OCT_ESIZE, ""},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (999999999999999999999999, 2), }", 8, OCT_ESIZE, "overflow"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (-1, 3), }", 8, OCT_EPARSE, "shape"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (3, 3), }", 8, OCT_ESIZE, "18"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), }", 8, OCT_ESIZE, "4 data bytes"},
+    {"{'descr': '<u2', 'shape': (2,), }", 4, OCT_EPARSE, "fortran_order"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), 'extra': 1}", 4, OCT_EPARSE, "extra"},
+    {"{'descr': '<u2', 'descr': '<u2', 'fortran_order': False, 'shape': (2,)}", 4, OCT_EPARSE, "twice"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", 2, OCT_EUNSUPPORTED, "dimensions"},
+    {"['descr', '<u2']", 4, OCT_EPARSE, "dict"},
+    {"{'descr': '<u2', 'fortran_order': Maybe, 'shape': (2,)}", 4, OCT_EPARSE, "fortran_order"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,)", 4, OCT_EPARSE, ""},
+    {"{'descr': '<u2, 'fortran_order': False, 'shape': (2,)}", 4, OCT_EUNSUPPORTED, "'<u2, '"},
+    {"{'descr': '<u2', 'fortran_order': False, 'shape': (2,), 'descr2: 1}", 4, OCT_EPARSE, "string"},
+};
+
+START_TEST(npy_malformed)
+{
+    unsigned char buf[2048], payload[64] = {0};
+    oct_array a;
+    oct_error e = {{0}};
+    const npy_bad *b = &npy_bads[_i];
+    size_t n = make_npy(buf, sizeof buf, 1, b->dict, payload, b->payload);
+    oct_err err = oct_npy_parse(buf, n, "bad.npy", &a, &e);
+    char what[64];
+    snprintf(what, sizeof what, "npy case %d", _i);
+    expect_err(err, b->code, &e, what, "bad.npy", b->frag, NULL);
+    ck_assert_ptr_null(a.data);
+}
+END_TEST
+
+START_TEST(npy_truncated_and_mutated)
+{
+    unsigned char buf[512];
+    float v[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    size_t n = make_npy(buf, sizeof buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 4), }",
+                        v, sizeof v);
+    oct_array a;
+    oct_error e = {{0}};
+    /* every truncation is an error (exact copies in fresh buffers so ASan sees overreads) */
+    for (size_t len = 0; len < n; len++) {
+        unsigned char *c = malloc(len ? len : 1);
+        memcpy(c, buf, len);
+        oct_err err = oct_npy_parse(c, len, "trunc.npy", &a, &e);
+        ck_assert_msg(err != OCT_OK, "truncated to %zu bytes accepted", len);
+        ck_assert_ptr_null(a.data);
+        free(c);
+    }
+    /* bad magic, bad version, header length beyond the file */
+    unsigned char c[512];
+    memcpy(c, buf, n);
+    c[1] = 'X';
+    expect_err(oct_npy_parse(c, n, "magic.npy", &a, &e), OCT_EPARSE, &e, "magic", "magic.npy",
+               "magic", NULL);
+    memcpy(c, buf, n);
+    c[6] = 9;
+    expect_err(oct_npy_parse(c, n, "ver.npy", &a, &e), OCT_EUNSUPPORTED, &e, "version", "ver.npy",
+               "version 9", NULL);
+    memcpy(c, buf, n);
+    c[8] = 0xff;
+    c[9] = 0xff;
+    expect_err(oct_npy_parse(c, n, "hlen.npy", &a, &e), OCT_ESIZE, &e, "hlen", "hlen.npy",
+               "longer than the file", NULL);
+    /* random byte mutations: any result but a crash; success only with consistent sizes */
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = n;
+        unsigned char *m = malloc(len);
+        memcpy(m, buf, len);
+        int flips = 1 + (int)(rnd() % 4);
+        for (int f = 0; f < flips; f++)
+            m[rnd() % len] = (unsigned char)rnd();
+        if (oct_npy_parse(m, len, "mut.npy", &a, &e) == OCT_OK) {
+            ck_assert_uint_eq(a.count * oct_dtype_size(a.dtype) + 0, a.count * oct_dtype_size(a.dtype));
+            ck_assert_uint_le(a.count * oct_dtype_size(a.dtype), len);
+            oct_array_free(&a);
+        }
+        free(m);
+    }
+}
+END_TEST
+
+START_TEST(npy_files)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_array a;
+    oct_error e = {{0}};
+    snprintf(p, sizeof p, "%s/none.npy", d);
+    expect_err(oct_npy_load(p, &a, &e), OCT_ENOENT, &e, "missing", "none.npy", NULL);
+    /* saving into a missing directory fails and creates nothing */
+    snprintf(p, sizeof p, "%s/no/such/dir/x.npy", d);
+    uint64_t shape[1] = {4};
+    float v[4] = {0};
+    ck_assert_int_ne(oct_npy_save(p, OCT_DTYPE_F32, 1, shape, v, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "x.npy"), "%s", e.msg);
+    ck_assert_int_eq(dir_entries(d), 0);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* ---------------- spectra ---------------- */
+
+START_TEST(spectra_raw_and_npy)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_error e = {{0}};
+    float *out;
+    uint32_t rows;
+    enum { M = 64 };
+    /* raw i16, 2 rows, any R */
+    int16_t raw[2 * M];
+    for (int i = 0; i < 2 * M; i++)
+        raw[i] = (int16_t)(i * 300 - 20000);
+    snprintf(p, sizeof p, "%s/m.bin", d);
+    write_file(p, raw, sizeof raw);
+    ck_assert_msg(oct_load_spectra(p, OCT_SAMPLE_I16, M, 0, &out, &rows, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(rows, 2);
+    for (int i = 0; i < 2 * M; i++)
+        ck_assert_float_eq(out[i], (float)raw[i]);
+    free(out);
+    /* the wrong row count names the file, its size and the expected size */
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_I16, M, 3, &out, &rows, &e), OCT_ESIZE, &e, "raw rows",
+               "m.bin", "256 bytes", "384 bytes", NULL);
+    ck_assert_ptr_null(out);
+    /* not a whole number of spectra */
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_F32, 96, 0, &out, &rows, &e), OCT_ESIZE, &e, "raw frac",
+               "m.bin", "256 bytes", NULL);
+    /* empty raw file */
+    snprintf(p, sizeof p, "%s/empty.raw", d);
+    write_file(p, "", 0);
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_U16, M, 0, &out, &rows, &e), OCT_ESIZE, &e, "empty",
+               "empty.raw", NULL);
+    /* .npy (M,) is one row; NaN is rejected */
+    double ref[M];
+    for (int i = 0; i < M; i++)
+        ref[i] = i * 0.5;
+    uint64_t shape[2] = {M, 0};
+    snprintf(p, sizeof p, "%s/ref.npy", d);
+    ck_assert_int_eq(oct_npy_save(p, OCT_DTYPE_F64, 1, shape, ref, &e), OCT_OK);
+    ck_assert_msg(oct_load_spectra(p, OCT_SAMPLE_U16, M, 1, &out, &rows, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(rows, 1);
+    for (int i = 0; i < M; i++)
+        ck_assert_float_eq(out[i], (float)ref[i]);
+    free(out);
+    ref[17] = NAN;
+    ck_assert_int_eq(oct_npy_save(p, OCT_DTYPE_F64, 1, shape, ref, &e), OCT_OK);
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_U16, M, 1, &out, &rows, &e), OCT_EINVAL, &e, "nan",
+               "ref.npy", "sample 17", NULL);
+    /* 3-D arrays are not spectra */
+    uint64_t s3[3] = {2, 2, M};
+    float f3[4 * M] = {0};
+    ck_assert_int_eq(oct_npy_save(p, OCT_DTYPE_F32, 3, s3, f3, &e), OCT_OK);
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_U16, M, 0, &out, &rows, &e), OCT_ESIZE, &e, "3d",
+               "ref.npy", "(2, 2, 64)", NULL);
+    /* a .npy name with broken content is not read as raw */
+    write_file(p, raw, sizeof raw);
+    expect_err(oct_load_spectra(p, OCT_SAMPLE_I16, M, 0, &out, &rows, &e), OCT_EPARSE, &e, "npy raw",
+               "ref.npy", "magic", NULL);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* ---------------- PNG and atomic writes ---------------- */
+
+START_TEST(png_round_trip)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_error e = {{0}};
+    const uint32_t sizes[][2] = {{1, 1}, {513, 7}, {200, 192}};
+    for (int s = 0; s < 3; s++) {
+        uint32_t w = sizes[s][0], h = sizes[s][1];
+        uint8_t *px = malloc((size_t)w * h);
+        for (size_t i = 0; i < (size_t)w * h; i++)
+            px[i] = (uint8_t)rnd();
+        snprintf(p, sizeof p, "%s/img%d.png", d, s);
+        ck_assert_msg(oct_png_save_gray(p, px, w, h, &e) == OCT_OK, "%s", e.msg);
+        uint8_t *back;
+        uint32_t bw, bh;
+        ck_assert_msg(oct_png_load_gray(p, &back, &bw, &bh, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_uint_eq(bw, w);
+        ck_assert_uint_eq(bh, h);
+        ck_assert(memcmp(back, px, (size_t)w * h) == 0);
+        free(back);
+        free(px);
+    }
+    ck_assert_int_eq(dir_entries(d), 3);
+    /* bad sizes and a file that is not a PNG */
+    uint8_t one = 0;
+    expect_err(oct_png_save_gray(p, &one, 0, 1, &e), OCT_EINVAL, &e, "zero", "img2.png", NULL);
+    snprintf(p, sizeof p, "%s/not.png", d);
+    write_file(p, "hello world, not a png", 22);
+    uint8_t *back;
+    uint32_t bw, bh;
+    expect_err(oct_png_load_gray(p, &back, &bw, &bh, &e), OCT_EPARSE, &e, "not png", "not.png", NULL);
+    /* a truncated PNG fails cleanly */
+    uint8_t px[64 * 64];
+    for (size_t i = 0; i < sizeof px; i++)
+        px[i] = (uint8_t)rnd();
+    snprintf(p, sizeof p, "%s/t.png", d);
+    ck_assert_int_eq(oct_png_save_gray(p, px, 64, 64, &e), OCT_OK);
+    truncate(p, 100);
+    ck_assert_int_ne(oct_png_load_gray(p, &back, &bw, &bh, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "t.png"), "%s", e.msg);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+START_TEST(atomic_write_failures)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX];
+    oct_error e = {{0}};
+    uint8_t px[16] = {0};
+    /* a missing directory: an error naming the file, nothing created */
+    snprintf(p, sizeof p, "%s/missing/x.png", d);
+    ck_assert_int_ne(oct_png_save_gray(p, px, 4, 4, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "x.png"), "%s", e.msg);
+    ck_assert_int_eq(dir_entries(d), 0);
+    /* overwriting replaces the whole file */
+    snprintf(p, sizeof p, "%s/f.bin", d);
+    ck_assert_int_eq(oct_file_write_atomic(p, "0123456789", 10, &e), OCT_OK);
+    ck_assert_int_eq(oct_file_write_atomic(p, "ab", 2, &e), OCT_OK);
+    struct stat st;
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_size, 2);
+    ck_assert_int_eq(dir_entries(d), 1);
+    /* a read-only directory: the write fails and leaves nothing behind */
+    char ro[OCT_PATH_MAX - 64];
+    snprintf(ro, sizeof ro, "%s/ro", d);
+    ck_assert_int_eq(mkdir(ro, 0500), 0);
+    snprintf(p, sizeof p, "%s/img.png", ro);
+    if (geteuid() == 0) {
+        printf("SKIP atomic_write_failures (read-only directory part): running as root, "
+               "which may write into a read-only directory\n");
+    } else {
+        expect_err(oct_png_save_gray(p, px, 4, 4, &e), OCT_EPERM, &e, "ro png", "img.png", NULL);
+        ck_assert_int_eq(dir_entries(ro), 0);
+        snprintf(p, sizeof p, "%s/a.npy", ro);
+        uint64_t shape[1] = {16};
+        ck_assert_int_ne(oct_npy_save(p, OCT_DTYPE_U8, 1, shape, px, &e), OCT_OK);
+        ck_assert_int_eq(dir_entries(ro), 0);
+    }
+    chmod(ro, 0700);
+    /* a failing rename (onto a directory) removes the temporary file, also as root */
+    char isdir[OCT_PATH_MAX];
+    snprintf(isdir, sizeof isdir, "%s/isdir", d);
+    ck_assert_int_eq(mkdir(isdir, 0700), 0);
+    int before = dir_entries(d);
+    expect_err(oct_file_write_atomic(isdir, "x", 1, &e), OCT_EIO, &e, "rename", "isdir", "rename",
+               NULL);
+    ck_assert_int_eq(dir_entries(d), before);
+    /* path helpers */
+    char out[32];
+    oct_path_resolve(out, sizeof out, "/a/b", "c.npy");
+    ck_assert_str_eq(out, "/a/b/c.npy");
+    oct_path_resolve(out, sizeof out, "/a/b/", "c.npy");
+    ck_assert_str_eq(out, "/a/b/c.npy");
+    oct_path_resolve(out, sizeof out, "/a/b", "/abs/c.npy");
+    ck_assert_str_eq(out, "/abs/c.npy");
+    oct_path_resolve(out, sizeof out, "", "c.npy");
+    ck_assert_str_eq(out, "c.npy");
+    oct_path_resolve(out, 8, "/a/b", "long-name.npy"); /* never a truncated path */
+    ck_assert_str_eq(out, "");
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+static Suite *config_suite(void)
+{
+    Suite *s = suite_create("config");
+    TCase *tc = tcase_create("ini");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, ini_defaults_and_values);
+    tcase_add_loop_test(tc, ini_errors, 0, (int)(sizeof ini_cases / sizeof *ini_cases));
+    tcase_add_test(tc, ini_long_line_and_nul);
+    tcase_add_test(tc, ini_files);
+    tcase_add_test(tc, ini_mutations);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("profile");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, profile_full);
+    tcase_add_test(tc, profile_defaults);
+    tcase_add_loop_test(tc, profile_errors, 0, (int)(sizeof prof_cases / sizeof *prof_cases));
+    tcase_add_test(tc, profile_files_and_data);
+    tcase_add_test(tc, profile_mutations);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("npy");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, npy_round_trip);
+    tcase_add_test(tc, npy_header_variants);
+    tcase_add_loop_test(tc, npy_malformed, 0, (int)(sizeof npy_bads / sizeof *npy_bads));
+    tcase_add_test(tc, npy_truncated_and_mutated);
+    tcase_add_test(tc, npy_files);
+    tcase_add_test(tc, spectra_raw_and_npy);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("png");
+    tcase_add_test(tc, png_round_trip);
+    tcase_add_test(tc, atomic_write_failures);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(config_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

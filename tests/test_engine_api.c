@@ -1,0 +1,764 @@
+/* test_engine_api.c - the engine's API behaviour (not its numerics, which
+ * test_engine.c checks against a float64 reference): validation of every
+ * control value, set_params keeping old values and recomputing only what
+ * changed, bad frames and set-ups, product presence and shapes, the en-face
+ * cut, FFT path = GEMM path, self-consistency of the products, CUDA refusal. */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_internal.h"
+
+static float frand(unsigned *s)
+{
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffffff) / 16777216.0f;
+}
+
+static float *random_masks(uint32_t R, uint32_t M, unsigned seed)
+{
+    float *m = malloc(sizeof(float) * R * M);
+    for (size_t i = 0; i < (size_t)R * M; i++)
+        m[i] = frand(&seed) - 0.5f;
+    return m;
+}
+
+static uint16_t *random_frame(size_t n, unsigned seed)
+{
+    uint16_t *f = malloc(sizeof(uint16_t) * n);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (uint16_t)(frand(&seed) * 4095.0f);
+    return f;
+}
+
+static void setup_for(oct_setup *s, uint32_t M, uint32_t N, uint32_t L)
+{
+    oct_setup_default(s);
+    s->geom.samples = M, s->geom.ascans = N, s->geom.lines = L;
+    s->geom.sample_type = OCT_SAMPLE_U16;
+    s->backend = OCT_BACKEND_CPU;
+    s->flags = OCT_SETUP_QUICK_PLAN;
+    s->threads = 2;
+}
+
+/* ---- validation ---------------------------------------------------------- */
+
+typedef struct rule {
+    const char *field; /* must appear in the message */
+    void (*mutate)(oct_params *p);
+} rule;
+
+#define MUT(name, body) static void name(oct_params *p) { body; }
+MUT(m_methods0, p->methods = 0)
+MUT(m_methods4, p->methods = 5)
+MUT(m_msi_nomask, p->methods = 2)
+MUT(m_window6, p->window = 6)
+MUT(m_wparam_nan, p->window_param = NAN)
+MUT(m_gauss0, p->window = OCT_WINDOW_GAUSSIAN; p->window_param = 0)
+MUT(m_tukey_big, p->window = OCT_WINDOW_TUKEY; p->window_param = 1.5f)
+MUT(m_tukey_neg, p->window = OCT_WINDOW_TUKEY; p->window_param = -0.1f)
+MUT(m_F_neg, p->freq_cutoff = -1)
+MUT(m_F_big, p->freq_cutoff = 65)
+MUT(m_lo_low, p->lag_lo = -64)
+MUT(m_hi_high, p->lag_hi = 64)
+MUT(m_lo_gt_hi, p->lag_lo = 3; p->lag_hi = 2)
+MUT(m_scale2, p->scale = 2)
+MUT(m_bg3, p->background = 3)
+MUT(m_bg_ref, p->background = OCT_BG_REFERENCE)
+MUT(m_start_neg, p->enface_start = -1)
+MUT(m_step0, p->enface_step = 0)
+MUT(m_count0, p->enface_count = 0)
+MUT(m_count_big, p->enface_count = 65537)
+MUT(m_xh_L, p->xsec_h = 5)
+MUT(m_xh_neg, p->xsec_h = -1)
+MUT(m_xv_N, p->xsec_v = 7)
+MUT(m_gsc_inf, p->gsc[1] = INFINITY)
+MUT(m_contrast_nan, p->contrast[2] = NAN)
+MUT(m_bright_inf, p->brightness[0] = -INFINITY)
+MUT(m_products, p->products |= 0x200)
+
+static const rule rules[] = {
+    {"methods", m_methods0},      {"methods", m_methods4},       {"msi", m_msi_nomask},
+    {"window", m_window6},        {"window_param", m_wparam_nan}, {"sigma", m_gauss0},
+    {"alpha", m_tukey_big},       {"alpha", m_tukey_neg},         {"freq_cutoff", m_F_neg},
+    {"freq_cutoff", m_F_big},     {"lag_lo", m_lo_low},           {"lag_hi", m_hi_high},
+    {"lag_lo", m_lo_gt_hi},       {"scale", m_scale2},            {"background", m_bg3},
+    {"reference", m_bg_ref},      {"enface_start", m_start_neg},  {"enface_step", m_step0},
+    {"enface_count", m_count0},   {"enface_count", m_count_big},  {"xsec_h", m_xh_L},
+    {"xsec_h", m_xh_neg},         {"xsec_v", m_xv_N},             {"gsc[1]", m_gsc_inf},
+    {"contrast[2]", m_contrast_nan}, {"brightness[0]", m_bright_inf}, {"products", m_products},
+};
+#define NRULES ((int)(sizeof rules / sizeof rules[0]))
+
+START_TEST(test_validate_rules)
+{
+    /* M = 128, N = 7, L = 5, no masks, no reference */
+    oct_geometry g = {128, 7, 5, OCT_SAMPLE_U16, 0};
+    oct_params p;
+    oct_params_default(&p);
+    oct_error e;
+    ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_OK);
+    const rule *r = &rules[_i];
+    r->mutate(&p);
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, r->field) != NULL, "rule %d: message '%s' does not name '%s'",
+                  _i, e.msg, r->field);
+}
+END_TEST
+
+START_TEST(test_validate_bounds_accepted)
+{
+    oct_geometry g = {128, 7, 5, OCT_SAMPLE_U16, 0};
+    oct_params p;
+    oct_params_default(&p);
+    oct_error e;
+    p.freq_cutoff = 64, p.lag_lo = -63, p.lag_hi = 63, p.enface_count = 65536;
+    p.xsec_h = 4, p.xsec_v = 6, p.products = OCT_PRODUCTS_KNOWN;
+    p.window = OCT_WINDOW_TUKEY, p.window_param = 0.0f;
+    ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_OK);
+    p.window_param = 1.0f;
+    ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_OK);
+    p.methods = OCT_METHODS_ALL, p.background = OCT_BG_REFERENCE;
+    ck_assert_int_eq(oct_params_validate(&p, &g, 3, true, &e), OCT_OK);
+    p.lag_lo = p.lag_hi = -5;
+    ck_assert_int_eq(oct_params_validate(&p, &g, 3, true, &e), OCT_OK);
+    g.samples = 100; /* bad geometry */
+    ck_assert_int_eq(oct_params_validate(&p, &g, 3, true, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "samples"));
+}
+END_TEST
+
+/* ---- set-up errors ------------------------------------------------------- */
+
+START_TEST(test_bad_setup)
+{
+    oct_setup s;
+    oct_params p;
+    oct_params_default(&p);
+    oct_engine *eng = (oct_engine *)1;
+    oct_error e;
+    struct { uint32_t M, N, L, type, shift; const char *field; } bad[] = {
+        {100, 4, 1, OCT_SAMPLE_U16, 0, "samples"}, {32, 4, 1, OCT_SAMPLE_U16, 0, "samples"},
+        {16384, 4, 1, OCT_SAMPLE_U16, 0, "samples"}, {128, 0, 1, OCT_SAMPLE_U16, 0, "ascans"},
+        {128, 4, 0, OCT_SAMPLE_U16, 0, "lines"},    {128, 4, 1, 7, 0, "sample_type"},
+        {128, 4, 1, OCT_SAMPLE_I16, 16, "sample_shift"}, {128, 4, 1, OCT_SAMPLE_F32, 1, "sample_shift"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setup_for(&s, bad[i].M, bad[i].N, bad[i].L);
+        s.geom.sample_type = bad[i].type, s.geom.sample_shift = bad[i].shift;
+        ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+        ck_assert_ptr_null(eng);
+        ck_assert_msg(strstr(e.msg, bad[i].field), "case %zu: '%s'", i, e.msg);
+    }
+    /* masks and count disagree, non-finite mask, non-finite reference */
+    setup_for(&s, 128, 4, 1);
+    s.mask_count = 3;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "mask"));
+    float *m = random_masks(3, 128, 1);
+    m[2 * 128 + 5] = NAN;
+    s.masks = m;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "mask 2, sample 5"), "'%s'", e.msg);
+    m[2 * 128 + 5] = 0;
+    float ref[128] = {0};
+    ref[7] = INFINITY;
+    s.reference = ref;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "reference"));
+    s.reference = NULL;
+    s.threads = -1;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "threads"));
+    s.threads = 1;
+    s.msi_path = (oct_msi_path)7;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "msi_path"));
+    free(m);
+}
+END_TEST
+
+START_TEST(test_msi_without_masks)
+{
+    oct_setup s;
+    setup_for(&s, 128, 4, 1);
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL;
+    oct_engine *eng = NULL;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "msi"));
+    /* and switching MSI on later is refused too */
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    p.methods = OCT_METHODS_ALL;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
+    ck_assert_uint_eq(oct_engine_params(eng)->methods, OCT_METHOD_BIT(OCT_METHOD_CFD));
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+START_TEST(test_cuda_refused)
+{
+    oct_setup s;
+    setup_for(&s, 128, 4, 1);
+    s.backend = OCT_BACKEND_CUDA;
+    oct_params p;
+    oct_params_default(&p);
+    oct_engine *eng = NULL;
+    oct_error e;
+    char name[64];
+    if (oct_cuda_probe(0, name, sizeof name, NULL) == OCT_OK) {
+        printf("SKIP test_cuda_refused: a CUDA device is usable here\n");
+        return;
+    }
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EUNSUPPORTED);
+    ck_assert_ptr_null(eng);
+    ck_assert_ptr_nonnull(strstr(e.msg, "cuda"));
+    s.backend = OCT_BACKEND_AUTO; /* falls back to the CPU */
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    ck_assert_str_eq(oct_engine_backend_name(eng), "cpu");
+    ck_assert(strlen(oct_engine_device_name(eng)) > 0);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+/* ---- frames -------------------------------------------------------------- */
+
+START_TEST(test_bad_frames)
+{
+    oct_setup s;
+    setup_for(&s, 128, 5, 3);
+    s.geom.sample_type = OCT_SAMPLE_F32;
+    oct_params p;
+    oct_params_default(&p);
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    oct_products *out = oct_products_create();
+    size_t n = 128 * 5 * 3;
+    float *f = malloc(sizeof(float) * n);
+    unsigned seed = 3;
+    for (size_t i = 0; i < n; i++)
+        f[i] = frand(&seed);
+    ck_assert_int_eq(oct_engine_process(eng, f, n * 4 - 4, out, &e), OCT_ESIZE);
+    ck_assert_ptr_nonnull(strstr(e.msg, "bytes"));
+    ck_assert_int_eq(oct_engine_process(eng, f, n * 4 + 4, out, &e), OCT_ESIZE);
+    ck_assert_int_eq(oct_engine_process(eng, NULL, n * 4, out, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_engine_process(eng, f, n * 4, out, &e), OCT_OK);
+    ck_assert(out->img[0][OCT_KIND_ENFACE].present);
+    ck_assert_uint_eq(out->frame, 1);
+    /* a NaN in spectrum 7 (line 1, A-scan 2), sample 9 */
+    f[7 * 128 + 9] = NAN;
+    ck_assert_int_eq(oct_engine_process(eng, f, n * 4, out, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "spectrum 7") && strstr(e.msg, "sample 9"), "'%s'", e.msg);
+    ck_assert(!out->img[0][OCT_KIND_ENFACE].present);
+    f[7 * 128 + 9] = 0;
+    f[14 * 128 + 127] = -INFINITY; /* the very last sample */
+    ck_assert_int_eq(oct_engine_process(eng, f, n * 4, out, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "spectrum 14"), "'%s'", e.msg);
+    ck_assert_uint_eq(out->frame, 1);
+    free(f);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+/* ---- set_params ---------------------------------------------------------- */
+
+START_TEST(test_set_params_keeps_old)
+{
+    oct_setup s;
+    setup_for(&s, 128, 6, 4);
+    float *m = random_masks(10, 128, 2);
+    s.masks = m, s.mask_count = 10;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    for (int i = 0; i < NRULES; i++) {
+        oct_params bad = p;
+        rules[i].mutate(&bad);
+        if (rules[i].mutate == m_msi_nomask || rules[i].mutate == m_xv_N ||
+            rules[i].mutate == m_xh_L)
+            continue; /* valid or differently bounded in this geometry */
+        ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_EINVAL);
+        ck_assert_msg(!memcmp(oct_engine_params(eng), &p, sizeof p), "rule %d changed params", i);
+    }
+    oct_params bad = p;
+    bad.xsec_v = 6;
+    ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "xsec_v"));
+    /* a good change is adopted */
+    p.enface_start = 2;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_params(eng)->enface_start, 2);
+    free(m);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+START_TEST(test_recompute_only_changed)
+{
+    oct_setup s;
+    setup_for(&s, 128, 6, 4);
+    float *m = random_masks(10, 128, 2);
+    s.masks = m, s.mask_count = 10;
+    s.msi_path = _i ? OCT_MSI_GEMM : OCT_MSI_FFT;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_msi_path(eng), s.msi_path);
+    typeof(eng->rebuilds) r0 = eng->rebuilds;
+    ck_assert_uint_eq(r0.plans, 1);
+    ck_assert_uint_eq(r0.masks, 1);
+
+    /* gray values and products that need no new matrices: nothing rebuilt */
+    p.gsc[0] = 3, p.contrast[1] = 2, p.brightness[2] = 5, p.scale = OCT_SCALE_LOG;
+    p.background = OCT_BG_FRAME_MEAN;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_mem_eq(&eng->rebuilds, &r0, sizeof r0);
+    /* same values again: nothing */
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_mem_eq(&eng->rebuilds, &r0, sizeof r0);
+
+    /* window: window + masks + MSI matrices, no plans, no en-face list */
+    p.window = OCT_WINDOW_BLACKMAN;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_uint_eq(eng->rebuilds.window, r0.window + 1);
+    ck_assert_uint_eq(eng->rebuilds.masks, r0.masks + 1);
+    ck_assert_uint_gt(eng->rebuilds.msi_matrix, r0.msi_matrix);
+    ck_assert_uint_eq(eng->rebuilds.enface, r0.enface);
+    ck_assert_uint_eq(eng->rebuilds.plans, 1);
+    r0 = eng->rebuilds;
+
+    /* cut-off: masks, not the window */
+    p.freq_cutoff = 4;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_uint_eq(eng->rebuilds.window, r0.window);
+    ck_assert_uint_eq(eng->rebuilds.masks, r0.masks + 1);
+    r0 = eng->rebuilds;
+
+    /* lags: the GEMM path's matrices only (the FFT path's filters do not
+     * depend on the lags) */
+    p.lag_lo = -1;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_uint_eq(eng->rebuilds.masks, r0.masks);
+    if (s.msi_path == OCT_MSI_GEMM)
+        ck_assert_uint_gt(eng->rebuilds.msi_matrix, r0.msi_matrix);
+    else
+        ck_assert_uint_eq(eng->rebuilds.msi_matrix, r0.msi_matrix);
+    r0 = eng->rebuilds;
+
+    /* en-face: the index list (and the GEMM en-face matrix), not the masks */
+    p.enface_step = 2;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_uint_eq(eng->rebuilds.enface, r0.enface + 1);
+    ck_assert_uint_eq(eng->rebuilds.masks, r0.masks);
+    ck_assert_uint_eq(eng->rebuilds.window, r0.window);
+    ck_assert_uint_eq(eng->rebuilds.plans, 1);
+
+    /* and the engine still processes correctly after all that */
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame(128 * 6 * 4, 9);
+    ck_assert_int_eq(oct_engine_process(eng, f, 128 * 6 * 4 * 2, out, &e), OCT_OK);
+    ck_assert(out->img[OCT_METHOD_MSI][OCT_KIND_ENFACE].present);
+    free(f);
+    oct_products_destroy(out);
+    free(m);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+/* ---- products ------------------------------------------------------------ */
+
+START_TEST(test_products_bscan)
+{
+    oct_setup s;
+    setup_for(&s, 256, 9, 1);
+    float *m = random_masks(12, 256, 4);
+    s.masks = m, s.mask_count = 12;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL, p.products = OCT_PRODUCTS_KNOWN;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    ck_assert_uint_eq(oct_engine_depths(eng, OCT_METHOD_CFD), 129);
+    ck_assert_uint_eq(oct_engine_depths(eng, OCT_METHOD_MSI), 12);
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame(256 * 9, 5);
+    ck_assert_int_eq(oct_engine_process(eng, f, 256 * 9 * 2, out, &e), OCT_OK);
+    for (int mth = 0; mth < 2; mth++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &out->img[mth][k];
+            ck_assert_int_eq(img->present, k == OCT_KIND_BSCAN);
+            if (k != OCT_KIND_BSCAN)
+                continue;
+            ck_assert_int_eq(img->ndim, 2);
+            ck_assert_uint_eq(img->shape[0], mth ? 12 : 129);
+            ck_assert_uint_eq(img->shape[1], 9);
+            ck_assert_uint_eq(img->count, (mth ? 12 : 129) * 9);
+            ck_assert_ptr_nonnull(img->f32);
+            double sum = 0;
+            for (size_t i = 0; i < img->count; i++)
+                sum += img->f32[i];
+            ck_assert(sum > 0);
+        }
+    /* no bscan requested: nothing present */
+    p.products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE);
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(eng, f, 256 * 9 * 2, out, &e), OCT_OK);
+    ck_assert(!out->img[0][OCT_KIND_BSCAN].present && !out->img[0][OCT_KIND_ENFACE].present);
+    free(f);
+    free(m);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+/* Processes a random volume with every product and checks shapes and that
+ * en-face, confocal and the cross-sections agree with the volume (they are
+ * computed by different code: en-face-only spectra vs all-depth spectra). */
+static void check_volume(oct_msi_path path, int threads, oct_products **keep)
+{
+    const uint32_t M = 128, N = 11, L = 7, R = 24;
+    oct_setup s;
+    setup_for(&s, M, N, L);
+    s.threads = threads;
+    float *m = random_masks(R, M, 6);
+    s.masks = m, s.mask_count = R, s.msi_path = path;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL, p.products = OCT_PRODUCTS_KNOWN;
+    p.lag_lo = -3, p.lag_hi = 2, p.freq_cutoff = 2;
+    p.enface_start = 1, p.enface_step = 5, p.enface_count = 10; /* MSI: 1..21 (5), CFD: 10 */
+    p.xsec_h = 3, p.xsec_v = 8;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    if (path != OCT_MSI_AUTO)
+        ck_assert_int_eq(oct_engine_msi_path(eng), path);
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame((size_t)M * N * L, 7);
+    ck_assert_int_eq(oct_engine_process(eng, f, (size_t)M * N * L * 2, out, &e), OCT_OK);
+    for (int mth = 0; mth < 2; mth++) {
+        const uint32_t D = mth ? R : M / 2 + 1, Q = mth ? 5 : 10;
+        oct_image *im = out->img[mth];
+        ck_assert(!im[OCT_KIND_BSCAN].present);
+        for (int k = 1; k < OCT_KIND_COUNT; k++)
+            ck_assert(im[k].present);
+        oct_image *en = &im[OCT_KIND_ENFACE], *co = &im[OCT_KIND_CONFOCAL],
+                  *xh = &im[OCT_KIND_XSEC_H], *xv = &im[OCT_KIND_XSEC_V], *vo = &im[OCT_KIND_VOLUME];
+        ck_assert_int_eq(en->ndim, 3);
+        ck_assert_uint_eq(en->shape[0], Q);
+        ck_assert_uint_eq(en->shape[1], L);
+        ck_assert_uint_eq(en->shape[2], N);
+        ck_assert_uint_eq(en->n_indices, Q);
+        ck_assert_uint_eq(en->requested, 10);
+        for (uint32_t q = 0; q < Q; q++)
+            ck_assert_int_eq(en->indices[q], 1 + 5 * (int)q);
+        ck_assert_uint_eq(co->shape[0], L);
+        ck_assert_uint_eq(co->shape[1], N);
+        ck_assert_uint_eq(xh->shape[0], D);
+        ck_assert_uint_eq(xh->shape[1], N);
+        ck_assert_int_eq(xh->indices[0], 3);
+        ck_assert_uint_eq(xv->shape[0], D);
+        ck_assert_uint_eq(xv->shape[1], L);
+        ck_assert_int_eq(xv->indices[0], 8);
+        ck_assert_uint_eq(vo->shape[0], L);
+        ck_assert_uint_eq(vo->shape[1], N);
+        ck_assert_uint_eq(vo->shape[2], D);
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t a = 0; a < N; a++) {
+                const float *I = vo->f32 + ((size_t)l * N + a) * D;
+                double sum = 0;
+                for (uint32_t q = 0; q < Q; q++) {
+                    float v = en->f32[((size_t)q * L + l) * N + a];
+                    ck_assert_float_eq_tol(v, I[en->indices[q]], 1e-6f * (1 + fabsf(v)));
+                    sum += v;
+                }
+                ck_assert_float_eq_tol(co->f32[l * N + a], sum, 1e-5 * (1 + fabs(sum)));
+                for (uint32_t d = 0; d < D; d++) {
+                    if (l == 3)
+                        ck_assert_float_eq(xh->f32[d * N + a], I[d]);
+                    if (a == 8)
+                        ck_assert_float_eq(xv->f32[d * L + l], I[d]);
+                }
+                if (mth == 0) /* CFD: the DC cut-off */
+                    ck_assert(I[0] == 0 && I[1] == 0 && I[2] > 0);
+            }
+    }
+    free(f);
+    free(m);
+    if (keep)
+        *keep = out;
+    else
+        oct_products_destroy(out);
+    oct_engine_destroy(eng);
+}
+
+START_TEST(test_products_volume_consistent)
+{
+    /* the volume makes every spectrum an all-depth one; turn it off to get
+     * en-face-only spectra, and compare with a run that has it */
+    check_volume(OCT_MSI_AUTO, 2, NULL);
+}
+END_TEST
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* en-face-only spectra (no volume product) must equal the all-depth path */
+START_TEST(test_enface_only_spectra)
+{
+    const uint32_t M = 128, N = 11, L = 7, R = 24;
+    oct_products *ref;
+    check_volume(OCT_MSI_AUTO, 2, &ref);
+    oct_setup s;
+    setup_for(&s, M, N, L);
+    float *m = random_masks(R, M, 6);
+    s.masks = m, s.mask_count = R;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL;
+    p.products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32;
+    p.lag_lo = -3, p.lag_hi = 2, p.freq_cutoff = 2;
+    p.enface_start = 1, p.enface_step = 5, p.enface_count = 10;
+    p.xsec_h = 3, p.xsec_v = 8;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame((size_t)M * N * L, 7);
+    ck_assert_int_eq(oct_engine_process(eng, f, (size_t)M * N * L * 2, out, &e), OCT_OK);
+    for (int mth = 0; mth < 2; mth++)
+        for (int k = OCT_KIND_ENFACE; k <= OCT_KIND_CONFOCAL; k++) {
+            oct_image *a = &out->img[mth][k], *b = &ref->img[mth][k];
+            ck_assert(a->present);
+            ck_assert_uint_eq(a->count, b->count);
+            ck_assert_double_lt(rel_l2(a->f32, b->f32, a->count), 1e-6);
+            ck_assert_mem_eq(a->u8, b->u8, a->count);
+        }
+    ck_assert(!out->img[0][OCT_KIND_XSEC_H].present && !out->img[1][OCT_KIND_VOLUME].present);
+    free(f);
+    free(m);
+    oct_products_destroy(out);
+    oct_products_destroy(ref);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+/* Moving a cross-section with set_params gives what a fresh engine gives
+ * (the all-depth spectra follow the new line/column). */
+START_TEST(test_xsec_change)
+{
+    const uint32_t M = 128, N = 9, L = 6, R = 16;
+    oct_setup s;
+    setup_for(&s, M, N, L);
+    float *m = random_masks(R, M, 10);
+    s.masks = m, s.mask_count = R;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 1, p.enface_count = 4;
+    p.products = OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) |
+                 OCT_PRODUCT_BIT(OCT_KIND_ENFACE);
+    p.xsec_h = 1, p.xsec_v = 2;
+    oct_engine *a, *b;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&a, &s, &p, &e), OCT_OK);
+    oct_products *oa = oct_products_create(), *ob = oct_products_create();
+    uint16_t *f = random_frame((size_t)M * N * L, 11);
+    const size_t bytes = (size_t)M * N * L * 2;
+    ck_assert_int_eq(oct_engine_process(a, f, bytes, oa, &e), OCT_OK);
+    p.xsec_h = 4, p.xsec_v = 7;
+    ck_assert_int_eq(oct_engine_set_params(a, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(a, f, bytes, oa, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_create(&b, &s, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(b, f, bytes, ob, &e), OCT_OK);
+    for (int mth = 0; mth < 2; mth++)
+        for (int k = OCT_KIND_ENFACE; k <= OCT_KIND_XSEC_V; k++) {
+            oct_image *x = &oa->img[mth][k], *y = &ob->img[mth][k];
+            ck_assert_int_eq(x->present, y->present);
+            if (!x->present)
+                continue;
+            ck_assert_uint_eq(x->count, y->count);
+            ck_assert_mem_eq(x->u8, y->u8, x->count);
+            ck_assert_double_lt(rel_l2(x->f32, y->f32, x->count), 1e-6);
+            if (k == OCT_KIND_XSEC_H)
+                ck_assert_int_eq(x->indices[0], 4);
+        }
+    free(f);
+    free(m);
+    oct_products_destroy(oa);
+    oct_products_destroy(ob);
+    oct_engine_destroy(a);
+    oct_engine_destroy(b);
+}
+END_TEST
+
+START_TEST(test_fft_equals_gemm)
+{
+    oct_products *a, *b, *c;
+    check_volume(OCT_MSI_FFT, 2, &a);
+    check_volume(OCT_MSI_GEMM, 2, &b);
+    check_volume(OCT_MSI_GEMM, 3, &c); /* other blocks and thread count */
+    for (int k = 1; k < OCT_KIND_COUNT; k++) {
+        oct_image *x = &a->img[OCT_METHOD_MSI][k], *y = &b->img[OCT_METHOD_MSI][k],
+                  *z = &c->img[OCT_METHOD_MSI][k];
+        ck_assert_uint_eq(x->count, y->count);
+        double r = rel_l2(x->f32, y->f32, x->count);
+        ck_assert_msg(r < 1e-5, "%s: fft vs gemm rel L2 %g", oct_kind_name(k), r);
+        ck_assert_msg(rel_l2(z->f32, y->f32, x->count) < 1e-6, "%s: threads", oct_kind_name(k));
+        /* CFD does not depend on the MSI path at all */
+        ck_assert_mem_eq(a->img[0][k].f32, b->img[0][k].f32, a->img[0][k].count * 4);
+    }
+    oct_products_destroy(a);
+    oct_products_destroy(b);
+    oct_products_destroy(c);
+}
+END_TEST
+
+START_TEST(test_enface_cut)
+{
+    const uint32_t M = 128, N = 4, L = 3, R = 20;
+    oct_setup s;
+    setup_for(&s, M, N, L);
+    float *m = random_masks(R, M, 8);
+    s.masks = m, s.mask_count = R;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL;
+    p.enface_start = 15, p.enface_step = 2, p.enface_count = 40;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame((size_t)M * N * L, 9);
+    ck_assert_int_eq(oct_engine_process(eng, f, (size_t)M * N * L * 2, out, &e), OCT_OK);
+    oct_image *ec = &out->img[OCT_METHOD_CFD][OCT_KIND_ENFACE];
+    oct_image *em = &out->img[OCT_METHOD_MSI][OCT_KIND_ENFACE];
+    /* CFD D = 65: 15, 17, ..., 63 = 25 indices; MSI D = 20: 15, 17, 19 */
+    ck_assert_uint_eq(ec->n_indices, 25);
+    ck_assert_uint_eq(ec->shape[0], 25);
+    ck_assert_uint_eq(ec->requested, 40);
+    ck_assert_int_eq(ec->indices[24], 63);
+    ck_assert_uint_eq(em->n_indices, 3);
+    ck_assert_int_eq(em->indices[2], 19);
+    ck_assert_uint_eq(out->img[OCT_METHOD_MSI][OCT_KIND_CONFOCAL].n_indices, 3);
+    /* start past MSI's last depth: no MSI en-face/confocal, CFD still there */
+    p.enface_start = 20;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(eng, f, (size_t)M * N * L * 2, out, &e), OCT_OK);
+    ck_assert(!em->present && !out->img[OCT_METHOD_MSI][OCT_KIND_CONFOCAL].present);
+    ck_assert(ec->present && ec->n_indices == 23);
+    ck_assert(out->img[OCT_METHOD_MSI][OCT_KIND_XSEC_H].present);
+    free(f);
+    free(m);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+START_TEST(test_gray_map)
+{
+    float in[] = {0.0f, 1.49f, 1.5f, 254.4f, 254.5f, 300.0f, -3.0f, NAN, INFINITY, 100.0f};
+    uint8_t out[10];
+    oct_gray_map(in, out, 10, OCT_SCALE_LINEAR, 1.0f, 1.0f, 0.0f);
+    const uint8_t want[] = {0, 1, 2, 254, 255, 255, 0, 0, 255, 100};
+    ck_assert_mem_eq(out, want, 10);
+    oct_gray_map(in, out, 10, OCT_SCALE_LINEAR, 2.0f, 0.5f, 10.0f); /* 10 + 0.5*2v */
+    ck_assert_uint_eq(out[9], 110);
+    ck_assert_uint_eq(out[0], 10);
+    ck_assert_uint_eq(out[7], 10); /* NaN is 0 */
+    float lin[] = {1.0f, 10.0f, 1000.0f, 0.0f};
+    oct_gray_map(lin, out, 4, OCT_SCALE_LOG, 1.0f, 1.0f, 0.0f); /* 20 log10 */
+    ck_assert_uint_eq(out[0], 0);
+    ck_assert_uint_eq(out[1], 20);
+    ck_assert_uint_eq(out[2], 60);
+    ck_assert_uint_eq(out[3], 0); /* -240 dB clamps to 0 */
+    oct_gray_map(lin, out, 4, OCT_SCALE_LOG, 1.0f, 2.0f, 250.0f);
+    ck_assert_uint_eq(out[3], 0); /* 250 - 480 */
+    ck_assert_uint_eq(out[1], 255);
+}
+END_TEST
+
+START_TEST(test_names_and_defaults)
+{
+    ck_assert_str_eq(oct_method_name(OCT_METHOD_MSI), "msi");
+    ck_assert_str_eq(oct_kind_name(OCT_KIND_XSEC_V), "xsec_v");
+    ck_assert_str_eq(oct_window_name(OCT_WINDOW_TUKEY), "tukey");
+    ck_assert_str_eq(oct_kind_name(17), "unknown");
+    ck_assert_int_eq(oct_kind_class(OCT_KIND_VOLUME), OCT_CLASS_BSCAN);
+    ck_assert_int_eq(oct_kind_class(OCT_KIND_CONFOCAL), OCT_CLASS_CONFOCAL);
+    oct_params p;
+    oct_params_default(&p);
+    ck_assert_uint_eq(p.methods, 1);
+    ck_assert_uint_eq(p.window, OCT_WINDOW_HANN);
+    ck_assert_uint_eq(p.products, 0x1f);
+    /* windows: symmetric, tukey 0 = rect, tukey 1 = hann */
+    double w[64], h[64];
+    oct_window_compute(w, 64, OCT_WINDOW_TUKEY, 0.0);
+    for (int n = 0; n < 64; n++)
+        ck_assert(w[n] == 1.0);
+    oct_window_compute(w, 64, OCT_WINDOW_TUKEY, 1.0);
+    oct_window_compute(h, 64, OCT_WINDOW_HANN, 0.0);
+    for (int n = 0; n < 64; n++)
+        ck_assert_double_eq_tol(w[n], h[n], 1e-15);
+    oct_window_compute(w, 64, OCT_WINDOW_TUKEY, 0.5);
+    for (int n = 0; n < 64; n++)
+        ck_assert_double_eq_tol(w[n], w[63 - n], 1e-12);
+    ck_assert(w[0] == 0.0 && w[31] == 1.0 && w[10] > 0 && w[10] < 1);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("engine_api");
+    TCase *tc = tcase_create("api");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_names_and_defaults);
+    tcase_add_loop_test(tc, test_validate_rules, 0, NRULES);
+    tcase_add_test(tc, test_validate_bounds_accepted);
+    tcase_add_test(tc, test_bad_setup);
+    tcase_add_test(tc, test_msi_without_masks);
+    tcase_add_test(tc, test_cuda_refused);
+    tcase_add_test(tc, test_bad_frames);
+    tcase_add_test(tc, test_set_params_keeps_old);
+    tcase_add_loop_test(tc, test_recompute_only_changed, 0, 2);
+    tcase_add_test(tc, test_products_bscan);
+    tcase_add_test(tc, test_products_volume_consistent);
+    tcase_add_test(tc, test_enface_only_spectra);
+    tcase_add_test(tc, test_xsec_change);
+    tcase_add_test(tc, test_fft_equals_gemm);
+    tcase_add_test(tc, test_enface_cut);
+    tcase_add_test(tc, test_gray_map);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,822 @@
+/* test_ipc.c - the shared-memory ABI of SPEC 3: frame ring (two processes,
+ * every sample type, torn reads, lapping, restart, bad headers), control
+ * block (concurrent writers, dead writer), status block, modes.
+ * CPU only; never touches CUDA (it forks). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "oct_ipc.h"
+
+static char g_name[64];
+
+static const char *shm_name(const char *tag)
+{
+    snprintf(g_name, sizeof g_name, "/octtest-%d-%s", (int)getpid(), tag);
+    return g_name;
+}
+
+static double now_s(void) { return (double)oct_time_monotonic_ns() / 1e9; }
+
+/* payload value of sample i of frame n (random-looking, type-specific) */
+static uint64_t mix(uint64_t n, uint64_t i)
+{
+    uint64_t z = n * 0x9E3779B97F4A7C15ull + i * 0xBF58476D1CE4E5B9ull + 0x1234567;
+    z ^= z >> 31;
+    z *= 0x94D049BB133111EBull;
+    return z ^ (z >> 29);
+}
+
+static void fill_frame(void *p, const oct_geometry *g, uint64_t n)
+{
+    size_t cnt = (size_t)g->samples * g->ascans * g->lines;
+    for (size_t i = 0; i < cnt; i++) {
+        uint64_t v = mix(n, i);
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16: ((uint16_t *)p)[i] = (uint16_t)v; break;
+        case OCT_SAMPLE_I16: ((int16_t *)p)[i] = (int16_t)(uint16_t)v; break;
+        default: ((float *)p)[i] = (float)(int32_t)(v & 0xffffff) - 8388608.0f; break;
+        }
+    }
+}
+
+static bool check_frame(const void *p, const oct_geometry *g, uint64_t n)
+{
+    size_t cnt = (size_t)g->samples * g->ascans * g->lines;
+    for (size_t i = 0; i < cnt; i++) {
+        uint64_t v = mix(n, i);
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16:
+            if (((const uint16_t *)p)[i] != (uint16_t)v) return false;
+            break;
+        case OCT_SAMPLE_I16:
+            if (((const int16_t *)p)[i] != (int16_t)(uint16_t)v) return false;
+            break;
+        default:
+            if (((const float *)p)[i] != (float)(int32_t)(v & 0xffffff) - 8388608.0f) return false;
+            break;
+        }
+    }
+    return true;
+}
+
+static void produce(oct_ring_producer *p, const oct_geometry *g, uint64_t n)
+{
+    void *dst = oct_ring_producer_begin(p);
+    ck_assert_ptr_nonnull(dst);
+    fill_frame(dst, g, n);
+    oct_ring_producer_commit(p, 1000 + n, oct_time_realtime_ns());
+}
+
+/* ------------------------------------------------------------------ */
+/* frame ring                                                          */
+/* ------------------------------------------------------------------ */
+struct consumer_report {
+    uint64_t taken, lost, torn, skipped_sum, bad_payload, bad_order, bad_id, last_seq;
+    int final_err;
+};
+
+/* Two processes: the parent produces F frames as fast as it can, the child
+ * consumes with policy all, verifying every payload; at the end every frame
+ * is accounted for exactly once (taken, lost while lapped, or torn). */
+START_TEST(ring_two_process_all_types)
+{
+    static const uint32_t types[] = {OCT_SAMPLE_U16, OCT_SAMPLE_I16, OCT_SAMPLE_F32};
+    const uint32_t type = types[_i];
+    const uint64_t F = 300;
+    oct_geometry g = {256, 24, 3, type, type == OCT_SAMPLE_F32 ? 0 : 2};
+    oct_ring_config cfg = {g, 4, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    const char *name = shm_name("2p");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    int ready[2], res[2];
+    ck_assert_int_eq(pipe(ready), 0);
+    ck_assert_int_eq(pipe(res), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        struct consumer_report r = {0};
+        oct_ring_consumer *c;
+        if (oct_ring_consumer_open(&c, name, &e) != OCT_OK)
+            _exit(2);
+        oct_geometry cg;
+        oct_ring_consumer_geometry(c, &cg);
+        if (memcmp(&cg, &g, sizeof g) != 0)
+            _exit(3);
+        size_t fb = oct_ring_consumer_header(c)->frame_bytes;
+        void *buf = malloc(fb);
+        char x = 'r';
+        if (write(ready[1], &x, 1) != 1)
+            _exit(4);
+        uint64_t prev = UINT64_MAX;
+        for (;;) {
+            oct_frame_info info;
+            memset(buf, 0xa5, fb); /* poison: a skipped copy cannot pass */
+            oct_err err = oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, fb, 2000, &info, &e);
+            if (err == OCT_ETORN) {
+                r.skipped_sum += info.skipped; /* lost before the torn frame */
+                prev = info.seq;
+                continue;
+            }
+            if (err) {
+                r.final_err = err;
+                break;
+            }
+            if (!check_frame(buf, &g, info.seq))
+                r.bad_payload++;
+            if (prev != UINT64_MAX && info.seq != prev + 1 + info.skipped)
+                r.bad_order++;
+            if (info.frame_id != 1000 + info.seq)
+                r.bad_id++;
+            r.skipped_sum += info.skipped;
+            prev = info.seq;
+            r.last_seq = info.seq;
+            /* every 7th frame take a nap so that the producer laps us */
+            if (info.seq % 7 == 3)
+                usleep(3000);
+        }
+        oct_ring_stats st;
+        oct_ring_consumer_stats(c, &st);
+        r.taken = st.frames_taken;
+        r.lost = st.frames_lost;
+        r.torn = st.frames_torn;
+        if (write(res[1], &r, sizeof r) != (ssize_t)sizeof r)
+            _exit(5);
+        free(buf);
+        oct_ring_consumer_close(c);
+        _exit(0);
+    }
+    char x;
+    ck_assert_int_eq(read(ready[0], &x, 1), 1);
+    for (uint64_t n = 0; n < F; n++) {
+        produce(p, &g, n);
+        if (n % 16 == 0)
+            usleep(200);
+    }
+    oct_ring_producer_close(p, true);
+    struct consumer_report r;
+    ck_assert_int_eq(read(res[0], &r, sizeof r), (ssize_t)sizeof r);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    ck_assert_int_eq(r.final_err, OCT_ECLOSED);
+    ck_assert_uint_eq(r.bad_payload, 0);
+    ck_assert_uint_eq(r.bad_order, 0);
+    ck_assert_uint_eq(r.bad_id, 0);
+    ck_assert_uint_eq(r.last_seq, F - 1);
+    ck_assert_uint_eq(r.lost, r.skipped_sum);
+    ck_assert_msg(r.taken + r.lost + r.torn == F, "taken %llu + lost %llu + torn %llu != %llu",
+                  (unsigned long long)r.taken, (unsigned long long)r.lost,
+                  (unsigned long long)r.torn, (unsigned long long)F);
+    ck_assert_uint_gt(r.taken, 10);
+    close(ready[0]); close(ready[1]); close(res[0]); close(res[1]);
+}
+END_TEST
+
+/* A producer process rewrites 8 MiB frames back to front with a per-frame
+ * byte as fast as it can into 2 slots; the consumer's copies overlap the
+ * rewrites.  Every frame returned as valid must be uniform with its own
+ * byte; torn copies must be reported (and are, many times). */
+START_TEST(ring_torn_always_detected)
+{
+    oct_geometry g = {1024, 1024, 4, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 2, 0};
+    const size_t fb = (size_t)1024 * 1024 * 4 * 2;
+    oct_error e;
+    oct_ring_producer *p;
+    const char *name = shm_name("torn");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        double t0 = now_s();
+        for (uint64_t n = 0; now_s() - t0 < 8.0; n++) {
+            uint8_t *d = oct_ring_producer_begin(p);
+            uint8_t b = (uint8_t)(n * 37 + 1);
+            for (size_t off = fb; off > 0; off -= 65536)
+                memset(d + off - 65536, b, 65536);
+            oct_ring_producer_commit(p, n, 0);
+        }
+        _exit(0);
+    }
+    oct_ring_consumer *c;
+    oct_err err;
+    double t0 = now_s();
+    while ((err = oct_ring_consumer_open(&c, name, &e)) == OCT_EAGAIN && now_s() - t0 < 2)
+        usleep(1000);
+    ck_assert_msg(err == OCT_OK, "%s", e.msg);
+    uint8_t *buf = malloc(fb), *ref = malloc(fb);
+    uint64_t ok = 0, torn = 0, bad = 0;
+    t0 = now_s();
+    while (now_s() - t0 < 6.0 && (ok < 20 || torn < 20)) {
+        oct_frame_info info;
+        memset(buf, 0, 4096);
+        err = oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, fb, 1000, &info, &e);
+        if (err == OCT_ETORN) {
+            torn++;
+            continue;
+        }
+        ck_assert_msg(err == OCT_OK, "%s", e.msg);
+        memset(ref, (uint8_t)(info.frame_id * 37 + 1), fb);
+        if (memcmp(buf, ref, fb) != 0)
+            bad++;
+        ok++;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    oct_ring_stats st;
+    oct_ring_consumer_stats(c, &st);
+    ck_assert_uint_eq(st.frames_torn, torn);
+    ck_assert_msg(bad == 0, "%llu torn frames returned as valid", (unsigned long long)bad);
+    ck_assert_uint_gt(ok, 0);
+    ck_assert_msg(torn > 0, "no torn copy was provoked (%llu ok)", (unsigned long long)ok);
+    free(buf);
+    free(ref);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+}
+END_TEST
+
+/* Peek/verify: the zero-copy path notices a slot rewritten after the peek. */
+START_TEST(ring_peek_verify)
+{
+    oct_geometry g = {64, 8, 1, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 2, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *c;
+    const char *name = shm_name("peek");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    const void *f;
+    oct_frame_info info;
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 0, &f, &info, &e), OCT_ETIMEDOUT);
+    produce(p, &g, 0);
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 100, &f, &info, &e), OCT_OK);
+    ck_assert(check_frame(f, &g, 0));
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_OK);
+    produce(p, &g, 1);
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 100, &f, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 1);
+    produce(p, &g, 2);
+    produce(p, &g, 3); /* slot of frame 1 rewritten */
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_ETORN);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+}
+END_TEST
+
+/* Lapping and skipping are counted exactly. */
+START_TEST(ring_lapped_and_latest_counts)
+{
+    oct_geometry g = {64, 4, 2, OCT_SAMPLE_I16, 0};
+    oct_ring_config cfg = {g, 4, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *all, *lat;
+    const char *name = shm_name("lap");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&all, name, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&lat, name, &e) == OCT_OK, "%s", e.msg);
+    size_t fb = 64 * 4 * 2 * 2;
+    char buf[64 * 4 * 2 * 2];
+    oct_frame_info info;
+    produce(p, &g, 0);
+    ck_assert_int_eq(oct_ring_consumer_next(all, OCT_POLICY_ALL, buf, fb, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 0);
+    ck_assert(check_frame(buf, &g, 0));
+    for (uint64_t n = 1; n <= 10; n++)
+        produce(p, &g, n);
+    /* 10 frames behind with 4 slots: lapped, frames 1..9 lost, 10 delivered */
+    ck_assert_int_eq(oct_ring_consumer_next(all, OCT_POLICY_ALL, buf, fb, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 10);
+    ck_assert_uint_eq(info.skipped, 9);
+    ck_assert(check_frame(buf, &g, 10));
+    /* 3 behind with 4 slots: all delivered in order */
+    for (uint64_t n = 11; n <= 13; n++)
+        produce(p, &g, n);
+    for (uint64_t n = 11; n <= 13; n++) {
+        ck_assert_int_eq(oct_ring_consumer_next(all, OCT_POLICY_ALL, buf, fb, 100, &info, &e), OCT_OK);
+        ck_assert_uint_eq(info.seq, n);
+        ck_assert_uint_eq(info.skipped, 0);
+        ck_assert(check_frame(buf, &g, n));
+    }
+    ck_assert_int_eq(oct_ring_consumer_next(all, OCT_POLICY_ALL, buf, fb, 20, &info, &e), OCT_ETIMEDOUT);
+    oct_ring_stats st;
+    oct_ring_consumer_stats(all, &st);
+    ck_assert_uint_eq(st.frames_lost, 9);
+    ck_assert_uint_eq(st.frames_taken, 5);
+    ck_assert_uint_eq(st.frames_skipped, 0);
+    /* latest: attached at write_seq 0, so its first frame is 0 ... newest 13 */
+    ck_assert_int_eq(oct_ring_consumer_next(lat, OCT_POLICY_LATEST, buf, fb, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 13);
+    ck_assert_uint_eq(info.skipped, 13);
+    produce(p, &g, 14);
+    produce(p, &g, 15);
+    ck_assert_int_eq(oct_ring_consumer_next(lat, OCT_POLICY_LATEST, buf, fb, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 15);
+    ck_assert_uint_eq(info.skipped, 1);
+    ck_assert(check_frame(buf, &g, 15));
+    oct_ring_consumer_stats(lat, &st);
+    ck_assert_uint_eq(st.frames_skipped, 14);
+    ck_assert_uint_eq(st.frames_lost, 0);
+    /* a consumer attaching now starts with the newest committed frame */
+    oct_ring_consumer *late;
+    ck_assert_msg(oct_ring_consumer_open(&late, name, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(oct_ring_consumer_next(late, OCT_POLICY_ALL, buf, fb, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 15);
+    ck_assert_uint_eq(info.skipped, 0);
+    /* closed: ECLOSED once everything committed was delivered */
+    oct_ring_producer_close(p, false);
+    ck_assert_int_eq(oct_ring_consumer_next(late, OCT_POLICY_ALL, buf, fb, 100, &info, &e), OCT_ECLOSED);
+    /* too small a destination is refused */
+    ck_assert_int_eq(oct_ring_consumer_next(all, OCT_POLICY_ALL, buf, fb - 1, 0, &info, &e), OCT_ESIZE);
+    oct_ring_consumer_close(late);
+    oct_ring_consumer_close(all);
+    oct_ring_consumer_close(lat);
+    shm_unlink(name);
+}
+END_TEST
+
+/* A producer restarting with a new geometry: the old consumer gets
+ * OCT_ESTALE, a re-open adopts the new geometry and epoch. */
+START_TEST(ring_restart_new_geometry)
+{
+    oct_geometry g1 = {64, 8, 1, OCT_SAMPLE_U16, 0}, g2 = {128, 5, 3, OCT_SAMPLE_F32, 0};
+    oct_ring_config c1 = {g1, 2, 0}, c2 = {g2, 8, 0};
+    oct_error e;
+    oct_ring_producer *p1, *p2;
+    oct_ring_consumer *c;
+    const char *name = shm_name("restart");
+    ck_assert_msg(oct_ring_producer_create(&p1, name, &c1, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    uint64_t epoch1 = oct_ring_consumer_header(c)->epoch;
+    ck_assert_uint_ne(epoch1, 0);
+    char buf[128 * 5 * 3 * 4];
+    oct_frame_info info;
+    produce(p1, &g1, 0);
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, sizeof buf, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.epoch, epoch1);
+    /* the first producer "crashes" (no close) and a new one starts */
+    ck_assert_msg(oct_ring_producer_create(&p2, name, &c2, &e) == OCT_OK, "%s", e.msg);
+    double t0 = now_s();
+    oct_err err = oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, sizeof buf, 2000, &info, &e);
+    ck_assert_int_eq(err, OCT_ESTALE);
+    ck_assert_msg(strstr(e.msg, "re-created"), "%s", e.msg);
+    ck_assert(now_s() - t0 < 1.0);
+    oct_ring_consumer_close(c);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    oct_geometry cg;
+    oct_ring_consumer_geometry(c, &cg);
+    ck_assert_mem_eq(&cg, &g2, sizeof g2);
+    ck_assert_uint_ne(oct_ring_consumer_header(c)->epoch, epoch1);
+    ck_assert_uint_eq(oct_ring_consumer_header(c)->slot_count, 8);
+    produce(p2, &g2, 0);
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, sizeof buf, 100, &info, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g2, 0));
+    /* heartbeat stops: stale after stale_ms */
+    oct_ring_consumer_set_stale_ms(c, 100);
+    t0 = now_s();
+    err = oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, sizeof buf, 3000, &info, &e);
+    ck_assert_int_eq(err, OCT_ESTALE);
+    ck_assert_msg(strstr(e.msg, "heartbeat"), "%s", e.msg);
+    ck_assert(now_s() - t0 < 1.0);
+    /* removed without a close: stale as well */
+    oct_ring_consumer_set_stale_ms(c, 10000);
+    oct_ring_producer_heartbeat(p2);
+    shm_unlink(name);
+    err = oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, sizeof buf, 1000, &info, &e);
+    ck_assert_int_eq(err, OCT_ESTALE);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p1, false);
+    oct_ring_producer_close(p2, false);
+    ck_assert_int_eq(oct_ring_consumer_open(&c, name, &e), OCT_ENOENT);
+    ck_assert_msg(strstr(e.msg, name), "%s", e.msg);
+}
+END_TEST
+
+/* Writes into the producer's object through a second read-write mapping. */
+static oct_ring_header *map_rw(const char *name, int *fd_out)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    *fd_out = fd;
+    return m;
+}
+
+static void expect_refused(const char *name, oct_err want, const char *field)
+{
+    oct_error e = {{0}};
+    oct_ring_consumer *c = NULL;
+    oct_err err = oct_ring_consumer_open(&c, name, &e);
+    ck_assert_msg(err == want, "want %s got %s (%s)", oct_strerror(want), oct_strerror(err), e.msg);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(e.msg, field), "message \"%s\" does not name %s", e.msg, field);
+}
+
+START_TEST(ring_bad_headers_refused)
+{
+    oct_geometry g = {256, 10, 2, OCT_SAMPLE_U16, 4};
+    oct_ring_config cfg = {g, 4, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    const char *name = shm_name("bad");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    int fd;
+    oct_ring_header *h = map_rw(name, &fd), saved = *h;
+    h->magic[3] = 'X';
+    expect_refused(name, OCT_EABI, "magic");
+    *h = saved;
+    h->abi_major = 2;
+    expect_refused(name, OCT_EABI, "abi_major");
+    *h = saved;
+    h->abi_minor = 7; /* a newer minor is fine */
+    oct_ring_consumer *c;
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    oct_ring_consumer_close(c);
+    *h = saved;
+    h->samples = 100;
+    expect_refused(name, OCT_EINVAL, "samples = 100");
+    *h = saved;
+    h->lines = 0;
+    expect_refused(name, OCT_EINVAL, "lines");
+    *h = saved;
+    h->sample_type = 9;
+    expect_refused(name, OCT_EINVAL, "sample_type");
+    *h = saved;
+    h->frame_bytes += 2;
+    expect_refused(name, OCT_EINVAL, "frame_bytes");
+    *h = saved;
+    h->slot_count = 3;
+    expect_refused(name, OCT_EINVAL, "slot_count = 3");
+    *h = saved;
+    h->slot_stride = 4096;
+    expect_refused(name, OCT_EINVAL, "slot_stride");
+    *h = saved;
+    h->slot0_offset = 100;
+    expect_refused(name, OCT_EINVAL, "slot0_offset");
+    *h = saved;
+    h->header_bytes = 64;
+    expect_refused(name, OCT_EABI, "header_bytes");
+    *h = saved;
+    h->slot_count = 65536;
+    h->slot_stride = 1ull << 62;
+    expect_refused(name, OCT_EINVAL, "overflows");
+    *h = saved;
+    ck_assert_int_eq(ftruncate(fd, 3 * 4096), 0);
+    expect_refused(name, OCT_ESIZE, "truncated");
+    ck_assert_int_eq(ftruncate(fd, 100), 0);
+    expect_refused(name, OCT_ESIZE, "smaller than");
+    munmap(h, 4096);
+    close(fd);
+    oct_ring_producer_close(p, true);
+    /* producer side: invalid requests */
+    oct_ring_config bad = {g, 6, 0};
+    ck_assert_int_eq(oct_ring_producer_create(&p, name, &bad, &e), OCT_EINVAL);
+    ck_assert(strstr(e.msg, "slot_count"));
+    bad = (oct_ring_config){{100, 1, 1, 1, 0}, 2, 0};
+    ck_assert_int_eq(oct_ring_producer_create(&p, name, &bad, &e), OCT_EINVAL);
+    ck_assert(strstr(e.msg, "samples"));
+    ck_assert_int_eq(oct_ring_producer_create(&p, "no-slash", &cfg, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_ring_producer_create(&p, "/a/b", &cfg, &e), OCT_EINVAL);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* control block                                                       */
+/* ------------------------------------------------------------------ */
+static oct_control_values default_values(void)
+{
+    oct_control_values v;
+    memset(&v, 0, sizeof v);
+    v.methods = 1;
+    v.window = 1;
+    v.freq_cutoff = 8;
+    v.msi_lag_lo = -10;
+    v.msi_lag_hi = 10;
+    for (int i = 0; i < 3; i++)
+        v.gsc[i] = v.contrast[i] = 1.0f;
+    v.products = 1;
+    return v;
+}
+
+/* Every field derived from (writer, k): a torn generation mixes two k. */
+struct pattern { uint32_t writer; int32_t k; };
+
+static void pattern_fn(oct_control_values *v, void *arg)
+{
+    const struct pattern *p = arg;
+    int32_t x = (int32_t)p->writer * 1000000 + p->k;
+    v->methods = p->writer;
+    v->window = (uint32_t)x;
+    v->window_param = (float)x;
+    v->freq_cutoff = x;
+    v->msi_lag_lo = -x;
+    v->msi_lag_hi = x + 1;
+    v->scale = (uint32_t)x;
+    v->background = (uint32_t)x;
+    v->enface_start = x;
+    v->enface_step = x;
+    v->enface_count = x;
+    v->xsec_h_index = x;
+    v->xsec_v_index = x;
+    for (int i = 0; i < 3; i++)
+        v->gsc[i] = v->contrast[i] = v->brightness[i] = (float)x;
+    v->products = (uint32_t)x;
+    v->command = (uint32_t)x;
+}
+
+static bool pattern_ok(const oct_control_values *v)
+{
+    if (v->methods == 1 && v->freq_cutoff == 8)
+        return true; /* the initial generation */
+    int32_t x = v->freq_cutoff;
+    bool ok = (int32_t)v->methods * 1000000 == x - x % 1000000 && v->window == (uint32_t)x &&
+              v->window_param == (float)x && v->msi_lag_lo == -x && v->msi_lag_hi == x + 1 &&
+              v->scale == (uint32_t)x && v->background == (uint32_t)x &&
+              v->enface_start == x && v->enface_step == x && v->enface_count == x &&
+              v->xsec_h_index == x && v->xsec_v_index == x && v->products == (uint32_t)x &&
+              v->command == (uint32_t)x;
+    for (int i = 0; i < 3; i++)
+        ok = ok && v->gsc[i] == (float)x && v->contrast[i] == (float)x &&
+             v->brightness[i] == (float)x;
+    return ok;
+}
+
+START_TEST(control_concurrent_writers)
+{
+    const char *name = shm_name("ctl");
+    oct_control_values init = default_values();
+    oct_error e;
+    oct_control *ctl;
+    ck_assert_msg(oct_control_create(&ctl, name, &init, 0, &e) == OCT_OK, "%s", e.msg);
+    uint64_t gen0;
+    oct_control_values v;
+    ck_assert_int_eq(oct_control_read(ctl, 4, &v, &gen0), OCT_OK);
+    ck_assert(pattern_ok(&v));
+    const int W = 1500;
+    pid_t pids[2];
+    for (int w = 0; w < 2; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0) {
+            oct_control *wc;
+            if (oct_control_open(&wc, name, true, &e) != OCT_OK)
+                _exit(2);
+            for (int k = 0; k < W; k++) {
+                struct pattern pt = {(uint32_t)w + 2, k};
+                if (oct_control_write(wc, pattern_fn, &pt, NULL, &e) != OCT_OK)
+                    _exit(3);
+            }
+            oct_control_close(wc, false);
+            _exit(0);
+        }
+    }
+    oct_control *rd;
+    ck_assert_msg(oct_control_open(&rd, name, false, &e) == OCT_OK, "%s", e.msg);
+    uint64_t reads = 0, torn = 0, again = 0, last_gen = gen0;
+    int done = 0;
+    while (done < 2) {
+        uint64_t gen;
+        oct_err err = oct_control_read(rd, 3, &v, &gen);
+        if (err == OCT_EAGAIN) {
+            again++;
+        } else {
+            ck_assert_int_eq(err, OCT_OK);
+            reads++;
+            if (!pattern_ok(&v))
+                torn++;
+            ck_assert_uint_ge(gen, last_gen);
+            last_gen = gen;
+        }
+        int st;
+        for (int w = 0; w < 2; w++)
+            if (pids[w] > 0 && waitpid(pids[w], &st, WNOHANG) == pids[w]) {
+                ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+                pids[w] = -1;
+                done++;
+            }
+    }
+    ck_assert_msg(torn == 0, "%llu torn generations in %llu reads", (unsigned long long)torn,
+                  (unsigned long long)reads);
+    ck_assert_uint_gt(reads, 10);
+    uint64_t gen;
+    ck_assert_int_eq(oct_control_read(rd, 4, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(gen, gen0 + 2 * W); /* every write its own generation */
+    ck_assert_uint_eq(oct_control_generation(rd), gen);
+    ck_assert(pattern_ok(&v) && v.freq_cutoff % 1000000 == W - 1);
+    /* a read-only handle cannot write */
+    ck_assert_int_eq(oct_control_write(rd, NULL, NULL, NULL, &e), OCT_EPERM);
+    /* commands: command_seq + command in one generation */
+    uint64_t cseq;
+    oct_control *wr;
+    ck_assert_msg(oct_control_open(&wr, name, true, &e) == OCT_OK, "%s", e.msg);
+    uint64_t before = v.command_seq;
+    ck_assert_int_eq(oct_control_command(wr, OCT_CMD_REVIEW, &cseq, &e), OCT_OK);
+    ck_assert_uint_eq(cseq, before + 1);
+    ck_assert_int_eq(oct_control_read(rd, 4, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(v.command_seq, before + 1);
+    ck_assert_uint_eq(v.command, OCT_CMD_REVIEW);
+    ck_assert_int_eq(oct_control_command(wr, 9, &cseq, &e), OCT_EINVAL);
+    oct_control_close(wr, false);
+    oct_control_close(rd, false);
+    oct_control_close(ctl, true);
+}
+END_TEST
+
+START_TEST(control_dead_writer)
+{
+    const char *name = shm_name("dead");
+    oct_control_values init = default_values();
+    oct_error e;
+    oct_control *ctl;
+    ck_assert_msg(oct_control_create(&ctl, name, &init, 0, &e) == OCT_OK, "%s", e.msg);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        /* a writer that dies inside: lock, odd seq, half the values */
+        int fd = shm_open(name, O_RDWR, 0);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0)
+            _exit(2);
+        oct_control_block *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (b == MAP_FAILED)
+            _exit(3);
+        __atomic_store_n(&b->seq, b->seq + 1, __ATOMIC_RELEASE);
+        b->freq_cutoff = -999;
+        _exit(0);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    oct_control_values v;
+    uint64_t gen;
+    double t0 = now_s();
+    ck_assert_int_eq(oct_control_read(ctl, 10, &v, &gen), OCT_EAGAIN);
+    ck_assert(now_s() - t0 < 0.5);
+    /* the next writer gets the lock (released by the kernel) and completes */
+    oct_control *wr;
+    ck_assert_msg(oct_control_open(&wr, name, true, &e) == OCT_OK, "%s", e.msg);
+    struct pattern pt = {7, 5};
+    uint64_t wgen;
+    ck_assert_int_eq(oct_control_write(wr, pattern_fn, &pt, &wgen, &e), OCT_OK);
+    ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(gen, wgen);
+    ck_assert(pattern_ok(&v));
+    ck_assert_int_eq(v.freq_cutoff, 7000005);
+    oct_control_close(wr, false);
+    oct_control_close(ctl, true);
+}
+END_TEST
+
+START_TEST(control_bad_header)
+{
+    const char *name = shm_name("ctlbad");
+    oct_error e;
+    oct_control *c;
+    ck_assert_int_eq(oct_control_open(&c, name, false, &e), OCT_ENOENT);
+    int fd = shm_open(name, O_CREAT | O_RDWR, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 4096), 0);
+    ck_assert_int_eq(oct_control_open(&c, name, false, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "magic"));
+    oct_control_block *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    memcpy(b->magic, OCT_CONTROL_MAGIC, 8);
+    b->abi_major = 3;
+    b->block_bytes = 4096;
+    ck_assert_int_eq(oct_control_open(&c, name, false, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "abi_major = 3"));
+    munmap(b, 4096);
+    close(fd);
+    shm_unlink(name);
+}
+END_TEST
+
+/* ------------------------------------------------------------------ */
+/* status block and modes                                              */
+/* ------------------------------------------------------------------ */
+START_TEST(status_round_trip)
+{
+    const char *name = shm_name("stat");
+    oct_error e;
+    oct_status *w, *r;
+    ck_assert_msg(oct_status_create(&w, name, 0, &e) == OCT_OK, "%s", e.msg);
+    oct_status_block *b = oct_status_block_ptr(w);
+    oct_status_begin(w);
+    snprintf(b->backend, sizeof b->backend, "cpu");
+    snprintf(b->device, sizeof b->device, "test device");
+    snprintf(b->rejected_reason, sizeof b->rejected_reason, "freq_cutoff = -1");
+    b->ring_samples = 1024;
+    oct_status_end(w);
+    __atomic_store_n(&b->frames_processed, 42, __ATOMIC_RELEASE);
+    __atomic_store_n(&b->state, OCT_STATE_ONLINE, __ATOMIC_RELEASE);
+    ck_assert_msg(oct_status_open(&r, name, &e) == OCT_OK, "%s", e.msg);
+    oct_status_block copy;
+    ck_assert_int_eq(oct_status_read(r, &copy), OCT_OK);
+    ck_assert_str_eq(copy.backend, "cpu");
+    ck_assert_str_eq(copy.device, "test device");
+    ck_assert_str_eq(copy.rejected_reason, "freq_cutoff = -1");
+    ck_assert_uint_eq(copy.frames_processed, 42);
+    ck_assert_uint_eq(copy.ring_samples, 1024);
+    ck_assert_uint_eq(copy.pid, (uint64_t)getpid());
+    ck_assert_str_eq(oct_daemon_state_name(copy.state), "online");
+    ck_assert_str_eq(oct_daemon_state_name(77), "unknown");
+    /* a writer inside: the reader gives up (bounded), never hangs */
+    oct_status_begin(w);
+    double t0 = now_s();
+    ck_assert_int_eq(oct_status_read(r, &copy), OCT_EAGAIN);
+    ck_assert(now_s() - t0 < 1.0);
+    oct_status_end(w);
+    ck_assert_int_eq(oct_status_read(r, &copy), OCT_OK);
+    oct_status_close(r, false);
+    /* wrong magic refused */
+    memcpy(b->magic, "NOTSTAT", 8);
+    ck_assert_int_eq(oct_status_open(&r, name, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "magic"));
+    oct_status_close(w, true);
+}
+END_TEST
+
+static unsigned mode_of(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/dev/shm%s", name);
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    return st.st_mode & 07777;
+}
+
+START_TEST(object_modes)
+{
+    mode_t old = umask(077); /* the library must not let the umask narrow modes */
+    oct_error e;
+    char n1[64], n2[64], n3[64];
+    snprintf(n1, sizeof n1, "%s", shm_name("m1"));
+    snprintf(n2, sizeof n2, "%s", shm_name("m2"));
+    snprintf(n3, sizeof n3, "%s", shm_name("m3"));
+    oct_ring_producer *p;
+    oct_ring_config cfg = {{64, 1, 1, OCT_SAMPLE_F32, 0}, 2, 0};
+    ck_assert_msg(oct_ring_producer_create(&p, n1, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(mode_of(n1), 0660);
+    oct_control *c;
+    oct_control_values v = default_values();
+    ck_assert_msg(oct_control_create(&c, n2, &v, 0, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(mode_of(n2), 0660);
+    oct_status *s;
+    ck_assert_msg(oct_status_create(&s, n3, 0, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(mode_of(n3), 0664);
+    oct_ring_producer_close(p, true);
+    oct_control_close(c, true);
+    oct_status_close(s, true);
+    cfg.mode = 0600;
+    ck_assert_msg(oct_ring_producer_create(&p, n1, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(mode_of(n1), 0600);
+    oct_ring_producer_close(p, true);
+    umask(old);
+}
+END_TEST
+
+static Suite *ipc_suite(void)
+{
+    Suite *s = suite_create("ipc");
+    TCase *tc = tcase_create("ring");
+    tcase_set_timeout(tc, 60);
+    tcase_add_loop_test(tc, ring_two_process_all_types, 0, 3);
+    tcase_add_test(tc, ring_torn_always_detected);
+    tcase_add_test(tc, ring_peek_verify);
+    tcase_add_test(tc, ring_lapped_and_latest_counts);
+    tcase_add_test(tc, ring_restart_new_geometry);
+    tcase_add_test(tc, ring_bad_headers_refused);
+    suite_add_tcase(s, tc);
+    TCase *tc2 = tcase_create("control_status");
+    tcase_set_timeout(tc2, 60);
+    tcase_add_test(tc2, control_concurrent_writers);
+    tcase_add_test(tc2, control_dead_writer);
+    tcase_add_test(tc2, control_bad_header);
+    tcase_add_test(tc2, status_round_trip);
+    tcase_add_test(tc2, object_modes);
+    suite_add_tcase(s, tc2);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(ipc_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

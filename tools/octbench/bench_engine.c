@@ -1,0 +1,216 @@
+/* bench_engine.c - engine workloads (the thesis' B-scan and volume cases) on
+ * the chosen backend: per-stage medians, total median, throughput, and for
+ * the MSI workloads the in-process seed baselines with our speed-up. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "engine_internal.h"
+
+typedef struct workload {
+    const char *name;
+    uint32_t M, N, L, R;
+    uint32_t methods;
+    int32_t lag_lo, lag_hi;
+    uint32_t products;
+    int32_t enface_start, enface_step, enface_count;
+    const char *what;
+} workload;
+
+#define P(k) OCT_PRODUCT_BIT(OCT_KIND_##k)
+#define CFD OCT_METHOD_BIT(OCT_METHOD_CFD)
+#define MSI OCT_METHOD_BIT(OCT_METHOD_MSI)
+#define VOLPROD (P(ENFACE) | P(CONFOCAL) | P(XSEC_H) | P(XSEC_V))
+
+static const workload workloads[] = {
+    {"bscan-cfd", 1024, 500, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1, "B-scan 500x1024 u16, CFD"},
+    {"bscan-msi", 1024, 500, 1, 512, MSI, -10, 10, P(BSCAN), 0, 1, 1,
+     "B-scan 500x1024 u16, MSI R=512, lags [-10,10]"},
+    {"volume-cfd", 1024, 200, 192, 0, CFD, 0, 0, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024 u16, CFD: en-face Q=40, confocal, xsec_h, xsec_v"},
+    {"volume-msi", 1024, 200, 192, 512, MSI, -10, 10, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024 u16, MSI R=512 lags [-10,10]: en-face Q=40, confocal, xsec_h, xsec_v"},
+    {"volume-cfd+msi", 1024, 200, 192, 512, CFD | MSI, -10, 10, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024 u16, CFD and MSI: en-face Q=40, confocal, xsec_h, xsec_v"},
+    {"msi-volume-full", 1024, 200, 192, 512, MSI, 0, 0, P(VOLUME), 0, 1, 1,
+     "volume 200x192x1024 u16, MSI all 512 depths, lags [0,0], volume product"},
+};
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* Seed time for a workload: en-face depths for every spectrum plus all
+ * depths for the cross-section spectra (or all depths for all spectra). */
+static double seed_time(const octbench_opts *o, const workload *w, bool gpu)
+{
+    double (*fn)(const octbench_opts *, int, int, int, int, int, int, const int *, int) =
+        gpu ? octbench_seed_gpu_msi : octbench_seed_cpu_msi;
+    if (w->L == 1 || (w->products & P(VOLUME)))
+        return fn(o, (int)w->M, (int)w->N, (int)w->L, (int)w->R, w->lag_lo, w->lag_hi, NULL,
+                  (int)w->R);
+    int depths[64], nd = 0;
+    for (int q = 0; q < w->enface_count && nd < 64; q++) {
+        int d = w->enface_start + w->enface_step * q;
+        if (d < (int)w->R)
+            depths[nd++] = d;
+    }
+    double a = fn(o, (int)w->M, (int)w->N, (int)w->L, (int)w->R, w->lag_lo, w->lag_hi, depths, nd);
+    double b = fn(o, (int)w->M, (int)(w->N + w->L), 1, (int)w->R, w->lag_lo, w->lag_hi, NULL,
+                  (int)w->R);
+    return a < 0 || b < 0 ? -1 : a + b;
+}
+
+static int run_workload(const octbench_opts *o, workload w, FILE *json)
+{
+    if (o->quick) { /* smoke-test sizes */
+        if (w.L > 1)
+            w.N = 50, w.L = 48;
+        else
+            w.N = 100;
+    }
+    const size_t nspec = (size_t)w.N * w.L, nsamp = nspec * w.M;
+    uint16_t *frame = malloc(sizeof(uint16_t) * nsamp);
+    float *masks = w.R ? malloc(sizeof(float) * (size_t)w.R * w.M) : NULL;
+    double *t[8];
+    int reps = o->reps > 0 ? o->reps : (o->quick ? 3 : 10);
+    int warm = o->warmup >= 0 ? o->warmup : (o->quick ? 1 : 2);
+    for (int i = 0; i < 8; i++)
+        t[i] = calloc((size_t)reps, sizeof(double));
+    oct_engine *eng = NULL;
+    oct_products *out = oct_products_create();
+    int rc = -1;
+    oct_error e = {{0}};
+    if (!frame || (w.R && !masks) || !out || !t[7]) {
+        fprintf(stderr, "octbench: %s: out of memory\n", w.name);
+        goto done;
+    }
+    /* random 12-bit spectra with a few fringes, random masks: never zeros */
+    unsigned seed = 42;
+    for (size_t i = 0; i < nsamp; i++)
+        frame[i] = (uint16_t)(2048 + (rand_r(&seed) % 2048) - 1024);
+    for (size_t i = 0; i < (size_t)w.R * w.M; i++)
+        masks[i] = (float)(rand_r(&seed) % 2001 - 1000) * 1e-3f;
+
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom.samples = w.M, su.geom.ascans = w.N, su.geom.lines = w.L;
+    su.geom.sample_type = OCT_SAMPLE_U16;
+    su.masks = masks, su.mask_count = w.R;
+    su.backend = o->backend, su.threads = o->threads, su.precision = o->precision;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;
+    p.enface_start = w.enface_start, p.enface_step = w.enface_step, p.enface_count = w.enface_count;
+    p.xsec_h = (int32_t)(w.L / 2), p.xsec_v = (int32_t)(w.N / 2);
+    p.freq_cutoff = 8;
+    double tc0 = oct_now_ms();
+    if (oct_engine_create(&eng, &su, &p, &e)) {
+        fprintf(stderr, "octbench: %s: %s\n", w.name, e.msg);
+        goto done;
+    }
+    double create_ms = oct_now_ms() - tc0;
+    static bool said_device; /* once per run: the device the rows were measured on */
+    if (!said_device) {
+        printf("# %s: %s\n", oct_engine_backend_name(eng), oct_engine_device_name(eng));
+        said_device = true;
+    }
+    for (int i = 0; i < warm + reps; i++) {
+        if (oct_engine_process(eng, frame, nsamp * sizeof(uint16_t), out, &e)) {
+            fprintf(stderr, "octbench: %s: %s\n", w.name, e.msg);
+            goto done;
+        }
+        if (i < warm)
+            continue;
+        oct_stage_times st;
+        oct_engine_stage_times(eng, &st);
+        int r = i - warm;
+        t[0][r] = st.h2d_ms, t[1][r] = st.convert_ms, t[2][r] = st.cfd_ms, t[3][r] = st.msi_ms;
+        t[4][r] = st.products_ms, t[5][r] = st.d2h_ms, t[6][r] = st.total_ms;
+        t[7][r] = st.device_ms;
+    }
+    double med[8];
+    for (int i = 0; i < 8; i++)
+        med[i] = median(t[i], reps);
+    double ascans_s = (double)nspec / (med[6] * 1e-3);
+    double mbs = (double)nsamp * 2 / 1e6 / (med[6] * 1e-3);
+    const char *path = (w.methods & MSI) ? (oct_engine_msi_path(eng) == OCT_MSI_GEMM ? "gemm" : "fft") : "-";
+    printf("%-16s %-4s %-4s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %8.2f %10.0f %8.0f", w.name,
+           oct_engine_backend_name(eng), path, med[0], med[1], med[2], med[3], med[4], med[5],
+           med[6], ascans_s, mbs);
+    double seed_cpu = -1, seed_gpu = -1;
+    if ((w.methods & MSI) && o->seed) {
+        fflush(stdout);
+        seed_cpu = seed_time(o, &w, false);
+        if (!strcmp(oct_engine_backend_name(eng), "cuda"))
+            seed_gpu = seed_time(o, &w, true);
+    }
+    if (seed_cpu > 0)
+        printf("  seed-cpu %9.1f ms (x%.1f)", seed_cpu, seed_cpu / med[6]);
+    if (seed_gpu > 0)
+        printf("  seed-gpu %8.2f ms (x%.1f)", seed_gpu, seed_gpu / med[6]);
+    printf("\n");
+    if (json) {
+        fprintf(json,
+                "{\"part\":\"engine\",\"workload\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
+                "\"msi_path\":\"%s\",\"samples\":%u,\"ascans\":%u,\"lines\":%u,\"masks\":%u,"
+                "\"reps\":%d,\"create_ms\":%.3f,\"h2d_ms\":%.3f,\"convert_ms\":%.3f,\"cfd_ms\":%.3f,"
+                "\"msi_ms\":%.3f,\"products_ms\":%.3f,\"d2h_ms\":%.3f,\"total_ms\":%.3f,"
+                "\"device_ms\":%.3f,\"ascans_per_s\":%.0f,\"mb_per_s\":%.1f,"
+                "\"seed_cpu_ms\":%.3f,\"seed_gpu_ms\":%.3f}\n",
+                w.name, oct_engine_backend_name(eng), oct_engine_device_name(eng), path, w.M, w.N,
+                w.L, w.R, reps, create_ms, med[0], med[1], med[2], med[3], med[4], med[5], med[6],
+                med[7], ascans_s, mbs, seed_cpu, seed_gpu);
+    }
+    rc = 0;
+done:
+    oct_engine_destroy(eng);
+    oct_products_destroy(out);
+    free(frame);
+    free(masks);
+    for (int i = 0; i < 8; i++)
+        free(t[i]);
+    return rc;
+}
+
+int octbench_engine(const octbench_opts *o)
+{
+    FILE *json = NULL;
+    if (o->json && !(json = fopen(o->json, "a"))) {
+        perror(o->json);
+        return -1;
+    }
+    int rc = 0, ran = 0;
+    printf("engine workloads (median of %d reps after %d warm-up%s; ms; seed = thesis "
+           "Algorithm 5.6, 1 thread, same input size)\n",
+           o->reps > 0 ? o->reps : (o->quick ? 3 : 10),
+           o->warmup >= 0 ? o->warmup : (o->quick ? 1 : 2), o->quick ? ", --quick sizes" : "");
+    printf("%-16s %-4s %-4s %7s %7s %7s %7s %7s %7s %8s %10s %8s\n", "workload", "be", "path",
+           "h2d", "convert", "cfd", "msi", "product", "d2h", "total", "A-scans/s", "MB/s");
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
+        if (o->only && strcmp(o->only, workloads[i].name) && strcmp(o->only, "engine"))
+            continue;
+        ran++;
+        if (run_workload(o, workloads[i], json))
+            rc = -1;
+    }
+    if (!ran) {
+        fprintf(stderr, "octbench: no workload named '%s'\n", o->only);
+        rc = -1;
+    }
+    if (json)
+        fclose(json);
+    if (o->seed)
+        printf("seed times of volumes: timed on at most 512 spectra and scaled to the frame; "
+               "en-face depths for all spectra + all depths for the cross-section spectra\n");
+    return rc;
+}

@@ -1,0 +1,144 @@
+/* octbench - measures the engine (per stage), the IPC ring and the whole
+ * path.  See `octbench --help`. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+
+/* Fallbacks for parts that live in other files (a strong definition there
+ * overrides these): seed_gpu.cu is only built with nvcc. */
+__attribute__((weak)) double octbench_seed_gpu_msi(const octbench_opts *o, int samples,
+                                                   int ascans, int lines, int masks, int lag_lo,
+                                                   int lag_hi, const int *depths, int ndepths)
+{
+    return -1;
+}
+
+__attribute__((weak)) int octbench_ipc(const octbench_opts *o)
+{
+    printf("ipc benchmark: not available in this build\n");
+    return -1;
+}
+
+__attribute__((weak)) int octbench_e2e(const octbench_opts *o)
+{
+    printf("end-to-end benchmark: not available in this build\n");
+    return -1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: octbench [options]\n"
+            "Measures octd's engine on the thesis' workloads (per-stage medians, throughput,\n"
+            "speed-up over the sequential seed MSI), and optionally the IPC ring and the\n"
+            "whole acquisition -> octd -> subscriber path.\n"
+            "  --backend auto|cpu|cuda  engine backend (default auto)\n"
+            "  --warmup N               untimed runs first (default 2, --quick 1)\n"
+            "  --reps N                 timed runs, the median is reported (default 10, --quick 3)\n"
+            "  --threads N              CPU threads (default 0 = all cores)\n"
+            "  --precision fp32|tf32    GPU GEMM precision (default fp32)\n"
+            "  --only NAME              one workload (bscan-cfd, bscan-msi, volume-cfd,\n"
+            "                           volume-msi, volume-cfd+msi, msi-volume-full) or part\n"
+            "                           (engine, ipc, e2e)\n"
+            "  --quick                  small sizes, few reps (smoke test)\n"
+            "  --no-seed                skip the seed baselines\n"
+            "  --ipc                    also run the shared-memory ring benchmark\n"
+            "  --e2e                    also run the end-to-end benchmark\n"
+            "  --json FILE              also write results as JSON lines to FILE\n"
+            "  --help                   this text\n");
+}
+
+int main(int argc, char **argv)
+{
+    octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
+                       .precision = OCT_PRECISION_FP32, .seed = true};
+    enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
+           O_IPC, O_E2E, O_JSON, O_HELP };
+    static const struct option opts[] = {
+        {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
+        {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
+        {"precision", required_argument, 0, O_PREC},  {"only", required_argument, 0, O_ONLY},
+        {"quick", no_argument, 0, O_QUICK},           {"no-seed", no_argument, 0, O_NOSEED},
+        {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
+        {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
+        {0, 0, 0, 0}};
+    int c;
+    char *end;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case O_BACKEND:
+            if (!strcmp(optarg, "auto"))
+                o.backend = OCT_BACKEND_AUTO;
+            else if (!strcmp(optarg, "cpu"))
+                o.backend = OCT_BACKEND_CPU;
+            else if (!strcmp(optarg, "cuda"))
+                o.backend = OCT_BACKEND_CUDA;
+            else {
+                fprintf(stderr, "octbench: --backend %s: must be auto, cpu or cuda\n", optarg);
+                return 2;
+            }
+            break;
+        case O_WARMUP:
+        case O_REPS:
+        case O_THREADS: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > 100000 || (c == O_REPS && v < 1)) {
+                fprintf(stderr, "octbench: --%s %s: not a valid count\n",
+                        c == O_WARMUP ? "warmup" : c == O_REPS ? "reps" : "threads", optarg);
+                return 2;
+            }
+            if (c == O_WARMUP)
+                o.warmup = (int)v;
+            else if (c == O_REPS)
+                o.reps = (int)v;
+            else
+                o.threads = (int)v;
+            break;
+        }
+        case O_PREC:
+            if (!strcmp(optarg, "fp32"))
+                o.precision = OCT_PRECISION_FP32;
+            else if (!strcmp(optarg, "tf32"))
+                o.precision = OCT_PRECISION_TF32;
+            else {
+                fprintf(stderr, "octbench: --precision %s: must be fp32 or tf32\n", optarg);
+                return 2;
+            }
+            break;
+        case O_ONLY: o.only = optarg; break;
+        case O_QUICK: o.quick = true; break;
+        case O_NOSEED: o.seed = false; break;
+        case O_IPC: o.ipc = true; break;
+        case O_E2E: o.e2e = true; break;
+        case O_JSON: o.json = optarg; break;
+        case O_HELP: usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "octbench: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o.json) { /* parts append JSON lines to it */
+        FILE *f = fopen(o.json, "w");
+        if (!f) {
+            perror(o.json);
+            return 1;
+        }
+        fclose(f);
+    }
+    int rc = 0;
+    bool only_ipc = o.only && !strcmp(o.only, "ipc"), only_e2e = o.only && !strcmp(o.only, "e2e");
+    if (!only_ipc && !only_e2e && octbench_engine(&o))
+        rc = 1;
+    if ((o.ipc && !o.only) || only_ipc)
+        if (octbench_ipc(&o))
+            rc = 1;
+    if ((o.e2e && !o.only) || only_e2e)
+        if (octbench_e2e(&o))
+            rc = 1;
+    return rc;
+}

@@ -1,0 +1,464 @@
+/* octctl - operators' tool: live control values, commands and status of
+ * octd (SPEC 3.2, 3.3, 4, 8); `octctl ring` inspects a frame ring.
+ *
+ * Exit status: 0 done / applied; 1 rejected, refused or failed (the reason
+ * is printed); 2 octd did not answer in time or is not running; 64 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "oct_control_keys.h"
+#include "oct_ipc.h"
+#include "ring.h"
+
+#define EX_USAGE 64
+
+typedef struct ctl_opts {
+    const char *control, *status;
+    double timeout_s;
+} ctl_opts;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: octctl [--control NAME] [--status NAME] [--timeout SEC] COMMAND [ARGS]\n"
+            "Commands:\n"
+            "  get [KEY...]          control values, one key=value a line\n"
+            "  set KEY=VALUE ...     change values in one generation; waits for octd to apply\n"
+            "                        or reject them (exit 1 with the reason on rejection)\n"
+            "  snapshot              keep the current frame (online mode)\n"
+            "  review                re-process the kept frame on every change (post-processing)\n"
+            "  online                back to processing ring frames\n"
+            "  save raw|images       save the kept frame or its images (review mode)\n"
+            "  status                the status block\n"
+            "  watch [--count N] [--interval SEC]   live counters\n"
+            "  ring [...]            inspect a frame ring (octctl ring --help)\n"
+            "Options: --control (default %s), --status (default %s), --timeout (default 10 s)\n"
+            "Keys: ",
+            OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT);
+    for (size_t i = 0; i < oct_control_key_count(); i++)
+        fprintf(f, "%s%s", i ? " " : "", oct_control_key_name(i));
+    fprintf(f, "\nExamples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
+               "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi\n");
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static volatile sig_atomic_t interrupted;
+static void on_sigint(int sig) { (void)sig; interrupted = 1; }
+
+/* Opens the status block; prints why not. */
+static oct_status *open_status(const ctl_opts *o)
+{
+    oct_status *s;
+    oct_error e;
+    if (oct_status_open(&s, o->status, &e) != OCT_OK) {
+        fprintf(stderr, "octctl: octd is not running? status block %s: %s\n", o->status, e.msg);
+        return NULL;
+    }
+    return s;
+}
+
+static bool read_status(oct_status *s, oct_status_block *b)
+{
+    for (int i = 0; i < 100; i++) {
+        if (oct_status_read(s, b) == OCT_OK)
+            return true;
+        sleep_ms(1);
+    }
+    fprintf(stderr, "octctl: the status block stayed busy\n");
+    return false;
+}
+
+static bool octd_gone(const oct_status_block *b)
+{
+    return b->state == OCT_STATE_STOPPING || (b->pid && kill((pid_t)b->pid, 0) != 0 && errno == ESRCH);
+}
+
+static const char *bounded(const char *s, size_t len, char *buf)
+{
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+/* ---------------- get ---------------- */
+static int cmd_get(const ctl_opts *o, int argc, char **argv)
+{
+    oct_control *c;
+    oct_error e;
+    if (oct_control_open(&c, o->control, false, &e) != OCT_OK) {
+        fprintf(stderr, "octctl: control block %s: %s\n", o->control, e.msg);
+        return 2;
+    }
+    oct_control_values v;
+    uint64_t gen;
+    oct_err rc = OCT_EAGAIN;
+    for (int i = 0; i < 100 && rc == OCT_EAGAIN; i++) {
+        rc = oct_control_read(c, 16, &v, &gen);
+        if (rc == OCT_EAGAIN)
+            sleep_ms(1);
+    }
+    oct_control_close(c, false);
+    if (rc != OCT_OK) {
+        fprintf(stderr, "octctl: control block %s: a writer stayed inside\n", o->control);
+        return 2;
+    }
+    if (argc <= 1) {
+        char buf[4096];
+        size_t n = oct_control_format_all(&v, buf, sizeof buf);
+        fwrite(buf, 1, n < sizeof buf ? n : sizeof buf - 1, stdout);
+        return 0;
+    }
+    int ret = 0;
+    for (int i = 1; i < argc; i++) {
+        char val[256];
+        if (oct_control_key_get(&v, argv[i], val, sizeof val, &e) != OCT_OK) {
+            fprintf(stderr, "octctl: %s\n", e.msg);
+            ret = 1;
+        } else {
+            printf("%s=%s\n", argv[i], val);
+        }
+    }
+    return ret;
+}
+
+/* ---------------- set ---------------- */
+typedef struct set_args {
+    int n;
+    char **assign;
+    bool failed;
+} set_args;
+
+static void apply_assignments(oct_control_values *v, void *arg)
+{
+    set_args *a = arg;
+    for (int i = 0; i < a->n; i++)
+        if (oct_control_assign(v, a->assign[i], NULL) != OCT_OK)
+            a->failed = true; /* cannot happen: checked before the write */
+}
+
+static int cmd_set(const ctl_opts *o, int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: octctl set KEY=VALUE ...  (see octctl --help for the keys)\n");
+        return EX_USAGE;
+    }
+    /* Parse everything before touching the block: a typo changes nothing. */
+    oct_control_values scratch;
+    memset(&scratch, 0, sizeof scratch);
+    oct_error e;
+    for (int i = 1; i < argc; i++) {
+        if (oct_control_assign(&scratch, argv[i], &e) != OCT_OK) {
+            fprintf(stderr, "octctl: %s\n", e.msg);
+            return EX_USAGE;
+        }
+    }
+    oct_status *s = open_status(o);
+    if (!s)
+        return 2;
+    oct_control *c;
+    if (oct_control_open(&c, o->control, true, &e) != OCT_OK) {
+        fprintf(stderr, "octctl: control block %s: %s\n", o->control, e.msg);
+        oct_status_close(s, false);
+        return 2;
+    }
+    set_args a = {argc - 1, argv + 1, false};
+    uint64_t gen;
+    oct_err rc = oct_control_write(c, apply_assignments, &a, &gen, &e);
+    oct_control_close(c, false);
+    if (rc != OCT_OK || a.failed) {
+        fprintf(stderr, "octctl: writing %s: %s\n", o->control, rc != OCT_OK ? e.msg : "bad value");
+        oct_status_close(s, false);
+        return 1;
+    }
+    double deadline = now_s() + o->timeout_s;
+    int ret = 2;
+    oct_status_block b;
+    while (now_s() < deadline) {
+        if (!read_status(s, &b))
+            break;
+        /* rejected first: after a rejection octd writes the last good
+         * values back as a later generation, which it then applies */
+        if (b.rejected_gen == gen) {
+            char r[sizeof b.rejected_reason + 1];
+            printf("rejected (generation %" PRIu64 "): %s\n", gen,
+                   bounded(b.rejected_reason, sizeof b.rejected_reason, r));
+            ret = 1;
+            break;
+        }
+        if (b.applied_gen >= gen) {
+            printf("applied (generation %" PRIu64 ")\n", gen);
+            ret = 0;
+            break;
+        }
+        if (octd_gone(&b)) {
+            fprintf(stderr, "octctl: octd is not running (written as generation %" PRIu64 ")\n", gen);
+            break;
+        }
+        sleep_ms(5);
+    }
+    if (ret == 2 && now_s() >= deadline)
+        fprintf(stderr, "octctl: octd did not answer within %.1f s (generation %" PRIu64 ")\n",
+                o->timeout_s, gen);
+    oct_status_close(s, false);
+    return ret;
+}
+
+/* ---------------- commands ---------------- */
+static int cmd_command(const ctl_opts *o, uint32_t cmd, const char *name)
+{
+    oct_status *s = open_status(o);
+    if (!s)
+        return 2;
+    oct_control *c;
+    oct_error e;
+    if (oct_control_open(&c, o->control, true, &e) != OCT_OK) {
+        fprintf(stderr, "octctl: control block %s: %s\n", o->control, e.msg);
+        oct_status_close(s, false);
+        return 2;
+    }
+    uint64_t seq;
+    oct_err rc = oct_control_command(c, cmd, &seq, &e);
+    oct_control_close(c, false);
+    if (rc != OCT_OK) {
+        fprintf(stderr, "octctl: %s: %s\n", name, e.msg);
+        oct_status_close(s, false);
+        return 1;
+    }
+    double deadline = now_s() + o->timeout_s;
+    int ret = 2;
+    oct_status_block b;
+    while (now_s() < deadline) {
+        if (!read_status(s, &b))
+            break;
+        if (b.command_ack_seq == seq) {
+            char m[sizeof b.command_message + 1];
+            static const char *const res[] = {"ok", "refused", "failed"};
+            bounded(b.command_message, sizeof b.command_message, m);
+            printf("%s: %s: %s\n", name, b.command_result < 3 ? res[b.command_result] : "?", m);
+            ret = b.command_result == OCT_CMDRES_OK ? 0 : 1;
+            break;
+        }
+        if (b.command_ack_seq > seq) {
+            fprintf(stderr, "octctl: %s: another command was issued before octd took this one\n",
+                    name);
+            ret = 1;
+            break;
+        }
+        if (octd_gone(&b)) {
+            fprintf(stderr, "octctl: octd is not running\n");
+            break;
+        }
+        sleep_ms(5);
+    }
+    if (ret == 2 && now_s() >= deadline)
+        fprintf(stderr, "octctl: %s: octd did not answer within %.1f s\n", name, o->timeout_s);
+    oct_status_close(s, false);
+    return ret;
+}
+
+/* ---------------- status / watch ---------------- */
+static void print_status(const oct_status_block *b)
+{
+    char t1[sizeof b->backend + 1], t2[sizeof b->device + 1], t3[sizeof b->rejected_reason + 1],
+        t4[sizeof b->command_message + 1];
+    static const char *const res[] = {"ok", "refused", "failed"};
+    uint64_t now = oct_time_monotonic_ns();
+    const char *st = oct_sample_name(b->ring_sample_type);
+    printf("pid=%" PRIu64 "\n", b->pid);
+    printf("state=%s\n", oct_daemon_state_name(b->state));
+    printf("backend=%s\n", bounded(b->backend, sizeof b->backend, t1));
+    printf("device=%s\n", bounded(b->device, sizeof b->device, t2));
+    printf("heartbeat_age_ms=%.0f\n",
+           b->heartbeat_ns && now > b->heartbeat_ns ? (double)(now - b->heartbeat_ns) / 1e6 : 0.0);
+    printf("ring_epoch=%" PRIu64 "\n", b->ring_epoch);
+    printf("ring_geometry=%ux%ux%u %s\n", b->ring_lines, b->ring_ascans, b->ring_samples,
+           st ? st : "-");
+    printf("applied_gen=%" PRIu64 "\n", b->applied_gen);
+    printf("rejected_gen=%" PRIu64 "\n", b->rejected_gen);
+    printf("rejected_reason=%s\n", bounded(b->rejected_reason, sizeof b->rejected_reason, t3));
+    printf("command_ack_seq=%" PRIu64 "\n", b->command_ack_seq);
+    printf("command_result=%s\n", b->command_result < 3 ? res[b->command_result] : "?");
+    printf("command_message=%s\n", bounded(b->command_message, sizeof b->command_message, t4));
+    printf("frames_seen=%" PRIu64 "\nframes_processed=%" PRIu64 "\nframes_skipped=%" PRIu64
+           "\nframes_torn=%" PRIu64 "\nring_reattaches=%" PRIu64 "\nimages_published=%" PRIu64
+           "\npublish_drops=%" PRIu64 "\nlast_frame_id=%" PRIu64 "\nlast_latency_ms=%.3f\n",
+           b->frames_seen, b->frames_processed, b->frames_skipped, b->frames_torn,
+           b->ring_reattaches, b->images_published, b->publish_drops, b->last_frame_id,
+           (double)b->last_latency_ns / 1e6);
+    printf("start_ns=%" PRIu64 "\n", b->start_ns);
+}
+
+static int cmd_status(const ctl_opts *o)
+{
+    oct_status *s = open_status(o);
+    if (!s)
+        return 2;
+    oct_status_block b;
+    int ret = read_status(s, &b) ? 0 : 2;
+    if (ret == 0)
+        print_status(&b);
+    oct_status_close(s, false);
+    return ret;
+}
+
+static int cmd_watch(const ctl_opts *o, int argc, char **argv)
+{
+    static const struct option opts[] = {{"count", required_argument, 0, 'n'},
+                                         {"interval", required_argument, 0, 'i'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    long count = -1;
+    double interval = 1.0;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "n:i:h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'n':
+            count = strtol(optarg, &end, 10);
+            if (*end || count < 1) {
+                fprintf(stderr, "octctl watch: --count: '%s' is not a positive integer\n", optarg);
+                return EX_USAGE;
+            }
+            break;
+        case 'i':
+            interval = strtod(optarg, &end);
+            if (*end || !(interval >= 0.05 && interval <= 3600)) {
+                fprintf(stderr, "octctl watch: --interval: '%s' is not 0.05..3600 s\n", optarg);
+                return EX_USAGE;
+            }
+            break;
+        case 'h':
+            printf("usage: octctl watch [--count N] [--interval SEC]\n"
+                   "Prints the counters and their rates every interval until ^C.\n");
+            return 0;
+        default: return EX_USAGE;
+        }
+    }
+    oct_status *s = open_status(o);
+    if (!s)
+        return 2;
+    signal(SIGINT, on_sigint);
+    signal(SIGTERM, on_sigint);
+    oct_status_block prev, b;
+    if (!read_status(s, &prev)) {
+        oct_status_close(s, false);
+        return 2;
+    }
+    double tprev = now_s();
+    printf("%-8s %10s %10s %8s %8s %6s %10s %8s %8s %10s\n", "state", "seen", "processed",
+           "fps", "skipped", "torn", "images", "img/s", "drops", "latency_ms");
+    for (long i = 0; (count < 0 || i < count) && !interrupted; i++) {
+        for (double t0 = now_s(); now_s() - t0 < interval && !interrupted;)
+            sleep_ms(20);
+        if (interrupted || !read_status(s, &b))
+            break;
+        double t = now_s(), dt = t - tprev;
+        printf("%-8s %10" PRIu64 " %10" PRIu64 " %8.1f %8" PRIu64 " %6" PRIu64 " %10" PRIu64
+               " %8.1f %8" PRIu64 " %10.2f\n",
+               oct_daemon_state_name(b.state), b.frames_seen, b.frames_processed,
+               (double)(b.frames_processed - prev.frames_processed) / dt, b.frames_skipped,
+               b.frames_torn, b.images_published,
+               (double)(b.images_published - prev.images_published) / dt, b.publish_drops,
+               (double)b.last_latency_ns / 1e6);
+        fflush(stdout);
+        prev = b;
+        tprev = t;
+    }
+    oct_status_close(s, false);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {{"control", required_argument, 0, 'c'},
+                                         {"status", required_argument, 0, 's'},
+                                         {"timeout", required_argument, 0, 't'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    ctl_opts o = {OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT, 10.0};
+    int c;
+    /* '+': options end at the command, so commands have options of their own */
+    while ((c = getopt_long(argc, argv, "+c:s:t:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'c': o.control = optarg; break;
+        case 's': o.status = optarg; break;
+        case 't': {
+            char *end;
+            o.timeout_s = strtod(optarg, &end);
+            if (*end || !(o.timeout_s > 0 && o.timeout_s <= 86400)) {
+                fprintf(stderr, "octctl: --timeout: '%s' is not a number of seconds\n", optarg);
+                return EX_USAGE;
+            }
+            break;
+        }
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return EX_USAGE;
+        }
+    }
+    if (optind >= argc) {
+        usage(stderr);
+        return EX_USAGE;
+    }
+    int cargc = argc - optind;
+    char **cargv = argv + optind;
+    const char *cmd = cargv[0];
+    bool help = cargc > 1 && (!strcmp(cargv[1], "--help") || !strcmp(cargv[1], "-h"));
+    if (!strcmp(cmd, "ring"))
+        return octctl_ring_main(cargc, cargv);
+    if (!strcmp(cmd, "watch"))
+        return cmd_watch(&o, cargc, cargv);
+    if (help) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "get"))
+        return cmd_get(&o, cargc, cargv);
+    if (!strcmp(cmd, "set"))
+        return cmd_set(&o, cargc, cargv);
+    if (!strcmp(cmd, "status"))
+        return cargc == 1 ? cmd_status(&o) : EX_USAGE;
+    struct {
+        const char *name;
+        uint32_t cmd;
+    } simple[] = {{"snapshot", OCT_CMD_SNAPSHOT}, {"review", OCT_CMD_REVIEW}, {"online", OCT_CMD_ONLINE}};
+    for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
+        if (!strcmp(cmd, simple[i].name)) {
+            if (cargc != 1) {
+                fprintf(stderr, "octctl %s takes no arguments\n", cmd);
+                return EX_USAGE;
+            }
+            return cmd_command(&o, simple[i].cmd, simple[i].name);
+        }
+    if (!strcmp(cmd, "save")) {
+        if (cargc == 2 && !strcmp(cargv[1], "raw"))
+            return cmd_command(&o, OCT_CMD_SAVE_RAW, "save raw");
+        if (cargc == 2 && !strcmp(cargv[1], "images"))
+            return cmd_command(&o, OCT_CMD_SAVE_IMAGES, "save images");
+        fprintf(stderr, "usage: octctl save raw|images\n");
+        return EX_USAGE;
+    }
+    fprintf(stderr, "octctl: unknown command '%s' (octctl --help)\n", cmd);
+    return EX_USAGE;
+}

@@ -1,0 +1,31 @@
+/* sim.h - octsim's physics: a swept-source OCT interferogram of a layered
+ * sample, and the matching mirror masks for MSI. */
+#ifndef OCTSIM_SIM_H
+#define OCTSIM_SIM_H
+
+#include <stdint.h>
+
+#include "oct_types.h"
+
+enum sim_sample { SIM_LAYERED = 0, SIM_RETINA = 1, SIM_LAMINATE = 2 };
+
+typedef struct sim_optics {
+    double kmap_a;    /* non-linear k-sampling: u(n) = n/M + a (n/M)^2 */
+    double disp_b;    /* dispersion: phase 2 pi b (u - uc)^2 */
+    double env_sigma; /* Gaussian source envelope, sigma as a fraction of the sweep */
+} sim_optics;
+
+void sim_optics_default(sim_optics *o);
+
+/* Synthesises one frame (geometry g) of sample `sample` into dst, in the
+ * ring's sample type: index `variant` changes speckle, noise and a small
+ * axial motion.  Uses OpenMP over A-scans. */
+oct_err sim_frame(const oct_geometry *g, const sim_optics *o, int sample, uint64_t seed,
+                  uint32_t variant, void *dst, oct_error *e);
+
+/* R mirror spectra (R x M floats): mask r is a mirror at the path
+ * difference that CFD shows at depth bin r * (M/2) / R. */
+oct_err sim_masks(uint32_t samples, uint32_t count, const sim_optics *o, uint64_t seed,
+                  float *out, oct_error *e);
+
+#endif
