@@ -7,6 +7,7 @@
 #   make bench      run octbench (CPU; add BENCH_ARGS=--backend=cuda on a GPU machine)
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make bundle     relocatable tree in build/bundle (binaries + $ORIGIN rpath libs)
+#   make fuzz       libFuzzer targets (clang, ASan+UBSan) FUZZ_SECONDS each [60]
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -127,6 +128,13 @@ check: $(DEPS_STAMP) all
 # ---- tools around the build ------------------------------------------------
 demo: $(DEPS_STAMP) progs
 	BIN=$(BIN) PYTHON=$(PYTHON) tools/build/demo.sh
+
+# Fuzzing (issue 8): tests/fuzz/ built with clang into build/fuzz/, each
+# target run FUZZ_SECONDS; FUZZ_TARGETS="ini npy ..." picks some.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@tools/build/deps.sh --check --fuzz >/dev/null 2>&1 || tools/build/deps.sh --fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tools/build/fuzz.sh $(FUZZ_TARGETS)
 
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)

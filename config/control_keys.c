@@ -97,6 +97,25 @@ static oct_err parse_i32(const char *key, const char *s, int32_t *out, oct_error
 }
 
 /* Whole-string finite float. */
+/* Whether the literal s (already known to parse) denotes zero itself,
+ * e.g. "0", "-0.0", "0e-999", "0x0p+0": no digit 1-9 before the exponent. */
+static bool literal_zero(const char *s)
+{
+    while (isspace((unsigned char)*s) || *s == '+' || *s == '-')
+        s++;
+    bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    if (hex)
+        s += 2;
+    for (; *s; s++) {
+        int c = (unsigned char)*s;
+        if (hex ? (c == 'p' || c == 'P') : (c == 'e' || c == 'E'))
+            break;
+        if (hex ? isxdigit(c) && c != '0' : c >= '1' && c <= '9')
+            return false;
+    }
+    return true;
+}
+
 static oct_err parse_f32(const char *key, const char *s, float *out, oct_error *e)
 {
     char *end;
@@ -104,7 +123,9 @@ static oct_err parse_f32(const char *key, const char *s, float *out, oct_error *
     float v = strtof(s, &end);
     if (end == s || !only_space(end))
         return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a number", key, s);
-    if (!isfinite(v) || errno == ERANGE)
+    /* glibc sets ERANGE for subnormal results too, and `get` prints such
+     * values: refuse only overflow (inf) and underflow to zero. */
+    if (!isfinite(v) || (errno == ERANGE && (v == 0.0f || isinf(v)) && !literal_zero(s)))
         return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a finite single-precision number",
                              key, s);
     *out = v;

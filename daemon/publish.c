@@ -52,7 +52,12 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         oct_error_set(e, OCT_EIO, "zmq_socket(PUB): %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
-    int hwm = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
+    /* [publish] sndhwm counts frames: one frame is a burst of up to
+     * methods x kinds x (u8, f32) messages sent back to back, and a
+     * per-message HWM of 4 would drop most of every burst even for a fast
+     * subscriber.  (+1: the status message.) */
+    int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
+    int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
     if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
         oct_error_set(e, OCT_EIO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));

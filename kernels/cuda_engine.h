@@ -24,6 +24,18 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng);
 oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms,
                              oct_stage_times *t, oct_error *e);
 
+/* The MSI matrix product in use: "3xtf32" (fp32 default), "sgemm"
+ * (OCT_SETUP_PLAIN_SGEMM or env OCT_CUDA_SGEMM=1), "tf32" (precision tf32),
+ * or "none" (FFT path, no masks, not a CUDA engine). */
+const char *oct_cuda_gemm_name(const oct_engine *eng);
+
+/* Host -> device copy rate of `bytes` (<= one frame) from `src` into the
+ * engine's input buffer, `reps` copies timed by events, in GB/s (1e9 B/s).
+ * With src pinned or registered this is the DMA ceiling the pipeline is
+ * compared with (octbench).  Nothing may be in flight. */
+oct_err oct_cuda_h2d_rate(oct_engine *eng, const void *src, size_t bytes, int reps, double *gbps,
+                          oct_error *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -193,6 +193,11 @@ void oct_products_destroy(oct_products *p)
 {
     if (!p)
         return;
+    if (p->priv_free) { /* engine-pool buffers (oct_engine_products_create) */
+        p->priv_free(p);
+        free(p);
+        return;
+    }
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         for (int k = 0; k < OCT_KIND_COUNT; k++) {
             free(p->img[m][k].u8);
@@ -205,6 +210,9 @@ void oct_products_destroy(oct_products *p)
 oct_err oct_image_reserve(oct_image *img, size_t pixels, bool want_f32, size_t indices)
 {
     size_t cap = img->cap_pixels;
+    if (img->fixed) /* engine-pool buffers: sized for the geometry, never grown */
+        return (pixels > cap || indices > img->cap_indices || (want_f32 && !img->f32 && pixels))
+                   ? OCT_ESIZE : OCT_OK;
     if (pixels > cap || (want_f32 && !img->f32 && pixels)) {
         size_t ncap = pixels > cap ? pixels : cap;
         uint8_t *u8 = img->u8;
@@ -481,7 +489,12 @@ oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image
         return oct_error_set(e, OCT_EINVAL, "unknown product kind %d", kind);
     }
     size_t count = (size_t)img->shape[0] * img->shape[1] * (img->ndim == 3 ? img->shape[2] : 1);
-    if (oct_image_reserve(img, count, (p->products & OCT_PRODUCT_F32) != 0, nidx) != OCT_OK)
+    oct_err rc = oct_image_reserve(img, count, (p->products & OCT_PRODUCT_F32) != 0, nidx);
+    if (rc == OCT_ESIZE) /* an engine-pool object made for a smaller geometry */
+        return oct_error_set(e, OCT_ESIZE, "%s/%s: the products object has room for %zu pixels, "
+                             "not %zu", oct_kind_name(kind), oct_method_name(method),
+                             img->cap_pixels, count);
+    if (rc != OCT_OK)
         return oct_error_set(e, OCT_ENOMEM, "%s/%s: out of memory for %zu pixels",
                              oct_kind_name(kind), oct_method_name(method), count);
     img->count = count;
@@ -755,6 +768,9 @@ oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_byte
                              eng->setup.geom.lines, eng->setup.geom.ascans,
                              eng->setup.geom.samples, oct_sample_name(eng->setup.geom.sample_type),
                              (unsigned long long)want);
+    if (oct_engine_inflight(eng) > 0)
+        return oct_error_set(e, OCT_ESTATE, "oct_engine_process: %d frame(s) in flight: "
+                             "complete them first", oct_engine_inflight(eng));
     double t0 = oct_now_ms();
     memset(&eng->times, 0, sizeof eng->times);
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
@@ -797,4 +813,136 @@ uint32_t oct_engine_depths(const oct_engine *eng, int method)
 void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t)
 {
     *t = eng->times;
+}
+
+/* ---- pipelining and DMA (oct_engine.h); synchronous fallback of depth 1 ---- */
+
+static oct_err check_frame_size(const oct_engine *eng, size_t frame_bytes, oct_error *e)
+{
+    uint64_t want = oct_geometry_frame_bytes(&eng->setup.geom);
+    if ((uint64_t)frame_bytes != want)
+        return oct_error_set(e, OCT_ESIZE,
+                             "frame is %zu bytes, geometry %u x %u x %u %s needs %llu", frame_bytes,
+                             eng->setup.geom.lines, eng->setup.geom.ascans,
+                             eng->setup.geom.samples, oct_sample_name(eng->setup.geom.sample_type),
+                             (unsigned long long)want);
+    return OCT_OK;
+}
+
+int oct_engine_depth(const oct_engine *eng)
+{
+    if (!eng || !eng->ops)
+        return 0;
+    return eng->ops->submit && eng->ops->depth > 0 ? eng->ops->depth : 1;
+}
+
+int oct_engine_inflight(const oct_engine *eng)
+{
+    if (!eng || !eng->ops)
+        return 0;
+    if (eng->ops->inflight)
+        return eng->ops->inflight(eng);
+    return eng->sync_done != NULL;
+}
+
+oct_err oct_engine_submit(oct_engine *eng, const void *frame, size_t frame_bytes,
+                          oct_products *out, oct_error *e)
+{
+    if (!eng || !frame || !out)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_submit: NULL argument");
+    oct_err err = check_frame_size(eng, frame_bytes, e);
+    if (err)
+        return err;
+    int depth = oct_engine_depth(eng), n = oct_engine_inflight(eng);
+    if (n >= depth)
+        return oct_error_set(e, OCT_EAGAIN, "oct_engine_submit: %d frame(s) in flight, the "
+                             "most this %s engine takes: complete one first", n, eng->ops->name);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            out->img[m][k].present = false;
+    if (!eng->ops->submit) {
+        /* synchronous: process now, hand it out at complete */
+        if ((err = oct_engine_process(eng, frame, frame_bytes, out, e)))
+            return err;
+        out->ticket = ++eng->tickets;
+        eng->sync_done = out;
+        return OCT_OK;
+    }
+    out->ticket = eng->tickets + 1;
+    if ((err = eng->ops->submit(eng, frame, out, e))) {
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                out->img[m][k].present = false;
+        return err;
+    }
+    eng->tickets++;
+    return OCT_OK;
+}
+
+oct_err oct_engine_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_error *e)
+{
+    if (!eng || !done)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_complete: NULL argument");
+    *done = NULL;
+    if (oct_engine_inflight(eng) == 0)
+        return oct_error_set(e, OCT_ESTATE, "oct_engine_complete: no frame in flight");
+    if (!eng->ops->complete) {
+        *done = eng->sync_done;
+        eng->sync_done = NULL;
+        return OCT_OK;
+    }
+    oct_err err = eng->ops->complete(eng, done, timeout_ms, e);
+    if (!err && *done)
+        (*done)->frame++;
+    if (err && *done)
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                (*done)->img[m][k].present = false;
+    return err;
+}
+
+oct_err oct_engine_input_done(oct_engine *eng, uint64_t ticket, int timeout_ms, oct_error *e)
+{
+    if (!eng)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_input_done: NULL engine");
+    if (ticket == 0 || ticket > eng->tickets)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_input_done: ticket %llu was never "
+                             "submitted (last ticket %llu)", (unsigned long long)ticket,
+                             (unsigned long long)eng->tickets);
+    if (!eng->ops->input_done)
+        return OCT_OK; /* read synchronously inside submit */
+    return eng->ops->input_done(eng, ticket, timeout_ms, e);
+}
+
+oct_err oct_engine_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e)
+{
+    if (!eng || !ptr || bytes == 0)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_register_host: NULL pointer or 0 bytes");
+    if (!eng->ops->register_host)
+        return OCT_OK; /* the CPU reads any memory directly */
+    return eng->ops->register_host(eng, ptr, bytes, e);
+}
+
+void oct_engine_unregister_host(oct_engine *eng, const void *ptr)
+{
+    if (eng && ptr && eng->ops->unregister_host)
+        eng->ops->unregister_host(eng, ptr);
+}
+
+oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e)
+{
+    if (!eng) {
+        oct_error_set(e, OCT_EINVAL, "oct_engine_products_create: NULL engine");
+        return NULL;
+    }
+    oct_products *p = oct_products_create();
+    if (!p) {
+        oct_error_set(e, OCT_ENOMEM, "products: out of memory");
+        return NULL;
+    }
+    if (eng->ops->products_init && eng->ops->products_init(eng, p, e) != OCT_OK) {
+        oct_products_destroy(p);
+        return NULL;
+    }
+    return p;
 }

@@ -1,17 +1,35 @@
 /* engine_cuda.cu - the CUDA backend of the OCT engine (SPEC section 2).
  *
- * Per frame (one compute stream, one copy stream):
- *   host frame -> pinned staging (double-buffered, CPU memcpy overlaps DMA)
- *   -> d_raw (copy stream) -> [frame_mean: column sums] -> convert kernel
- *   (shift, background, window: x~) -> cuFFT R2C (CFD and the MSI FFT path)
- *   -> CFD sink kernel (|X|, cut-off, gray, en-face scatter, confocal sum)
- *   -> MSI: per chunk of spectra either one SGEMM with the matrix of shifted
- *      filtered masks (output stays in L2) or per-mask products + batched
- *      C2R, then the MSI sink kernel (|P| + lag sum + gray + scatter + confocal)
- *   -> D2H of the products into pinned staging (copy stream) -> caller.
+ * Per frame, pipelined over up to OCT_ENGINE_DEPTH_MAX frames in flight
+ * (each in-flight frame owns a slot: device input buffer, device product
+ * buffers, pinned output staging, events):
+ *   copy stream:    host frame -> d_raw[slot] (directly from registered or
+ *                   pinned memory, else through double-buffered pinned
+ *                   staging filled by the CPU inside submit)
+ *   compute stream: [frame_mean: column sums] -> convert kernel (shift,
+ *                   background, window: x~, and for the split-TF32 MSI
+ *                   product its [hi, hi, lo] TF32 parts)
+ *                   -> MSI: per chunk of spectra one GEMM with the matrix of
+ *                   shifted filtered masks (output stays in L2) or per-mask
+ *                   products + batched C2R, then the MSI sink kernel
+ *                   (|P| + lag sum + gray + en-face scatter + confocal)
+ *   CFD stream:     cuFFT R2C + CFD sink (|X|, cut-off, gray, scatter,
+ *                   confocal), concurrent with the (compute-bound) MSI GEMM
+ *   output stream:  D2H of the products into the caller's pinned products
+ *                   (oct_engine_products_create) or the slot's pinned staging.
+ * Compute of successive frames is serialised on the compute stream (the
+ * work buffers x~, X, C are shared); copies of frame n+1 and n-1 overlap it.
  * Plans, handles, matrices and every device buffer are made in create; a
  * control change only refills them (the lag window grows the GEMM matrices
  * past their capacity, the one case that reallocates).
+ *
+ * fp32 MSI GEMM: by default "3xTF32": a = a_hi + a_lo with a_hi = tf32(a),
+ * a_lo = tf32(a - a_hi); one tensor-core GEMM with K = 3M computes
+ * [A_hi | A_lo | A_hi] . [X_hi ; X_hi ; X_lo] = A.X up to ~2^-22 relative
+ * (the dropped a_lo.x_lo term and the rounding of the lo parts), i.e. fp32
+ * class (relative L2 ~9e-6 vs float64, SGEMM ~1e-7), at tensor-core speed.
+ * OCT_SETUP_PLAIN_SGEMM / OCT_CUDA_SGEMM=1 use cublasSgemm; precision tf32
+ * is one plain TF32 GEMM (K = M).
  */
 #include <cuda_runtime.h>
 #include <cufft.h>
@@ -23,6 +41,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 
 #include "engine_internal.h"
 #include "cuda_engine.h"
@@ -122,13 +141,25 @@ __global__ void colsum_kernel(const T *__restrict__ raw, long long S, int M, int
     atomicAdd(&sum[n], (double)acc);
 }
 
+/* Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the
+ * result is exactly representable, so every tensor-core path uses it as is. */
+__device__ __forceinline__ float tf32_round(float x)
+{
+    uint32_t u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    return __uint_as_float(u);
+}
+
 /* x~[j][n] = w[n] * (x[j][n] - b[n]); four samples per thread.
- * bgmode 0 none, 1 reference (bg), 2 frame mean (bgsum / S). */
+ * bgmode 0 none, 1 reference (bg), 2 frame mean (bgsum / S).
+ * Outputs (either may be NULL): x (S x M) and x3 (S x 3M: per spectrum
+ * [hi | hi | lo] TF32 parts for the split-TF32 GEMM). */
 template <typename T>
-__global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x, long long n4,
-                               int M, int sh, const float *__restrict__ w,
-                               const float *__restrict__ bg, const double *__restrict__ bgsum,
-                               double invS, int bgmode, int *__restrict__ bad)
+__global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
+                               float *__restrict__ x3, long long n4, int M, int sh,
+                               const float *__restrict__ w, const float *__restrict__ bg,
+                               const double *__restrict__ bgsum, double invS, int bgmode,
+                               int *__restrict__ bad)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
@@ -146,24 +177,45 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
         if (!isfinite(r[k])) atomicMin(bad, (int)((i * 4) / M));
         op[k] = w[n + k] * (r[k] - b);
     }
-    reinterpret_cast<float4 *>(x)[i] = o;
+    if (x) reinterpret_cast<float4 *>(x)[i] = o;
+    if (x3) {
+        float4 hi, lo;
+        hi.x = tf32_round(o.x); lo.x = tf32_round(o.x - hi.x);
+        hi.y = tf32_round(o.y); lo.y = tf32_round(o.y - hi.y);
+        hi.z = tf32_round(o.z); lo.z = tf32_round(o.z - hi.z);
+        hi.w = tf32_round(o.w); lo.w = tf32_round(o.w - hi.w);
+        long long j = (i * 4) / M;
+        float4 *p = reinterpret_cast<float4 *>(x3 + j * 3 * M + n);
+        int M4 = M / 4;
+        p[0] = hi;
+        p[M4] = hi;
+        p[2 * M4] = lo;
+    }
 }
 
-/* Shifted filtered masks, one column (= M contiguous floats) per (slot, lag):
- * B[(s*nl + li)*M + n] = m~_{r(s)}[(n - l) mod M], l = W1 + li. */
+/* Shifted filtered masks, one column (= kM contiguous floats) per (slot, lag):
+ * B[(s*nl + li)*kM + n] = m~_{r(s)}[(n - l) mod M], l = W1 + li (kM = M); or
+ * with split (kM = 3M) the column [hi | lo | hi] of those values. */
 __global__ void build_matrix_kernel(const float *__restrict__ mf, int M, const int *__restrict__ ridx,
-                                    int nslots, int nl, int W1, float *__restrict__ B)
+                                    int nslots, int nl, int W1, int split, float *__restrict__ B)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long total = (long long)nslots * nl * M;
+    int kM = split ? 3 * M : M;
+    long long total = (long long)nslots * nl * kM;
     if (i >= total) return;
-    int n = (int)(i % M);
-    long long c = i / M;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
     int li = (int)(c % nl);
     int s = (int)(c / nl);
     int r = ridx ? ridx[s] : s;
     int l = W1 + li;
-    B[i] = mf[(long long)r * M + ((n - l) & (M - 1))];
+    float v = mf[(long long)r * M + ((n - l) & (M - 1))];
+    if (split) {
+        float hi = tf32_round(v);
+        v = part == 1 ? tf32_round(v - hi) : hi;
+    }
+    B[i] = v;
 }
 
 /* Y[(jl*nr + s)*K + k] = X[row(jl)*K + k] * conj(Mf[r(s)*K + k]) (FFT path). */
@@ -183,16 +235,18 @@ __global__ void mask_product_kernel(const float2 *__restrict__ X, int K, int nro
     Y[i] = make_float2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y);
 }
 
-/* Copies rows of length `len` elements (as T) of src into dst in list order. */
+/* Gathers the spectra of the cross-sections (rows of `len` elements): row
+ * r < nh is A-scan r of line h, row nh + l is A-scan v of line l. */
 template <typename T>
-__global__ void gather_rows_kernel(const T *__restrict__ src, const long long *__restrict__ rows,
-                                   int nrows, int len, T *__restrict__ dst)
+__global__ void gather_xsec_kernel(const T *__restrict__ src, int len, int N, int h, int v,
+                                   int nh, int nrows, T *__restrict__ dst)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)nrows * len) return;
     int k = (int)(i % len);
-    long long r = i / len;
-    dst[i] = src[rows[r] * len + k];
+    int r = (int)(i / len);
+    long long j = r < nh ? (long long)h * N + r : (long long)(r - nh) * N + v;
+    dst[i] = src[j * len + k];
 }
 
 /* Intensity sources: value of row jl (chunk-local), depth slot s. */
@@ -306,11 +360,14 @@ __global__ void sink_kernel(Src src, Sink k, int mode, long long j0, long long n
         }
     }
 }
-
 /* ------------------------------------------------------------------ */
 /* backend state                                                        */
 
 namespace {
+
+enum { DEPTH = OCT_ENGINE_DEPTH_MAX, MAX_REG = 16 };
+enum { GEMM_SGEMM = 0, GEMM_SPLIT = 1, GEMM_TF32 = 2 };
+const char *const gemm_names[] = {"sgemm", "3xtf32", "tf32"};
 
 struct ProdBuf {
     float *f;    /* device f32 */
@@ -321,33 +378,55 @@ struct ProdBuf {
 
 enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_PROD, EV_COUNT };
 
+/* What one frame in flight owns. */
+struct Slot {
+    void *d_raw;                 /* the raw frame on the device */
+    int *d_bad, *h_bad;          /* first non-finite spectrum (h_bad pinned) */
+    ProdBuf prod[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+    uint8_t *h_out;              /* pinned staging for caller products that are not
+                                  * pinned: f32 of each, then u8 (made on first use) */
+    cudaEvent_t ev[EV_COUNT];
+    cudaEvent_t ev_h2d0, ev_h2d1, ev_d2h0, ev_d2h1;
+    /* the frame in flight */
+    oct_products *out;
+    uint64_t ticket;
+    bool direct_in;              /* DMA from registered memory: input done at ev_h2d1 */
+    bool direct_out;             /* D2H straight into out's pinned buffers */
+    bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+    bool f32;
+    double t_submit;
+};
+
+struct HostReg {
+    const uint8_t *ptr;
+    size_t bytes;
+};
+
 struct CudaState {
     int device;
     uint64_t allocs;
-    cudaStream_t s_comp, s_copy;
-    cudaEvent_t ev[EV_COUNT];
-    cudaEvent_t ev_h2d0, ev_h2d1, ev_d2h0, ev_d2h1;
-    cudaEvent_t ev_stg[2];
+    cudaStream_t s_comp, s_cfd, s_copy, s_d2h;
+    cudaEvent_t ev_stg[2], ev_fork;
+    int stg_next;     /* staging buffer to fill next (alternates across frames) */
     cufftHandle plan_x, plan_m, plan_c2r;
     bool have_plan_x, have_plan_m, have_plan_c2r;
     cublasHandle_t blas;
     bool have_blas;
-    void *fft_work, *blas_work;
+    void *fft_work, *fft_work_x, *blas_work;
     size_t blas_work_bytes;
+    int gemm_mode;    /* GEMM_* */
+    int kM;           /* GEMM inner dimension: M, or 3M for split TF32 */
+    bool x_on_comp;   /* plan_x runs on the compute stream (FFT path), else the CFD stream */
 
     /* geometry */
     int M, K, N, L, R;
     long long S;
     size_t frame_bytes;
-    bool frame_on_device;
 
-    /* input */
-    void *d_raw;
-    float *d_x;
+    /* work buffers shared by all slots (compute is serialised) */
+    float *d_x, *d_x3;
     float *d_win, *d_bg;
     double *d_bgsum;
-    int *d_bad;
-    int *h_bad; /* pinned */
     float2 *d_X;
 
     /* MSI */
@@ -363,23 +442,29 @@ struct CudaState {
     long long CB;     /* C2R batch */
     float *d_xg;      /* gathered spectra (GEMM) */
     float2 *d_Xg;     /* gathered spectra (FFT) */
-    long long *d_rows;
-    long long *h_rows; /* pinned */
     int *d_eidx[OCT_METHOD_COUNT];
     size_t eidx_cap[OCT_METHOD_COUNT];
     bool matrices_ok; /* d_Bfull/d_Benf/d_Mf current */
 
     /* products */
-    ProdBuf prod[OCT_METHOD_COUNT][OCT_KIND_COUNT];
-    uint8_t *h_out;   /* pinned staging for all products: f32 of each, then u8 of each */
-    size_t h_out_bytes, out_pixels;
+    size_t out_pixels, h_out_bytes;
 
-    /* staging of the frame */
+    /* pipeline: slots head .. head+count-1 (mod DEPTH) are in flight */
+    Slot slot[DEPTH];
+    int head, count;
+    int last_slot;        /* slot of the last submitted frame (oct_cuda_time_device) */
+    bool frame_on_device;
+
+    /* staging of pageable frames */
     uint8_t *h_stage[2];
     size_t stage_bytes;
+
+    HostReg reg[MAX_REG];
+    int nreg;
 };
 
 inline CudaState *ST(oct_engine *eng) { return (CudaState *)eng->be; }
+inline const CudaState *ST(const oct_engine *eng) { return (const CudaState *)eng->be; }
 
 template <typename T>
 oct_err dmalloc(CudaState *s, T **p, size_t count, const char *what, oct_error *e)
@@ -407,7 +492,7 @@ oct_err halloc(CudaState *s, void **p, size_t bytes, const char *what, oct_error
         return oct_error_set(e, OCT_ENOMEM, "cuda: cannot allocate %zu bytes of pinned host memory for %s: %s",
                              bytes, what, cudaGetErrorString(err));
     }
-    s->allocs++;
+    if (s) s->allocs++;
     return OCT_OK;
 }
 
@@ -418,15 +503,15 @@ bool cfd_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BI
 int lag_count(const oct_engine *eng) { return eng->params.lag_hi - eng->params.lag_lo + 1; }
 
 /* Pixels a product can take for this geometry, for any control values. */
-size_t product_cap(const CudaState *s, int D, int kind)
+size_t product_cap(int N, int L, long long S_, int D, int kind)
 {
-    size_t S = (size_t)s->S;
-    if (s->L == 1) return kind == OCT_KIND_BSCAN ? (size_t)D * s->N : 0;
+    size_t S = (size_t)S_;
+    if (L == 1) return kind == OCT_KIND_BSCAN ? (size_t)D * N : 0;
     switch (kind) {
     case OCT_KIND_ENFACE: return (size_t)D * S;
     case OCT_KIND_CONFOCAL: return S;
-    case OCT_KIND_XSEC_H: return (size_t)D * s->N;
-    case OCT_KIND_XSEC_V: return (size_t)D * s->L;
+    case OCT_KIND_XSEC_H: return (size_t)D * N;
+    case OCT_KIND_XSEC_V: return (size_t)D * L;
     case OCT_KIND_VOLUME: return (size_t)D * S;
     default: return 0;
     }
@@ -437,12 +522,12 @@ oct_err ensure_matrices(oct_engine *eng, int nl, oct_error *e)
 {
     CudaState *s = ST(eng);
     if (nl <= s->nl_cap && s->d_Bfull) return OCT_OK;
-    cudaFree(s->d_Bfull);
+    cudaFree(s->d_Bfull); /* cudaFree waits for the device work using them */
     cudaFree(s->d_Benf);
     cudaFree(s->d_C);
     s->d_Bfull = s->d_Benf = s->d_C = NULL;
     s->nl_cap = std::max(nl, std::min(s->M - 1, 41));
-    s->mat_cap = (size_t)s->R * s->nl_cap * s->M;
+    s->mat_cap = (size_t)s->R * s->nl_cap * s->kM;
     TRY(dmalloc(s, &s->d_Bfull, s->mat_cap, "the MSI mask matrix", e));
     TRY(dmalloc(s, &s->d_Benf, s->mat_cap, "the MSI en-face mask matrix", e));
     /* GEMM output chunk: about 3/4 of L2 (it is read back from L2 by the
@@ -463,7 +548,9 @@ oct_err ensure_matrices(oct_engine *eng, int nl, oct_error *e)
     return OCT_OK;
 }
 
-/* Uploads the derived arrays of engine.c and rebuilds what depends on them. */
+/* Uploads the derived arrays of engine.c and rebuilds what depends on them.
+ * Stream order on the compute stream puts the uploads after the frames in
+ * flight (their CFD work was joined into it). */
 oct_err refresh(oct_engine *eng, unsigned changed, oct_error *e)
 {
     CudaState *s = ST(eng);
@@ -497,16 +584,17 @@ oct_err prepare_msi(oct_engine *eng, oct_error *e)
         FFT(cufftExecR2C(s->plan_m, s->d_mf, (cufftComplex *)s->d_Mf));
     } else {
         int nl = lag_count(eng);
+        int split = s->gemm_mode == GEMM_SPLIT;
         TRY(ensure_matrices(eng, nl, e));
-        long long tot = (long long)s->R * nl * s->M;
+        long long tot = (long long)s->R * nl * s->kM;
         build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_mf, s->M, NULL, s->R, nl, eng->params.lag_lo, s->d_Bfull);
+            s->d_mf, s->M, NULL, s->R, nl, eng->params.lag_lo, split, s->d_Bfull);
         LAUNCHED("build_matrix");
         uint32_t Q = eng->enface_n[OCT_METHOD_MSI];
         if (Q > 0 && s->L > 1) {
-            tot = (long long)Q * nl * s->M;
+            tot = (long long)Q * nl * s->kM;
             build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-                s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, eng->params.lag_lo,
+                s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, eng->params.lag_lo, split,
                 s->d_Benf);
             LAUNCHED("build_matrix");
         }
@@ -518,31 +606,40 @@ oct_err prepare_msi(oct_engine *eng, oct_error *e)
 void free_state(CudaState *s)
 {
     if (!s) return;
+    for (int i = 0; i < s->nreg; i++) cudaHostUnregister((void *)s->reg[i].ptr);
     if (s->have_plan_x) cufftDestroy(s->plan_x);
     if (s->have_plan_m) cufftDestroy(s->plan_m);
     if (s->have_plan_c2r) cufftDestroy(s->plan_c2r);
     if (s->have_blas) cublasDestroy(s->blas);
-    void *dev[] = {s->fft_work, s->blas_work, s->d_raw, s->d_x, s->d_win, s->d_bg, s->d_bgsum,
-                   s->d_bad, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
-                   s->d_P, s->d_xg, s->d_Xg, s->d_rows, s->d_eidx[0], s->d_eidx[1]};
+    void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
+                   s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
+                   s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1]};
     for (void *p : dev) cudaFree(p);
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        for (int k = 0; k < OCT_KIND_COUNT; k++) {
-            cudaFree(s->prod[m][k].f);
-            cudaFree(s->prod[m][k].u);
-        }
-    cudaFreeHost(s->h_out);
+    for (int i = 0; i < DEPTH; i++) {
+        Slot *sl = &s->slot[i];
+        cudaFree(sl->d_raw);
+        cudaFree(sl->d_bad);
+        cudaFreeHost(sl->h_bad);
+        cudaFreeHost(sl->h_out);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                cudaFree(sl->prod[m][k].f);
+                cudaFree(sl->prod[m][k].u);
+            }
+        for (int j = 0; j < EV_COUNT; j++)
+            if (sl->ev[j]) cudaEventDestroy(sl->ev[j]);
+        cudaEvent_t more[] = {sl->ev_h2d0, sl->ev_h2d1, sl->ev_d2h0, sl->ev_d2h1};
+        for (cudaEvent_t ev : more)
+            if (ev) cudaEventDestroy(ev);
+    }
     cudaFreeHost(s->h_stage[0]);
     cudaFreeHost(s->h_stage[1]);
-    cudaFreeHost(s->h_bad);
-    cudaFreeHost(s->h_rows);
-    for (int i = 0; i < EV_COUNT; i++)
-        if (s->ev[i]) cudaEventDestroy(s->ev[i]);
-    cudaEvent_t more[] = {s->ev_h2d0, s->ev_h2d1, s->ev_d2h0, s->ev_d2h1, s->ev_stg[0], s->ev_stg[1]};
-    for (cudaEvent_t ev : more)
+    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork};
+    for (cudaEvent_t ev : evs)
         if (ev) cudaEventDestroy(ev);
-    if (s->s_comp) cudaStreamDestroy(s->s_comp);
-    if (s->s_copy) cudaStreamDestroy(s->s_copy);
+    cudaStream_t st[] = {s->s_comp, s->s_cfd, s->s_copy, s->s_d2h};
+    for (cudaStream_t x : st)
+        if (x) cudaStreamDestroy(x);
     free(s);
 }
 
@@ -562,16 +659,24 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     if (s->S > INT_MAX / 32)
         return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: %lld spectra per frame exceed the CUDA backend's limit of %d",
                              s->S, INT_MAX / 32);
+    /* fp32: split TF32 (measured relative L2 7e-6..9e-6 for M = 1024..8192,
+     * CUDA_NOTES.md).  Env OCT_CUDA_SGEMM=1 or OCT_CUDA_GEMM=sgemm|3xtf32
+     * force one (benchmarks, tests). */
+    const char *sg = getenv("OCT_CUDA_SGEMM"), *gm = getenv("OCT_CUDA_GEMM");
+    if (eng->setup.precision == OCT_PRECISION_TF32) s->gemm_mode = GEMM_TF32;
+    else if ((eng->setup.flags & OCT_SETUP_PLAIN_SGEMM) || (sg && atoi(sg) > 0) ||
+             (gm && !strcmp(gm, "sgemm")))
+        s->gemm_mode = GEMM_SGEMM;
+    else s->gemm_mode = GEMM_SPLIT; /* also OCT_CUDA_GEMM=3xtf32 */
+    s->kM = s->gemm_mode == GEMM_SPLIT ? 3 * s->M : s->M;
 
     CU(cudaStreamCreateWithFlags(&s->s_comp, cudaStreamNonBlocking));
+    CU(cudaStreamCreateWithFlags(&s->s_cfd, cudaStreamNonBlocking));
     CU(cudaStreamCreateWithFlags(&s->s_copy, cudaStreamNonBlocking));
-    for (int i = 0; i < EV_COUNT; i++) CU(cudaEventCreate(&s->ev[i]));
-    CU(cudaEventCreate(&s->ev_h2d0));
-    CU(cudaEventCreate(&s->ev_h2d1));
-    CU(cudaEventCreate(&s->ev_d2h0));
-    CU(cudaEventCreate(&s->ev_d2h1));
+    CU(cudaStreamCreateWithFlags(&s->s_d2h, cudaStreamNonBlocking));
     CU(cudaEventCreateWithFlags(&s->ev_stg[0], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&s->ev_stg[1], cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&s->ev_fork, cudaEventDisableTiming));
 
     /* MSI path: cost model (flop-equivalents per spectrum and depth).  GEMM:
      * 2*M*nl flops at ~50 TFLOP/s; FFT: ~16*M bytes through memory at
@@ -580,64 +685,79 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     eng->msi_path = OCT_MSI_GEMM;
     if (s->R > 0) {
         int nl = lag_count(eng);
-        size_t mat_bytes = (size_t)s->R * std::max(nl, std::min(s->M - 1, 41)) * s->M * 4;
+        size_t mat_bytes = (size_t)s->R * std::max(nl, std::min(s->M - 1, 41)) * s->kM * 4;
         if (eng->setup.msi_path == OCT_MSI_FFT) eng->msi_path = OCT_MSI_FFT;
         else if (eng->setup.msi_path == OCT_MSI_AUTO && (nl > 128 || mat_bytes > (1ull << 31)))
             eng->msi_path = OCT_MSI_FFT;
     }
+    bool gemm = s->R > 0 && eng->msi_path == OCT_MSI_GEMM;
 
-    /* input */
-    TRY(dmalloc(s, (uint8_t **)&s->d_raw, s->frame_bytes, "the raw frame", e));
+    /* work buffers; x3 only for the split-TF32 GEMM */
     TRY(dmalloc(s, &s->d_x, (size_t)s->S * s->M, "the windowed spectra", e));
+    if (gemm && s->gemm_mode == GEMM_SPLIT)
+        TRY(dmalloc(s, &s->d_x3, (size_t)s->S * s->kM, "the TF32 parts of the spectra", e));
     TRY(dmalloc(s, &s->d_win, (size_t)s->M, "the window", e));
     TRY(dmalloc(s, &s->d_bg, (size_t)s->M, "the background", e));
     TRY(dmalloc(s, &s->d_bgsum, (size_t)s->M, "the frame-mean sums", e));
-    TRY(dmalloc(s, &s->d_bad, 1, "a flag", e));
-    TRY(halloc(s, (void **)&s->h_bad, sizeof(int), "a flag", e));
     TRY(dmalloc(s, &s->d_X, (size_t)s->S * s->K, "the spectra's DFT", e));
     if (eng->reference)
         CU(cudaMemcpy(s->d_bg, eng->reference, (size_t)s->M * sizeof(float), cudaMemcpyHostToDevice));
     else
         CU(cudaMemset(s->d_bg, 0, (size_t)s->M * sizeof(float)));
 
-    /* cuFFT: plans without their own work areas; one shared area */
-    size_t ws = 0, wmax = 0;
+    /* cuFFT: plans without their own work areas.  The spectra's R2C runs on
+     * the CFD stream (GEMM path, concurrent with the MSI GEMM) with a work
+     * area of its own; on the FFT path the MSI needs it first (compute stream). */
+    size_t ws = 0, wmax = 0, wx = 0;
     long long n = s->M;
     FFT(cufftCreate(&s->plan_x));
     s->have_plan_x = true;
     FFT(cufftSetAutoAllocation(s->plan_x, 0));
-    FFT(cufftMakePlanMany64(s->plan_x, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S, &ws));
-    wmax = std::max(wmax, ws);
-    FFT(cufftSetStream(s->plan_x, s->s_comp));
+    FFT(cufftMakePlanMany64(s->plan_x, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S, &wx));
+    s->x_on_comp = eng->msi_path == OCT_MSI_FFT && s->R > 0;
+    FFT(cufftSetStream(s->plan_x, s->x_on_comp ? s->s_comp : s->s_cfd));
 
-    /* products and en-face index lists */
+    /* per slot: input, flags, products, events */
     size_t out_pixels = 0;
+    for (int i = 0; i < DEPTH; i++) {
+        Slot *sl = &s->slot[i];
+        TRY(dmalloc(s, (uint8_t **)&sl->d_raw, s->frame_bytes, "the raw frame", e));
+        TRY(dmalloc(s, &sl->d_bad, 1, "a flag", e));
+        TRY(halloc(s, (void **)&sl->h_bad, sizeof(int), "a flag", e));
+        *sl->h_bad = INT_MAX;
+        for (int j = 0; j < EV_COUNT; j++) CU(cudaEventCreate(&sl->ev[j]));
+        CU(cudaEventCreate(&sl->ev_h2d0));
+        CU(cudaEventCreate(&sl->ev_h2d1));
+        CU(cudaEventCreate(&sl->ev_d2h0));
+        CU(cudaEventCreate(&sl->ev_d2h1));
+        out_pixels = 0;
+        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+            int D = m == OCT_METHOD_CFD ? s->K : s->R;
+            if (D == 0) continue;
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                ProdBuf *pb = &sl->prod[m][k];
+                pb->cap = product_cap(s->N, s->L, s->S, D, k);
+                pb->off = out_pixels;
+                out_pixels += pb->cap;
+                TRY(dmalloc(s, &pb->f, pb->cap, "a product image", e));
+                TRY(dmalloc(s, &pb->u, pb->cap, "a product image", e));
+            }
+        }
+    }
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         int D = m == OCT_METHOD_CFD ? s->K : s->R;
         if (D == 0) continue;
-        for (int k = 0; k < OCT_KIND_COUNT; k++) {
-            ProdBuf *pb = &s->prod[m][k];
-            pb->cap = product_cap(s, D, k);
-            pb->off = out_pixels;
-            out_pixels += pb->cap;
-            TRY(dmalloc(s, &pb->f, pb->cap, "a product image", e));
-            TRY(dmalloc(s, &pb->u, pb->cap, "a product image", e));
-        }
         s->eidx_cap[m] = (size_t)D;
         TRY(dmalloc(s, &s->d_eidx[m], (size_t)D, "the en-face indices", e));
     }
     s->out_pixels = out_pixels;
     s->h_out_bytes = out_pixels * (1 + sizeof(float));
-    TRY(halloc(s, (void **)&s->h_out, s->h_out_bytes, "the product staging", e));
     s->stage_bytes = std::min(s->frame_bytes, (size_t)8 << 20);
     TRY(halloc(s, (void **)&s->h_stage[0], s->stage_bytes, "the frame staging", e));
     TRY(halloc(s, (void **)&s->h_stage[1], s->stage_bytes, "the frame staging", e));
 
     /* gathered cross-section spectra: a line (N) and a column (L) */
     size_t ng = (size_t)s->N + s->L;
-    TRY(dmalloc(s, &s->d_rows, ng, "the cross-section rows", e));
-    TRY(halloc(s, (void **)&s->h_rows, ng * sizeof(long long), "the cross-section rows", e));
-
     if (s->R > 0) {
         TRY(dmalloc(s, &s->d_mf, (size_t)s->R * s->M, "the filtered masks", e));
         if (eng->msi_path == OCT_MSI_FFT) {
@@ -665,7 +785,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
             TRY(dmalloc(s, &s->d_Xg, ng * s->K, "the cross-section spectra", e));
         } else {
             TRY(ensure_matrices(eng, lag_count(eng), e));
-            TRY(dmalloc(s, &s->d_xg, ng * s->M, "the cross-section spectra", e));
+            TRY(dmalloc(s, &s->d_xg, ng * s->kM, "the cross-section spectra", e));
             BLAS(cublasCreate(&s->blas));
             s->have_blas = true;
             BLAS(cublasSetStream(s->blas, s->s_comp));
@@ -673,15 +793,17 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
             s->blas_work_bytes = 32u << 20;
             TRY(dmalloc(s, (uint8_t **)&s->blas_work, s->blas_work_bytes, "the cuBLAS workspace", e));
             BLAS(cublasSetWorkspace(s->blas, s->blas_work, s->blas_work_bytes));
-            BLAS(cublasSetMathMode(s->blas, eng->setup.precision == OCT_PRECISION_TF32
-                                                ? CUBLAS_TF32_TENSOR_OP_MATH
-                                                : CUBLAS_PEDANTIC_MATH));
+            BLAS(cublasSetMathMode(s->blas, s->gemm_mode == GEMM_SGEMM ? CUBLAS_PEDANTIC_MATH
+                                                                       : CUBLAS_TF32_TENSOR_OP_MATH));
         }
     }
-    TRY(dmalloc(s, (uint8_t **)&s->fft_work, std::max(wmax, (size_t)256), "the cuFFT work area", e));
-    FFT(cufftSetWorkArea(s->plan_x, s->fft_work));
-    if (s->have_plan_m) FFT(cufftSetWorkArea(s->plan_m, s->fft_work));
-    if (s->have_plan_c2r) FFT(cufftSetWorkArea(s->plan_c2r, s->fft_work));
+    TRY(dmalloc(s, (uint8_t **)&s->fft_work_x, std::max(wx, (size_t)256), "the cuFFT work area", e));
+    FFT(cufftSetWorkArea(s->plan_x, s->fft_work_x));
+    if (wmax > 0 || s->have_plan_m) {
+        TRY(dmalloc(s, (uint8_t **)&s->fft_work, std::max(wmax, (size_t)256), "the cuFFT work area", e));
+        if (s->have_plan_m) FFT(cufftSetWorkArea(s->plan_m, s->fft_work));
+        if (s->have_plan_c2r) FFT(cufftSetWorkArea(s->plan_c2r, s->fft_work));
+    }
 
     TRY(refresh(eng, OCT_CHG_ALL, e));
     TRY(prepare_msi(eng, e));
@@ -692,7 +814,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
 /* ------------------------------------------------------------------ */
 /* per frame                                                            */
 
-Sink make_sink(oct_engine *eng, int m, bool want[OCT_KIND_COUNT])
+Sink make_sink(oct_engine *eng, Slot *sl, int m, const bool want[OCT_KIND_COUNT])
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
@@ -702,7 +824,7 @@ Sink make_sink(oct_engine *eng, int m, bool want[OCT_KIND_COUNT])
     k.N = s->N;
     k.L = s->L;
     k.S = s->S;
-    ProdBuf *pb = s->prod[m];
+    ProdBuf *pb = sl->prod[m];
     if (want[OCT_KIND_VOLUME]) { k.vol_f = pb[OCT_KIND_VOLUME].f; k.vol_u = pb[OCT_KIND_VOLUME].u; }
     if (want[OCT_KIND_BSCAN]) { k.bs_f = pb[OCT_KIND_BSCAN].f; k.bs_u = pb[OCT_KIND_BSCAN].u; }
     if (want[OCT_KIND_XSEC_H]) { k.xh_f = pb[OCT_KIND_XSEC_H].f; k.xh_u = pb[OCT_KIND_XSEC_H].u; }
@@ -723,41 +845,34 @@ Sink make_sink(oct_engine *eng, int m, bool want[OCT_KIND_COUNT])
 }
 
 template <class Src>
-oct_err launch_sink(CudaState *s, const Src &src, const Sink &k, int mode, long long j0,
+oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, long long j0,
                     long long nrows, int nh, oct_error *e)
 {
     if (nrows <= 0) return OCT_OK;
-    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, s->s_comp>>>(src, k, mode, j0, nrows, nh);
+    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, st>>>(src, k, mode, j0, nrows, nh);
     LAUNCHED("sink");
     return OCT_OK;
 }
 
-/* Gathers the spectra of the wanted cross-sections: returns nh (line) + nv (column). */
+/* Gathers the spectra of the wanted cross-sections: nh (line) + nv (column).
+ * The rows are computed on the device: no per-frame host list. */
 oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv, oct_error *e)
 {
     CudaState *s = ST(eng);
-    /* pinned list (made in create), so the copy is truly asynchronous; the
-     * previous frame's copy finished at its final synchronisation */
-    long long *rows = s->h_rows;
-    int n = 0;
-    if (want_h)
-        for (int a = 0; a < s->N; a++) rows[n++] = (long long)eng->params.xsec_h * s->N + a;
-    *nh = n;
-    if (want_v)
-        for (int l = 0; l < s->L; l++) rows[n++] = (long long)l * s->N + eng->params.xsec_v;
-    *nv = n - *nh;
+    *nh = want_h ? s->N : 0;
+    *nv = want_v ? s->L : 0;
+    int n = *nh + *nv;
     if (n == 0) return OCT_OK;
-    CU(cudaMemcpyAsync(s->d_rows, rows, (size_t)n * sizeof(long long), cudaMemcpyHostToDevice,
-                       s->s_comp));
-    long long tot;
+    int h = eng->params.xsec_h, v = eng->params.xsec_v;
     if (eng->msi_path == OCT_MSI_FFT) {
-        tot = (long long)n * s->K;
-        gather_rows_kernel<float2><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_X, s->d_rows, n, s->K, s->d_Xg);
+        long long tot = (long long)n * s->K;
+        gather_xsec_kernel<float2><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+            s->d_X, s->K, s->N, h, v, *nh, n, s->d_Xg);
     } else {
-        tot = (long long)n * s->M;
-        gather_rows_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_x, s->d_rows, n, s->M, s->d_xg);
+        long long tot = (long long)n * s->kM;
+        const float *src = s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x;
+        gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+            src, s->kM, s->N, h, v, *nh, n, s->d_xg);
     }
     LAUNCHED("gather");
     return OCT_OK;
@@ -775,19 +890,24 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
     bool xs = mode == MODE_XS;
     if (eng->msi_path == OCT_MSI_GEMM) {
         const float *A = sub ? s->d_Benf : s->d_Bfull;
-        const float *X = xs ? s->d_xg : s->d_x;
-        int ncol = nslots * nl;
+        const float *X = xs ? s->d_xg : (s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x);
+        int ncol = nslots * nl, kM = s->kM;
         long long cs_max = std::max(1ll, (long long)(s->C_cap / ncol));
         long long nch = (nrows + cs_max - 1) / cs_max;
         long long cs = (nrows + nch - 1) / nch;
         const float one = 1.0f, zero = 0.0f;
         for (long long j0 = 0; j0 < nrows; j0 += cs) {
             long long nj = std::min(cs, nrows - j0);
-            /* C (ncol x nj, column-major) = A^T (ncol x M) * X (M x nj) */
-            BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, s->M, &one, A,
-                             s->M, X + j0 * s->M, s->M, &zero, s->d_C, ncol));
+            /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
+            if (s->gemm_mode == GEMM_SGEMM)
+                BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
+                                 kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
+            else /* TF32 tensor cores; the split operands are exact TF32 values */
+                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
+                                  CUDA_R_32F, kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_C,
+                                  CUDA_R_32F, ncol, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
             SrcGemm src = {s->d_C, ncol, nl};
-            TRY(launch_sink(s, src, k, mode, j0, nj, nh, e));
+            TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
         }
     } else {
         const float2 *X = xs ? s->d_Xg : s->d_X;
@@ -801,23 +921,30 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
             LAUNCHED("mask_product");
             FFT(cufftExecC2R(s->plan_c2r, (cufftComplex *)s->d_Y, s->d_P));
             SrcFft src = {s->d_P, nslots, s->M, eng->params.lag_lo, nl, 1.0f / (float)s->M};
-            TRY(launch_sink(s, src, k, mode, j0, nj, nh, e));
+            TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
         }
     }
     return OCT_OK;
 }
 
-/* The device work of one frame already in d_raw (compute stream, events). */
-oct_err run_device(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT], oct_error *e)
+/* The device work of one frame already in (or queued for) sl->d_raw:
+ * compute stream, CFD forked onto its own stream and joined at the end. */
+oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                   oct_error *e)
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
     const oct_geometry *g = &eng->setup.geom;
     int sh = (int)g->sample_shift;
-    CU(cudaEventRecord(s->ev[EV_START], s->s_comp));
+    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
+    bool fft_path = eng->msi_path == OCT_MSI_FFT;
+    CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
 
-    /* conversion + background + window */
-    CU(cudaMemsetAsync(s->d_bad, 0x7f, sizeof(int), s->s_comp));
+    /* conversion + background + window; x for CFD / FFT path / SGEMM, x3 for split TF32 */
+    bool split = msi && !fft_path && s->gemm_mode == GEMM_SPLIT;
+    float *x = (cfd || (msi && !split)) ? s->d_x : NULL;
+    float *x3 = split ? s->d_x3 : NULL;
+    CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
     int bgmode = p->background == OCT_BG_REFERENCE ? 1 : p->background == OCT_BG_FRAME_MEAN ? 2 : 0;
     long long n4 = s->S * s->M / 4;
     double invS = 1.0 / (double)s->S;
@@ -825,45 +952,54 @@ oct_err run_device(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         dim3 grid(blocks_for(s->M, 256), (unsigned)std::min(s->S, 512ll));
         switch (g->sample_type) {
-        case OCT_SAMPLE_U16: colsum_kernel<uint16_t><<<grid, 256, 0, s->s_comp>>>((const uint16_t *)s->d_raw, s->S, s->M, sh, s->d_bgsum); break;
-        case OCT_SAMPLE_I16: colsum_kernel<int16_t><<<grid, 256, 0, s->s_comp>>>((const int16_t *)s->d_raw, s->S, s->M, sh, s->d_bgsum); break;
-        default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)s->d_raw, s->S, s->M, 0, s->d_bgsum); break;
+        case OCT_SAMPLE_U16: colsum_kernel<uint16_t><<<grid, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, s->d_bgsum); break;
+        case OCT_SAMPLE_I16: colsum_kernel<int16_t><<<grid, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, s->d_bgsum); break;
+        default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, s->d_bgsum); break;
         }
         LAUNCHED("colsum");
     }
+    unsigned nb = blocks_for(n4, 256);
     switch (g->sample_type) {
     case OCT_SAMPLE_U16:
-        convert_kernel<uint16_t><<<blocks_for(n4, 256), 256, 0, s->s_comp>>>(
-            (const uint16_t *)s->d_raw, s->d_x, n4, s->M, sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, s->d_bad);
+        convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, x, x3, n4, s->M,
+                                                             sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
         break;
     case OCT_SAMPLE_I16:
-        convert_kernel<int16_t><<<blocks_for(n4, 256), 256, 0, s->s_comp>>>(
-            (const int16_t *)s->d_raw, s->d_x, n4, s->M, sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, s->d_bad);
+        convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, x, x3, n4, s->M,
+                                                            sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
         break;
     default:
-        convert_kernel<float><<<blocks_for(n4, 256), 256, 0, s->s_comp>>>(
-            (const float *)s->d_raw, s->d_x, n4, s->M, 0, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, s->d_bad);
+        convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw, x, x3, n4, s->M,
+                                                          0, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
         break;
     }
     LAUNCHED("convert");
-    CU(cudaMemcpyAsync(s->h_bad, s->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
-    CU(cudaEventRecord(s->ev[EV_CONV], s->s_comp));
+    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
+    CU(cudaEventRecord(sl->ev[EV_CONV], s->s_comp));
 
-    /* the spectra's DFT: CFD, and the MSI FFT path */
-    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
-    if (cfd || (msi && eng->msi_path == OCT_MSI_FFT))
+    /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound GEMM */
+    /* the spectra's R2C: on the compute stream where the FFT-path MSI needs
+     * it (plan bound there in create), else on the CFD stream */
+    bool x_on_comp = s->x_on_comp;
+    if (x_on_comp && (cfd || msi)) {
         FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
-    if (cfd) {
-        Sink k = make_sink(eng, OCT_METHOD_CFD, want[OCT_METHOD_CFD]);
-        SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
-        TRY(launch_sink(s, src, k, MODE_ALL, 0, s->S, 0, e));
+        CU(cudaEventRecord(s->ev_fork, s->s_comp));
     }
-    CU(cudaEventRecord(s->ev[EV_CFD], s->s_comp));
+    if (cfd) {
+        CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
+        if (!x_on_comp) FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
+        Sink k = make_sink(eng, sl, OCT_METHOD_CFD, want[OCT_METHOD_CFD]);
+        SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
+        TRY(launch_sink(s->s_cfd, src, k, MODE_ALL, 0, s->S, 0, e));
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+    } else {
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
+    }
 
     if (msi) {
         TRY(prepare_msi(eng, e));
-        bool *w = want[OCT_METHOD_MSI];
-        Sink k = make_sink(eng, OCT_METHOD_MSI, w);
+        const bool *w = want[OCT_METHOD_MSI];
+        Sink k = make_sink(eng, sl, OCT_METHOD_MSI, w);
         bool full = s->L == 1 ? w[OCT_KIND_BSCAN] : w[OCT_KIND_VOLUME];
         if (full) {
             /* every depth of every spectrum: the en-face, confocal and
@@ -882,25 +1018,30 @@ oct_err run_device(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
             }
         }
     }
-    CU(cudaEventRecord(s->ev[EV_MSI], s->s_comp));
-    CU(cudaEventRecord(s->ev[EV_PROD], s->s_comp));
+    CU(cudaEventRecord(sl->ev[EV_MSI], s->s_comp));
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev[EV_CFD], 0)); /* join */
+    CU(cudaEventRecord(sl->ev[EV_PROD], s->s_comp));
     return OCT_OK;
 }
 
 float ev_ms(cudaEvent_t a, cudaEvent_t b)
 {
     float ms = 0.0f;
-    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) return 0.0f;
+    if (cudaEventElapsedTime(&ms, a, b) != cudaSuccess) {
+        cudaGetLastError();
+        return 0.0f;
+    }
     return ms;
 }
 
-void device_times(CudaState *s, oct_stage_times *t)
+/* cfd and msi overlap (two streams): each is measured from the conversion's end */
+void device_times(const Slot *sl, oct_stage_times *t)
 {
-    t->convert_ms = ev_ms(s->ev[EV_START], s->ev[EV_CONV]);
-    t->cfd_ms = ev_ms(s->ev[EV_CONV], s->ev[EV_CFD]);
-    t->msi_ms = ev_ms(s->ev[EV_CFD], s->ev[EV_MSI]);
-    t->products_ms = ev_ms(s->ev[EV_MSI], s->ev[EV_PROD]);
-    t->device_ms = ev_ms(s->ev[EV_START], s->ev[EV_PROD]);
+    t->convert_ms = ev_ms(sl->ev[EV_START], sl->ev[EV_CONV]);
+    t->cfd_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_CFD]);
+    t->msi_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_MSI]);
+    t->products_ms = 0.0; /* fused into the sinks */
+    t->device_ms = ev_ms(sl->ev[EV_START], sl->ev[EV_PROD]);
 }
 
 void wanted(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
@@ -911,14 +1052,295 @@ void wanted(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
                          oct_product_wanted(eng, m, k);
 }
 
-oct_err check_bad(oct_engine *eng, oct_error *e)
+oct_err check_bad(CudaState *s, const Slot *sl, oct_error *e)
 {
-    CudaState *s = ST(eng);
-    int bad = *s->h_bad;
+    int bad = *sl->h_bad;
     if (bad >= 0 && bad < s->S)
         return oct_error_set(e, OCT_EINVAL,
                              "frame spectrum %d (line %d, A-scan %d) has a non-finite sample",
                              bad, bad / s->N, bad % s->N);
+    return OCT_OK;
+}
+
+/* Waits for an event: timeout_ms < 0 blocks, 0 asks, > 0 polls until then. */
+oct_err wait_event(cudaEvent_t ev, int timeout_ms, const char *what, oct_error *e)
+{
+    if (timeout_ms < 0) {
+        CU(cudaEventSynchronize(ev));
+        return OCT_OK;
+    }
+    double end = oct_now_ms() + timeout_ms;
+    for (;;) {
+        cudaError_t r = cudaEventQuery(ev);
+        if (r == cudaSuccess) return OCT_OK;
+        if (r != cudaErrorNotReady)
+            return oct_error_set(e, OCT_EDEVICE, "cuda: waiting for %s: %s", what, cudaGetErrorString(r));
+        if (oct_now_ms() >= end)
+            return oct_error_set(e, OCT_ETIMEDOUT, "cuda: %s not done within %d ms", what, timeout_ms);
+        struct timespec ts = {0, 20000}; /* 20 us: a frame takes >= 100 us */
+        nanosleep(&ts, NULL);
+    }
+}
+
+const HostReg *find_reg(const CudaState *s, const void *p, size_t bytes)
+{
+    const uint8_t *a = (const uint8_t *)p;
+    for (int i = 0; i < s->nreg; i++) {
+        const HostReg *r = &s->reg[i];
+        if (a >= r->ptr && bytes <= r->bytes && (size_t)(a - r->ptr) <= r->bytes - bytes) return r;
+    }
+    return NULL;
+}
+
+/* After a failure half-way through enqueueing: let every stream drain so no
+ * copy or kernel still touches the caller's buffers. */
+void drain(CudaState *s)
+{
+    cudaStream_t st[] = {s->s_copy, s->s_comp, s->s_cfd, s->s_d2h};
+    for (cudaStream_t x : st) cudaStreamSynchronize(x);
+    cudaGetLastError();
+}
+
+oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame, oct_products *out,
+                     oct_error *e)
+{
+    /* product shapes for the current values; the caller's buffers are sized now */
+    wanted(eng, sl->want);
+    sl->f32 = (eng->params.products & OCT_PRODUCT_F32) != 0;
+    sl->direct_out = out->pinned;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &out->img[m][k];
+            img->present = false;
+            if (!sl->want[m][k]) continue;
+            oct_err err = oct_image_prepare(eng, m, k, img, e);
+            if (err != OCT_OK) {
+                img->present = false;
+                return oct_error_prefix(e, err, "cuda");
+            }
+            if (img->count > sl->prod[m][k].cap)
+                return oct_error_set(e, OCT_ESIZE, "cuda: product %s/%s has %zu pixels, more than the %zu planned",
+                                     oct_kind_name(k), oct_method_name(m), img->count, sl->prod[m][k].cap);
+        }
+    if (!sl->direct_out && !sl->h_out)
+        TRY(halloc(s, (void **)&sl->h_out, s->h_out_bytes, "the product staging", e));
+
+    /* input: d_raw of this slot is free once the conversion of its last frame ran */
+    CU(cudaStreamWaitEvent(s->s_copy, sl->ev[EV_CONV], 0));
+    CU(cudaEventRecord(sl->ev_h2d0, s->s_copy));
+    sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
+    if (sl->direct_in) {
+        CU(cudaMemcpyAsync(sl->d_raw, frame, s->frame_bytes, cudaMemcpyHostToDevice, s->s_copy));
+    } else {
+        /* pageable: through pinned staging; the CPU copy of chunk i+1 overlaps the DMA of chunk i */
+        const uint8_t *src = (const uint8_t *)frame;
+        for (size_t off = 0; off < s->frame_bytes; off += s->stage_bytes) {
+            size_t nb = std::min(s->stage_bytes, s->frame_bytes - off);
+            int b = s->stg_next;
+            s->stg_next ^= 1;
+            CU(cudaEventSynchronize(s->ev_stg[b]));
+            memcpy(s->h_stage[b], src + off, nb);
+            CU(cudaMemcpyAsync((uint8_t *)sl->d_raw + off, s->h_stage[b], nb, cudaMemcpyHostToDevice, s->s_copy));
+            CU(cudaEventRecord(s->ev_stg[b], s->s_copy));
+        }
+    }
+    CU(cudaEventRecord(sl->ev_h2d1, s->s_copy));
+
+    /* compute after the input copy and after the slot's last download */
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev_h2d1, 0));
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev_d2h1, 0));
+    TRY(run_device(eng, sl, sl->want, e));
+
+    /* products -> host (own stream: overlaps the next frame's compute) */
+    float *h_f32 = (float *)sl->h_out;
+    uint8_t *h_u8 = sl->h_out + s->out_pixels * sizeof(float);
+    CU(cudaStreamWaitEvent(s->s_d2h, sl->ev[EV_PROD], 0));
+    CU(cudaEventRecord(sl->ev_d2h0, s->s_d2h));
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &out->img[m][k];
+            if (!sl->want[m][k] || img->count == 0) continue;
+            ProdBuf *pb = &sl->prod[m][k];
+            uint8_t *du = sl->direct_out ? img->u8 : h_u8 + pb->off;
+            CU(cudaMemcpyAsync(du, pb->u, img->count, cudaMemcpyDeviceToHost, s->s_d2h));
+            if (sl->f32) {
+                float *df = sl->direct_out ? img->f32 : h_f32 + pb->off;
+                CU(cudaMemcpyAsync(df, pb->f, img->count * sizeof(float), cudaMemcpyDeviceToHost, s->s_d2h));
+            }
+        }
+    CU(cudaEventRecord(sl->ev_d2h1, s->s_d2h));
+    return OCT_OK;
+}
+
+oct_err cuda_submit(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    if (s->count >= DEPTH)
+        return oct_error_set(e, OCT_EAGAIN, "cuda: %d frames in flight", s->count);
+    CU(cudaSetDevice(s->device));
+    if (s->count == 0) s->head = 0; /* synchronous use keeps to slot 0 (one staging) */
+    int si = (s->head + s->count) % DEPTH;
+    Slot *sl = &s->slot[si];
+    sl->t_submit = oct_now_ms();
+    oct_err err = submit_inner(eng, s, sl, frame, out, e);
+    if (err != OCT_OK) {
+        drain(s);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) out->img[m][k].present = false;
+        return err;
+    }
+    sl->out = out;
+    sl->ticket = out->ticket;
+    s->count++;
+    s->last_slot = si;
+    s->frame_on_device = true;
+    return OCT_OK;
+}
+
+oct_err cuda_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    *done = NULL;
+    if (s->count == 0) return oct_error_set(e, OCT_ESTATE, "cuda: no frame in flight");
+    CU(cudaSetDevice(s->device));
+    Slot *sl = &s->slot[s->head];
+    oct_err err = wait_event(sl->ev_d2h1, timeout_ms, "the oldest frame", e);
+    if (err == OCT_ETIMEDOUT) return err;
+    /* done (or failed): dequeue */
+    s->head = (s->head + 1) % DEPTH;
+    s->count--;
+    oct_products *out = sl->out;
+    sl->out = NULL;
+    *done = out;
+    if (err == OCT_OK) err = check_bad(s, sl, e);
+    if (err != OCT_OK) {
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) out->img[m][k].present = false;
+        return err;
+    }
+    if (!sl->direct_out) {
+        float *h_f32 = (float *)sl->h_out;
+        uint8_t *h_u8 = sl->h_out + s->out_pixels * sizeof(float);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                oct_image *img = &out->img[m][k];
+                if (!sl->want[m][k] || img->count == 0) continue;
+                const ProdBuf *pb = &sl->prod[m][k];
+                memcpy(img->u8, h_u8 + pb->off, img->count);
+                if (sl->f32 && img->f32) memcpy(img->f32, h_f32 + pb->off, img->count * sizeof(float));
+            }
+    }
+    oct_stage_times *t = &eng->times;
+    memset(t, 0, sizeof *t);
+    t->h2d_ms = ev_ms(sl->ev_h2d0, sl->ev_h2d1);
+    device_times(sl, t);
+    t->d2h_ms = ev_ms(sl->ev_d2h0, sl->ev_d2h1);
+    t->total_ms = oct_now_ms() - sl->t_submit;
+    return OCT_OK;
+}
+
+oct_err cuda_input_done(oct_engine *eng, uint64_t ticket, int timeout_ms, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    for (int i = 0; i < s->count; i++) {
+        Slot *sl = &s->slot[(s->head + i) % DEPTH];
+        if (sl->ticket != ticket) continue;
+        if (!sl->direct_in) return OCT_OK; /* read by the CPU inside submit */
+        CU(cudaSetDevice(s->device));
+        return wait_event(sl->ev_h2d1, timeout_ms, "the frame's input copy", e);
+    }
+    return OCT_OK; /* completed */
+}
+
+int cuda_inflight(const oct_engine *eng) { return ST(eng)->count; }
+
+oct_err cuda_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const uint8_t *a = (const uint8_t *)ptr;
+    for (int i = 0; i < s->nreg; i++)
+        if (a < s->reg[i].ptr + s->reg[i].bytes && s->reg[i].ptr < a + bytes)
+            return oct_error_set(e, OCT_EINVAL, "cuda: host range %p + %zu overlaps one registered before",
+                                 ptr, bytes);
+    if (s->nreg >= MAX_REG)
+        return oct_error_set(e, OCT_EINVAL, "cuda: %d host ranges registered already (the most)", MAX_REG);
+    CU(cudaSetDevice(s->device));
+    int ro = 0;
+    if (cudaDeviceGetAttribute(&ro, cudaDevAttrHostRegisterReadOnlySupported, s->device) != cudaSuccess) {
+        cudaGetLastError();
+        ro = 0;
+    }
+    /* read-only where supported (the ring is mapped PROT_READ); else a plain
+     * registration, which works for writable memory only */
+    cudaError_t r = cudaHostRegister((void *)ptr, bytes, ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault);
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        return oct_error_set(e, OCT_EUNSUPPORTED,
+                             "cuda: cannot register %zu bytes of host memory for DMA%s: %s (use a pinned staging copy)",
+                             bytes, ro ? " (read-only)" : " (read-only registration not supported by this device)",
+                             cudaGetErrorString(r));
+    }
+    s->reg[s->nreg].ptr = a;
+    s->reg[s->nreg].bytes = bytes;
+    s->nreg++;
+    return OCT_OK;
+}
+
+void cuda_unregister_host(oct_engine *eng, const void *ptr)
+{
+    CudaState *s = ST(eng);
+    for (int i = 0; i < s->nreg; i++) {
+        if (s->reg[i].ptr != ptr) continue;
+        cudaSetDevice(s->device);
+        cudaStreamSynchronize(s->s_copy); /* input copies in flight may read it */
+        cudaHostUnregister((void *)ptr);
+        cudaGetLastError();
+        s->reg[i] = s->reg[--s->nreg];
+        return;
+    }
+}
+
+void cuda_products_free(oct_products *p) { cudaFreeHost(p->priv); }
+
+/* One pinned block for every image of the geometry at its largest. */
+oct_err cuda_products_init(oct_engine *eng, oct_products *p, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    CU(cudaSetDevice(s->device));
+    size_t total = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        uint8_t *base = (uint8_t *)p->priv;
+        size_t off = 0;
+        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+            int D = (int)eng->depths[m];
+            if (D == 0) continue;
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                size_t cap = product_cap(s->N, s->L, s->S, D, k);
+                if (cap == 0) continue;
+                size_t nidx = (k == OCT_KIND_ENFACE || k == OCT_KIND_CONFOCAL) ? (size_t)D
+                              : (k == OCT_KIND_XSEC_H || k == OCT_KIND_XSEC_V) ? 1 : 0;
+                size_t of = off, ou = of + cap * sizeof(float), oi = (ou + cap + 63) & ~(size_t)63;
+                off = (oi + nidx * sizeof(int32_t) + 63) & ~(size_t)63;
+                if (pass == 0) continue;
+                oct_image *img = &p->img[m][k];
+                img->f32 = (float *)(base + of);
+                img->u8 = base + ou;
+                img->indices = nidx ? (int32_t *)(base + oi) : NULL;
+                img->cap_pixels = cap;
+                img->cap_indices = nidx;
+                img->fixed = true;
+            }
+        }
+        if (pass == 0) {
+            total = off;
+            if (total == 0) return OCT_OK;
+            TRY(halloc(NULL, &p->priv, total, "the products", e));
+        }
+    }
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) p->img[m][k].fixed = true;
+    p->pinned = true;
+    p->priv_free = cuda_products_free;
     return OCT_OK;
 }
 
@@ -943,8 +1365,7 @@ void cuda_destroy(oct_engine *eng)
     CudaState *s = ST(eng);
     if (!s) return;
     cudaSetDevice(s->device);
-    cudaStreamSynchronize(s->s_comp);
-    cudaStreamSynchronize(s->s_copy);
+    drain(s);
     free_state(s);
     eng->be = NULL;
 }
@@ -959,76 +1380,13 @@ oct_err cuda_update(oct_engine *eng, unsigned changed, oct_error *e)
     return OCT_OK;
 }
 
+/* Synchronous: one frame through the same pipeline (engine.c made sure
+ * nothing is in flight). */
 oct_err cuda_process(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
 {
-    CudaState *s = ST(eng);
-    double t0 = oct_now_ms();
-    CU(cudaSetDevice(s->device));
-    bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
-    wanted(eng, want);
-
-    /* frame -> pinned staging -> device: the CPU copy of chunk i+1 overlaps
-     * the DMA of chunk i */
-    s->frame_on_device = false;
-    CU(cudaEventRecord(s->ev_h2d0, s->s_copy));
-    const uint8_t *src = (const uint8_t *)frame;
-    for (size_t off = 0, i = 0; off < s->frame_bytes; off += s->stage_bytes, i++) {
-        size_t nb = std::min(s->stage_bytes, s->frame_bytes - off);
-        int b = (int)(i & 1);
-        if (i >= 2) CU(cudaEventSynchronize(s->ev_stg[b]));
-        memcpy(s->h_stage[b], src + off, nb);
-        CU(cudaMemcpyAsync((uint8_t *)s->d_raw + off, s->h_stage[b], nb, cudaMemcpyHostToDevice, s->s_copy));
-        CU(cudaEventRecord(s->ev_stg[b], s->s_copy));
-    }
-    CU(cudaEventRecord(s->ev_h2d1, s->s_copy));
-    CU(cudaStreamWaitEvent(s->s_comp, s->ev_h2d1, 0));
-    s->frame_on_device = true;
-
-    TRY(run_device(eng, want, e));
-
-    /* products -> pinned staging (copy stream, after the compute) */
-    bool f32 = (eng->params.products & OCT_PRODUCT_F32) != 0;
-    float *h_f32 = (float *)s->h_out;
-    uint8_t *h_u8 = s->h_out + s->out_pixels * sizeof(float);
-    CU(cudaStreamWaitEvent(s->s_copy, s->ev[EV_PROD], 0));
-    CU(cudaEventRecord(s->ev_d2h0, s->s_copy));
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        for (int k = 0; k < OCT_KIND_COUNT; k++) {
-            oct_image *img = &out->img[m][k];
-            if (!want[m][k]) {
-                img->present = false;
-                continue;
-            }
-            TRY(oct_image_prepare(eng, m, k, img, e));
-            ProdBuf *pb = &s->prod[m][k];
-            if (img->count > pb->cap)
-                return oct_error_set(e, OCT_ESIZE, "cuda: product %s/%s has %zu pixels, more than the %zu planned",
-                                     oct_kind_name(k), oct_method_name(m), img->count, pb->cap);
-            if (img->count == 0) continue;
-            CU(cudaMemcpyAsync(h_u8 + pb->off, pb->u, img->count, cudaMemcpyDeviceToHost, s->s_copy));
-            if (f32)
-                CU(cudaMemcpyAsync(h_f32 + pb->off, pb->f,
-                                   img->count * sizeof(float), cudaMemcpyDeviceToHost, s->s_copy));
-        }
-    CU(cudaEventRecord(s->ev_d2h1, s->s_copy));
-    CU(cudaEventSynchronize(s->ev_d2h1));
-    TRY(check_bad(eng, e));
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        for (int k = 0; k < OCT_KIND_COUNT; k++) {
-            oct_image *img = &out->img[m][k];
-            if (!want[m][k] || img->count == 0) continue;
-            ProdBuf *pb = &s->prod[m][k];
-            memcpy(img->u8, h_u8 + pb->off, img->count);
-            if (f32 && img->f32) memcpy(img->f32, h_f32 + pb->off, img->count * sizeof(float));
-        }
-
-    oct_stage_times *t = &eng->times;
-    memset(t, 0, sizeof *t);
-    t->h2d_ms = ev_ms(s->ev_h2d0, s->ev_h2d1);
-    device_times(s, t);
-    t->d2h_ms = ev_ms(s->ev_d2h0, s->ev_d2h1);
-    t->total_ms = oct_now_ms() - t0;
-    return OCT_OK;
+    TRY(cuda_submit(eng, frame, out, e));
+    oct_products *done = NULL;
+    return cuda_complete(eng, &done, -1, e);
 }
 
 } /* namespace */
@@ -1038,7 +1396,10 @@ oct_err cuda_process(oct_engine *eng, const void *frame, oct_products *out, oct_
 
 extern "C" {
 
-const oct_backend_ops oct_cuda_backend = {"cuda", cuda_create, cuda_destroy, cuda_update, cuda_process};
+const oct_backend_ops oct_cuda_backend = {
+    "cuda", cuda_create, cuda_destroy, cuda_update, cuda_process,
+    DEPTH, cuda_submit, cuda_complete, cuda_input_done, cuda_inflight,
+    cuda_register_host, cuda_unregister_host, cuda_products_init};
 
 bool oct_cuda_built(void) { return true; }
 
@@ -1067,22 +1428,32 @@ oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e)
     return OCT_OK;
 }
 
+static bool is_cuda(const oct_engine *eng) { return eng && eng->ops == &oct_cuda_backend && eng->be; }
+
 uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 {
-    if (!eng || eng->ops != &oct_cuda_backend || !eng->be) return 0;
-    return ((const CudaState *)eng->be)->allocs;
+    return is_cuda(eng) ? ST(eng)->allocs : 0;
+}
+
+const char *oct_cuda_gemm_name(const oct_engine *eng)
+{
+    if (!is_cuda(eng)) return "none";
+    if (ST(eng)->R == 0 || eng->msi_path != OCT_MSI_GEMM) return "none";
+    return gemm_names[ST(eng)->gemm_mode];
 }
 
 oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_stage_times *t,
                              oct_error *e)
 {
-    if (!eng || eng->ops != &oct_cuda_backend || !eng->be)
-        return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: not a CUDA engine");
+    if (!is_cuda(eng)) return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: not a CUDA engine");
     CudaState *s = ST(eng);
     if (!s->frame_on_device)
         return oct_error_set(e, OCT_ESTATE, "cuda: no frame on the device yet: process one first");
+    if (s->count > 0)
+        return oct_error_set(e, OCT_ESTATE, "cuda: %d frame(s) in flight: complete them first", s->count);
     if (reps < 1) reps = 1;
     CU(cudaSetDevice(s->device));
+    Slot *sl = &s->slot[s->last_slot];
     bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
     wanted(eng, want);
     /* plain C arrays: the library is linked by the C compiler (no libstdc++) */
@@ -1095,11 +1466,11 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_s
     }
     oct_err err = OCT_OK;
     for (int r = 0; r < reps && err == OCT_OK; r++) {
-        err = run_device(eng, want, e);
-        if (err == OCT_OK && cudaEventSynchronize(s->ev[EV_PROD]) != cudaSuccess)
+        err = run_device(eng, sl, want, e);
+        if (err == OCT_OK && cudaEventSynchronize(sl->ev[EV_PROD]) != cudaSuccess)
             err = oct_error_set(e, OCT_EDEVICE, "cuda: %s", cudaGetErrorString(cudaGetLastError()));
         memset(&ts[r], 0, sizeof ts[r]);
-        device_times(s, &ts[r]);
+        device_times(sl, &ts[r]);
         ts[r].total_ms = ts[r].device_ms;
         v[r] = v[reps + r] = ts[r].device_ms;
     }
@@ -1110,11 +1481,36 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_s
         if (t)
             for (int i = 0; i < reps; i++)
                 if (v[i] == med) { *t = ts[i]; break; }
-        err = check_bad(eng, e);
+        err = check_bad(s, sl, e);
     }
     free(v);
     free(ts);
     return err;
+}
+
+oct_err oct_cuda_h2d_rate(oct_engine *eng, const void *src, size_t bytes, int reps, double *gbps,
+                          oct_error *e)
+{
+    if (!is_cuda(eng)) return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: not a CUDA engine");
+    CudaState *s = ST(eng);
+    if (!src || !gbps || bytes == 0 || bytes > s->frame_bytes)
+        return oct_error_set(e, OCT_EINVAL, "cuda: h2d rate: %zu bytes (1..%zu) from %p", bytes,
+                             s->frame_bytes, src);
+    if (s->count > 0)
+        return oct_error_set(e, OCT_ESTATE, "cuda: %d frame(s) in flight: complete them first", s->count);
+    if (reps < 1) reps = 1;
+    CU(cudaSetDevice(s->device));
+    Slot *sl = &s->slot[0];
+    CU(cudaMemcpyAsync(sl->d_raw, src, bytes, cudaMemcpyHostToDevice, s->s_copy)); /* warm-up */
+    CU(cudaEventRecord(sl->ev_h2d0, s->s_copy));
+    for (int r = 0; r < reps; r++)
+        CU(cudaMemcpyAsync(sl->d_raw, src, bytes, cudaMemcpyHostToDevice, s->s_copy));
+    CU(cudaEventRecord(sl->ev_h2d1, s->s_copy));
+    CU(cudaEventSynchronize(sl->ev_h2d1));
+    double ms = ev_ms(sl->ev_h2d0, sl->ev_h2d1);
+    *gbps = ms > 0 ? (double)bytes * reps / (ms * 1e-3) / 1e9 : 0.0;
+    s->frame_on_device = false; /* d_raw of slot 0 now holds these bytes */
+    return OCT_OK;
 }
 
 } /* extern "C" */

@@ -42,6 +42,18 @@ typedef struct oct_backend_ops {
     oct_err (*update)(oct_engine *eng, unsigned changed, oct_error *e);
     /* One frame (size already checked) into out. */
     oct_err (*process)(oct_engine *eng, const void *frame, oct_products *out, oct_error *e);
+    /* Optional pipelining and DMA (NULL: engine.c's synchronous fallback of
+     * depth 1 over process).  Arguments are checked by engine.c; see
+     * oct_engine.h for the semantics. */
+    int depth;
+    oct_err (*submit)(oct_engine *eng, const void *frame, oct_products *out, oct_error *e);
+    oct_err (*complete)(oct_engine *eng, oct_products **done, int timeout_ms, oct_error *e);
+    oct_err (*input_done)(oct_engine *eng, uint64_t ticket, int timeout_ms, oct_error *e);
+    int (*inflight)(const oct_engine *eng);
+    oct_err (*register_host)(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e);
+    void (*unregister_host)(oct_engine *eng, const void *ptr);
+    /* Fills p's images with engine-owned buffers (fixed = true, pinned) */
+    oct_err (*products_init)(oct_engine *eng, oct_products *p, oct_error *e);
 } oct_backend_ops;
 
 struct oct_engine {
@@ -63,6 +75,8 @@ struct oct_engine {
     oct_msi_path msi_path;    /* FFT or GEMM, chosen by the backend */
 
     oct_stage_times times;    /* filled by the backend */
+    uint64_t tickets;         /* frames submitted so far (the last ticket) */
+    oct_products *sync_done;  /* fallback pipeline: the processed frame not yet completed */
     char device_name[128];
 
     /* Debug counters (tests check that set_params recomputes only what changed):

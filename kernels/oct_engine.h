@@ -110,6 +110,10 @@ typedef enum oct_msi_path { OCT_MSI_AUTO = 0, OCT_MSI_FFT = 1, OCT_MSI_GEMM = 2 
 
 /* Set-up flags */
 #define OCT_SETUP_QUICK_PLAN 1u /* plan FFTs without measuring (tests, tools) */
+/* CUDA, precision fp32: the MSI matrix product on the fp32 SIMT cores
+ * (cublasSgemm) instead of the default split-TF32 ("3xTF32") tensor-core
+ * product of the same accuracy class (relative L2 ~1e-5 vs ~1e-7).  Also forced by env OCT_CUDA_SGEMM=1 (OCT_CUDA_GEMM=sgemm|3xtf32 forces either). */
+#define OCT_SETUP_PLAIN_SGEMM 2u
 
 typedef struct oct_setup {
     oct_geometry geom;
@@ -140,11 +144,17 @@ typedef struct oct_image {
     uint32_t requested;    /* en-face: enface_count asked for (n_indices <= requested) */
     /* private: capacities */
     size_t cap_pixels, cap_indices;
+    bool fixed;            /* private: buffers owned by an engine pool, never reallocated */
 } oct_image;
 
 typedef struct oct_products {
     oct_image img[OCT_METHOD_COUNT][OCT_KIND_COUNT];
     uint64_t frame;        /* count of frames processed into this object */
+    uint64_t ticket;       /* ticket of the last frame submitted into it (oct_engine_submit) */
+    bool pinned;           /* buffers are device-DMA-able host memory (oct_engine_products_create) */
+    /* private: set by oct_engine_products_create(); oct_products_destroy() calls priv_free */
+    void *priv;
+    void (*priv_free)(struct oct_products *p);
 } oct_products;
 
 oct_products *oct_products_create(void);
@@ -182,6 +192,58 @@ uint32_t oct_engine_depths(const oct_engine *eng, int method);
  * (the message says why not).  Initialises CUDA: never fork after calling. */
 bool oct_cuda_built(void);
 oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e);
+
+/* ---- pipelining and DMA (issue 6) --------------------------------------------
+ * A frame goes through the engine in three steps that overlap across frames:
+ * input copy (host -> device), compute, output copy (device -> host).
+ *
+ *   oct_engine_submit(eng, frame, bytes, out, e)   starts a frame; out->ticket
+ *        is its ticket (1, 2, ... per engine).  Returns without waiting for
+ *        the result.  OCT_EAGAIN when oct_engine_depth() frames are in flight.
+ *        The caller must not touch `out` until it comes back from complete.
+ *   oct_engine_input_done(eng, ticket, timeout_ms, e)   OCT_OK once the
+ *        engine has finished reading the frame memory of that ticket (the
+ *        caller may then re-check that its ring slot was not overwritten
+ *        during the copy, and reuse or release the memory), OCT_ETIMEDOUT
+ *        if not within timeout_ms (0 = just ask, < 0 = wait as long as it
+ *        takes).  Frames outside registered memory are read by the CPU inside
+ *        submit: done when submit returns.  Tickets already completed are done;
+ *        a ticket never submitted is OCT_EINVAL.
+ *   oct_engine_complete(eng, &done, timeout_ms, e)   waits for the OLDEST
+ *        frame in flight; *done is the products object it was submitted with
+ *        (results present as after oct_engine_process).  OCT_ETIMEDOUT: not
+ *        ready within timeout_ms (nothing is dequeued); OCT_ESTATE: nothing
+ *        in flight (*done = NULL).  A frame that failed (e.g. a non-finite
+ *        sample) is still dequeued: *done is its object with nothing present,
+ *        and the error is returned.
+ * Control changes (oct_engine_set_params) while frames are in flight apply
+ * to frames submitted after the call.  oct_engine_process() is submit +
+ * complete and is refused (OCT_ESTATE) while frames are in flight.
+ * CPU backend: depth 1, submit processes synchronously. */
+#define OCT_ENGINE_DEPTH_MAX 3
+oct_err oct_engine_submit(oct_engine *eng, const void *frame, size_t frame_bytes,
+                          oct_products *out, oct_error *e);
+oct_err oct_engine_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_error *e);
+oct_err oct_engine_input_done(oct_engine *eng, uint64_t ticket, int timeout_ms, oct_error *e);
+int oct_engine_inflight(const oct_engine *eng);
+int oct_engine_depth(const oct_engine *eng); /* frames that can be in flight */
+
+/* Registers host memory (e.g. the read-only mapping of the frame ring) for
+ * direct DMA: frames lying wholly inside it are copied to the device without
+ * a staging copy, asynchronously.  CUDA: cudaHostRegister, read-only where
+ * the device supports it (cudaDevAttrHostRegisterReadOnlySupported);
+ * OCT_EUNSUPPORTED when the memory cannot be registered (the caller then
+ * keeps using plain submit, which stages through pinned memory).  CPU: no-op.
+ * Unregister waits for the input copies in flight; unknown pointers are ignored. */
+oct_err oct_engine_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e);
+void oct_engine_unregister_host(oct_engine *eng, const void *ptr);
+
+/* A products object whose buffers the engine allocates once, for the largest
+ * images of its geometry, in DMA-able (CUDA: pinned) host memory: the device
+ * writes results straight into it (no extra host copy), and its buffers can
+ * be handed to ZeroMQ zero-copy.  Never reallocated; free with
+ * oct_products_destroy() (before or after the engine).  CPU: a plain object. */
+oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e);
 
 /* Stage timings of the last oct_engine_process(), in milliseconds (for octbench). */
 typedef struct oct_stage_times {

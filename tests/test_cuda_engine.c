@@ -10,10 +10,20 @@
  *    product (volume and f32 included) and with volume off (en-face and
  *    cross-section passes);
  *  - control changes between frames never allocate (allocation counter);
- *  - repeated frames give identical bytes; non-finite f32 input is refused.
+ *  - repeated frames give identical bytes; non-finite f32 input is refused;
+ *  - the fp32 MSI GEMM: split TF32 (default) and plain SGEMM both within the
+ *    fp32 tolerance (relative L2 of each printed), plain TF32 within its own;
+ *  - pipelining (issue 6): depth 1..3 over a sequence of different frames
+ *    gives the bytes of the synchronous engine, into plain and pinned
+ *    (engine-pool) products; registered host input equals pageable input;
+ *    submit when full, complete with nothing in flight, process while frames
+ *    are in flight and a failing frame in the middle are clean errors.
+ * Always (CPU backend, also under the sanitizers): the same API on the CPU
+ * engine (depth 1, synchronous).
  */
 #include <check.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +65,112 @@ START_TEST(t_cuda_unsupported)
 }
 END_TEST
 
+
+/* ---- the pipelining API on the CPU backend (runs everywhere) ------------- */
+
+static void *frame_of(uint64_t seed, const oct_geometry *g, size_t *bytes)
+{
+    void *f = tu_frame_random(g, seed, bytes);
+    ck_assert_ptr_nonnull(f);
+    return f;
+}
+
+static void products_equal(const oct_products *a, const oct_products *b, const char *label)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *x = &a->img[m][k], *y = &b->img[m][k];
+            ck_assert_msg(x->present == y->present, "%s: %s/%s present %d vs %d", label,
+                          oct_kind_name(k), oct_method_name(m), x->present, y->present);
+            if (!x->present) continue;
+            ck_assert_msg(x->count == y->count && x->ndim == y->ndim, "%s: %s/%s shapes differ", label,
+                          oct_kind_name(k), oct_method_name(m));
+            ck_assert_msg(memcmp(x->u8, y->u8, x->count) == 0, "%s: %s/%s u8 differs", label,
+                          oct_kind_name(k), oct_method_name(m));
+            ck_assert_msg(memcmp(x->f32, y->f32, x->count * sizeof(float)) == 0, "%s: %s/%s f32 differs",
+                          label, oct_kind_name(k), oct_method_name(m));
+            ck_assert_uint_eq(x->n_indices, y->n_indices);
+            if (x->n_indices)
+                ck_assert(memcmp(x->indices, y->indices, x->n_indices * sizeof(int32_t)) == 0);
+        }
+}
+
+START_TEST(t_cpu_pipeline)
+{
+    oct_geometry g = {256, 20, 12, OCT_SAMPLE_U16, 2};
+    const uint32_t R = 16;
+    float *masks = tu_masks_random(g.samples, R, 5);
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = g;
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 2;
+    s.flags = OCT_SETUP_QUICK_PLAN;
+    s.masks = masks;
+    s.mask_count = R;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL;
+    p.lag_lo = -2, p.lag_hi = 1;
+    p.enface_start = 1, p.enface_step = 2, p.enface_count = 4;
+    p.xsec_h = 3, p.xsec_v = 7;
+    p.products = 0x3fu | OCT_PRODUCT_F32;
+    oct_engine *eng = NULL;
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_create(&eng, &s, &p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(oct_engine_depth(eng), 1);
+    ck_assert_int_eq(oct_engine_inflight(eng), 0);
+
+    size_t bytes = 0;
+    void *f1 = frame_of(11, &g, &bytes), *f2 = frame_of(12, &g, &bytes);
+    oct_products *a = oct_products_create(), *b = oct_engine_products_create(eng, &e);
+    oct_products *ref = oct_products_create();
+    ck_assert_ptr_nonnull(a);
+    ck_assert_msg(b != NULL, "%s", e.msg);
+    oct_products *done = (oct_products *)0x1;
+
+    /* errors: nothing in flight, bad sizes, NULLs */
+    ck_assert_int_eq(oct_engine_complete(eng, &done, 0, &e), OCT_ESTATE);
+    ck_assert_ptr_null(done);
+    ck_assert_int_eq(oct_engine_submit(eng, f1, bytes - 2, a, &e), OCT_ESIZE);
+    ck_assert_int_eq(oct_engine_submit(eng, NULL, bytes, a, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_engine_input_done(eng, 1, 0, &e), OCT_EINVAL); /* never submitted */
+    ck_assert_int_eq(oct_engine_register_host(eng, f1, bytes, &e), OCT_OK); /* no-op */
+    ck_assert_int_eq(oct_engine_register_host(eng, NULL, bytes, &e), OCT_EINVAL);
+
+    /* one in flight; a second is refused; process is refused meanwhile */
+    ck_assert_msg(oct_engine_submit(eng, f1, bytes, a, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(a->ticket, 1);
+    ck_assert_int_eq(oct_engine_inflight(eng), 1);
+    ck_assert_int_eq(oct_engine_input_done(eng, 1, 0, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_submit(eng, f2, bytes, b, &e), OCT_EAGAIN);
+    ck_assert_msg(strstr(e.msg, "in flight") != NULL, "%s", e.msg);
+    ck_assert_int_eq(oct_engine_process(eng, f2, bytes, ref, &e), OCT_ESTATE);
+    ck_assert_int_eq(oct_engine_complete(eng, &done, -1, &e), OCT_OK);
+    ck_assert_ptr_eq(done, a);
+    ck_assert_int_eq(oct_engine_inflight(eng), 0);
+    ck_assert_msg(oct_engine_process(eng, f1, bytes, ref, &e) == OCT_OK, "%s", e.msg);
+    products_equal(a, ref, "cpu submit vs process");
+
+    /* into the engine's products object */
+    ck_assert_msg(oct_engine_submit(eng, f2, bytes, b, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(b->ticket, 2);
+    ck_assert_int_eq(oct_engine_complete(eng, &done, 100, &e), OCT_OK);
+    ck_assert_ptr_eq(done, b);
+    ck_assert_msg(oct_engine_process(eng, f2, bytes, ref, &e) == OCT_OK, "%s", e.msg);
+    products_equal(b, ref, "cpu submit (engine products) vs process");
+    oct_engine_unregister_host(eng, f1);
+
+    oct_products_destroy(a);
+    oct_products_destroy(b);
+    oct_products_destroy(ref);
+    oct_engine_destroy(eng);
+    free(f1);
+    free(f2);
+    free(masks);
+}
+END_TEST
+
 #ifdef OCT_HAVE_CUDA
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -66,6 +182,7 @@ typedef struct tcase_cfg {
     oct_precision prec;
     const char *chunk_mb;  /* OCT_CUDA_GEMM_CHUNK_MB, NULL = default */
     const char *c2r_batch; /* OCT_CUDA_C2R_BATCH, NULL = default */
+    uint32_t flags;        /* OCT_SETUP_* (OCT_SETUP_PLAIN_SGEMM) */
 } tcase_cfg;
 
 typedef struct fixture {
@@ -83,7 +200,7 @@ static void fixture_make(fixture *f, const tcase_cfg *c, uint64_t seed)
     memset(f, 0, sizeof *f);
     oct_setup_default(&f->setup);
     f->setup.geom = c->g;
-    f->setup.flags = OCT_SETUP_QUICK_PLAN;
+    f->setup.flags = OCT_SETUP_QUICK_PLAN | c->flags;
     f->setup.msi_path = c->path;
     f->setup.precision = c->prec;
     f->masks = tu_masks_random(c->g.samples, c->R, seed + 1);
@@ -194,15 +311,18 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
 }
 
 static const tcase_cfg g_cfgs[] = {
-    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL},
-    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, "0.004", NULL},
-    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, NULL},
-    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "100"},
-    {{512, 37, 1, OCT_SAMPLE_I16, 1}, 64, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL},
-    {{512, 37, 1, OCT_SAMPLE_I16, 1}, 64, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "200"},
-    {{128, 9, 7, OCT_SAMPLE_F32, 0}, 16, OCT_MSI_GEMM, OCT_PRECISION_TF32, "0.001", NULL},
-    {{128, 9, 7, OCT_SAMPLE_F32, 0}, 16, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "17"},
-    {{1024, 16, 6, OCT_SAMPLE_U16, 0}, 24, OCT_MSI_AUTO, OCT_PRECISION_FP32, NULL, NULL},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, "0.004", NULL, 0},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "100", 0},
+    {{512, 37, 1, OCT_SAMPLE_I16, 1}, 64, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{512, 37, 1, OCT_SAMPLE_I16, 1}, 64, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "200", 0},
+    {{128, 9, 7, OCT_SAMPLE_F32, 0}, 16, OCT_MSI_GEMM, OCT_PRECISION_TF32, "0.001", NULL, 0},
+    {{128, 9, 7, OCT_SAMPLE_F32, 0}, 16, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, "17", 0},
+    {{1024, 16, 6, OCT_SAMPLE_U16, 0}, 24, OCT_MSI_AUTO, OCT_PRECISION_FP32, NULL, NULL, 0},
+    /* plain SGEMM (the default fp32 GEMM is split TF32) */
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL, OCT_SETUP_PLAIN_SGEMM},
+    {{512, 37, 1, OCT_SAMPLE_I16, 1}, 64, OCT_MSI_GEMM, OCT_PRECISION_FP32, "0.01", NULL, OCT_SETUP_PLAIN_SGEMM},
 };
 #define N_CFGS (int)(sizeof g_cfgs / sizeof g_cfgs[0])
 
@@ -221,6 +341,9 @@ START_TEST(t_agree)
     oct_engine *cpu = make_engine(&f, OCT_BACKEND_CPU);
     ck_assert_str_eq(oct_engine_backend_name(gpu), "cuda");
     if (c->path != OCT_MSI_AUTO) ck_assert_int_eq(oct_engine_msi_path(gpu), c->path);
+    if (oct_engine_msi_path(gpu) == OCT_MSI_GEMM)
+        ck_assert_str_eq(oct_cuda_gemm_name(gpu), c->prec == OCT_PRECISION_TF32 ? "tf32"
+                                                  : (c->flags & OCT_SETUP_PLAIN_SGEMM) ? "sgemm" : "3xtf32");
     oct_products *og = oct_products_create(), *oc = oct_products_create();
     ck_assert_ptr_nonnull(og);
     ck_assert_ptr_nonnull(oc);
@@ -375,6 +498,247 @@ START_TEST(t_nonfinite)
 }
 END_TEST
 
+/* Relative L2 error of the MSI B-scan against float64, for one GEMM mode. */
+static double msi_rel_l2(uint32_t M, oct_precision prec, uint32_t flags, const char *want_name)
+{
+    tcase_cfg c = {{M, 64, 1, OCT_SAMPLE_U16, 0}, 128, OCT_MSI_GEMM, prec, NULL, NULL, flags};
+    fixture f;
+    fixture_make(&f, &c, 31337);
+    f.p.methods = OCT_METHOD_BIT(OCT_METHOD_MSI);
+    f.p.lag_lo = -10, f.p.lag_hi = 10;
+    f.p.window = OCT_WINDOW_HANN;
+    f.p.freq_cutoff = 4;
+    f.p.background = OCT_BG_FRAME_MEAN;
+    f.p.scale = OCT_SCALE_LINEAR;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    ck_assert_str_eq(oct_cuda_gemm_name(gpu), want_name);
+    oct_products *out = oct_products_create();
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_process(gpu, f.frame, f.bytes, out, &e) == OCT_OK, "%s", e.msg);
+    ref64 *ref = NULL;
+    ck_assert_int_eq(ref64_create(&ref, &f.setup, &f.p, f.frame), 0);
+    ref64_image ri;
+    memset(&ri, 0, sizeof ri);
+    ck_assert_int_eq(ref64_product(ref, OCT_METHOD_MSI, OCT_KIND_BSCAN, &ri), 0);
+    const oct_image *img = &out->img[OCT_METHOD_MSI][OCT_KIND_BSCAN];
+    ck_assert(img->present && img->count == ri.count);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ri.count; i++) {
+        double d = (double)img->f32[i] - ri.I[i];
+        num += d * d;
+        den += ri.I[i] * ri.I[i];
+    }
+    ref64_image_free(&ri);
+    ref64_destroy(ref);
+    oct_products_destroy(out);
+    oct_engine_destroy(gpu);
+    fixture_free(&f);
+    return sqrt(num / den);
+}
+
+START_TEST(t_gemm_accuracy)
+{
+    unsetenv("OCT_CUDA_SGEMM");
+    unsetenv("OCT_CUDA_GEMM");
+    double split = msi_rel_l2(1024, OCT_PRECISION_FP32, 0, "3xtf32");
+    double sgemm = msi_rel_l2(1024, OCT_PRECISION_FP32, OCT_SETUP_PLAIN_SGEMM, "sgemm");
+    double tf32 = msi_rel_l2(1024, OCT_PRECISION_TF32, 0, "tf32");
+    /* large M: K = 3M tensor-core steps; measured not to lose accuracy */
+    double big_split = msi_rel_l2(8192, OCT_PRECISION_FP32, 0, "3xtf32");
+    setenv("OCT_CUDA_GEMM", "sgemm", 1);
+    double big_sgemm = msi_rel_l2(8192, OCT_PRECISION_FP32, 0, "sgemm");
+    unsetenv("OCT_CUDA_GEMM");
+    printf("cuda: MSI B-scan 64 spectra R=128 lags [-10,10] relative L2 vs float64: M=1024: "
+           "sgemm %.3g, 3xtf32 %.3g, tf32 %.3g; M=8192: sgemm %.3g, 3xtf32 %.3g\n", sgemm, split,
+           tf32, big_sgemm, big_split);
+    ck_assert_msg(split < 2e-5, "3xtf32 relative L2 %.3g >= 2e-5", split);
+    ck_assert_msg(sgemm < 2e-5, "sgemm relative L2 %.3g >= 2e-5", sgemm);
+    ck_assert_msg(big_sgemm < 2e-5, "sgemm M=8192 relative L2 %.3g >= 2e-5", big_sgemm);
+    ck_assert_msg(big_split < 2e-5, "3xtf32 M=8192 relative L2 %.3g >= 2e-5", big_split);
+    ck_assert_msg(tf32 < TU_TOL_TF32, "tf32 relative L2 %.3g", tf32);
+    ck_assert_msg(tf32 > split, "tf32 (%.3g) should be less accurate than 3xtf32 (%.3g): "
+                  "is the split in use?", tf32, split);
+}
+END_TEST
+
+/* Depth 1..3 (the _i-th loop + 1): a sequence of different frames through the
+ * pipeline equals the synchronous results, byte for byte; products objects
+ * alternate between plain and the engine's pinned pool. */
+START_TEST(t_pipeline)
+{
+    const int depth = _i + 1, nframes = 7;
+    const tcase_cfg *c = &g_cfgs[_i == 0 ? 0 : _i == 1 ? 2 : 4]; /* volume GEMM, volume FFT, B-scan */
+    fixture f;
+    fixture_make(&f, c, 600 + (uint64_t)_i);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    ck_assert_int_eq(oct_engine_depth(gpu), OCT_ENGINE_DEPTH_MAX);
+    void *frames[7];
+    oct_products *sync[7];
+    oct_error e = {{0}};
+    for (int i = 0; i < nframes; i++) {
+        size_t b = 0;
+        frames[i] = tu_frame_random(&c->g, 9000 + 31 * (uint64_t)i, &b);
+        ck_assert(b == f.bytes);
+        sync[i] = oct_products_create();
+        ck_assert_msg(oct_engine_process(gpu, frames[i], f.bytes, sync[i], &e) == OCT_OK, "%s", e.msg);
+    }
+    oct_products *pool[OCT_ENGINE_DEPTH_MAX];
+    for (int i = 0; i < depth; i++) {
+        pool[i] = (i & 1) ? oct_products_create() : oct_engine_products_create(gpu, &e);
+        ck_assert_msg(pool[i] != NULL, "%s", e.msg);
+        ck_assert(pool[i]->pinned == !(i & 1));
+    }
+    int next = 0, got = 0, free_n = depth;
+    oct_products *freel[OCT_ENGINE_DEPTH_MAX];
+    for (int i = 0; i < depth; i++) freel[i] = pool[i];
+    uint64_t first_ticket = 0;
+    while (got < nframes) {
+        while (next < nframes && free_n > 0 && oct_engine_inflight(gpu) < depth) {
+            oct_products *o = freel[--free_n];
+            ck_assert_msg(oct_engine_submit(gpu, frames[next], f.bytes, o, &e) == OCT_OK, "%s", e.msg);
+            if (next == 0) first_ticket = o->ticket;
+            ck_assert_uint_eq(o->ticket, first_ticket + (uint64_t)next);
+            ck_assert_int_eq(oct_engine_input_done(gpu, o->ticket, -1, &e), OCT_OK);
+            next++;
+        }
+        ck_assert_int_le(oct_engine_inflight(gpu), depth);
+        oct_products *done = NULL;
+        ck_assert_msg(oct_engine_complete(gpu, &done, -1, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_ptr_nonnull(done);
+        ck_assert_uint_eq(done->ticket, first_ticket + (uint64_t)got); /* oldest first */
+        char label[64];
+        snprintf(label, sizeof label, "depth %d frame %d (%s)", depth, got, done->pinned ? "pinned" : "plain");
+        products_equal(done, sync[got], label);
+        freel[free_n++] = done;
+        got++;
+    }
+    ck_assert_int_eq(oct_engine_inflight(gpu), 0);
+    for (int i = 0; i < depth; i++) oct_products_destroy(pool[i]);
+    for (int i = 0; i < nframes; i++) {
+        oct_products_destroy(sync[i]);
+        free(frames[i]);
+    }
+    oct_engine_destroy(gpu);
+    fixture_free(&f);
+}
+END_TEST
+
+/* Frames inside registered host memory (DMA without staging) equal pageable ones. */
+START_TEST(t_registered)
+{
+    const tcase_cfg *c = &g_cfgs[0];
+    fixture f;
+    fixture_make(&f, c, 321);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    const int nf = 3;
+    size_t stride = (f.bytes + 4095) & ~(size_t)4095, total = stride * nf;
+    uint8_t *ring = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&ring, 4096, total), 0);
+    void *pageable[3];
+    for (int i = 0; i < nf; i++) {
+        size_t b = 0;
+        pageable[i] = tu_frame_random(&c->g, 700 + (uint64_t)i, &b);
+        memcpy(ring + i * stride, pageable[i], f.bytes);
+    }
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, ring, total, &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    if (err == OCT_EUNSUPPORTED) printf("cuda: register_host: %s\n", e.msg);
+    if (err == OCT_OK) {
+        ck_assert_int_eq(oct_engine_register_host(gpu, ring + stride, 100, &e), OCT_EINVAL); /* overlap */
+        oct_products *a[3], *r = oct_products_create();
+        for (int i = 0; i < nf; i++) {
+            a[i] = oct_engine_products_create(gpu, &e);
+            ck_assert_msg(a[i] != NULL, "%s", e.msg);
+            ck_assert_msg(oct_engine_submit(gpu, ring + i * stride, f.bytes, a[i], &e) == OCT_OK, "%s", e.msg);
+        }
+        /* the input copy of each finishes; then the memory may change without
+         * affecting the result */
+        for (int i = 0; i < nf; i++) {
+            ck_assert_msg(oct_engine_input_done(gpu, a[i]->ticket, 5000, &e) == OCT_OK, "%s", e.msg);
+            memset(ring + i * stride, 0xff, f.bytes);
+        }
+        for (int i = 0; i < nf; i++) {
+            oct_products *done = NULL;
+            ck_assert_msg(oct_engine_complete(gpu, &done, 10000, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_ptr_eq(done, a[i]);
+        }
+        for (int i = 0; i < nf; i++) {
+            ck_assert_msg(oct_engine_process(gpu, pageable[i], f.bytes, r, &e) == OCT_OK, "%s", e.msg);
+            products_equal(a[i], r, "registered vs pageable");
+        }
+        oct_engine_unregister_host(gpu, ring);
+        for (int i = 0; i < nf; i++) oct_products_destroy(a[i]);
+        oct_products_destroy(r);
+    }
+    oct_engine_destroy(gpu);
+    free(ring);
+    for (int i = 0; i < nf; i++) free(pageable[i]);
+    fixture_free(&f);
+}
+END_TEST
+
+START_TEST(t_pipeline_errors)
+{
+    tcase_cfg c = g_cfgs[6];
+    c.prec = OCT_PRECISION_FP32;
+    fixture f;
+    fixture_make(&f, &c, 55);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    oct_error e = {{0}};
+    oct_products *done = (oct_products *)0x1;
+    ck_assert_int_eq(oct_engine_complete(gpu, &done, 0, &e), OCT_ESTATE);
+    ck_assert_ptr_null(done);
+    ck_assert_int_eq(oct_engine_input_done(gpu, 1, 0, &e), OCT_EINVAL);
+    /* a bad frame (NaN) in the middle of three good ones */
+    void *bad = malloc(f.bytes);
+    memcpy(bad, f.frame, f.bytes);
+    ((float *)bad)[3 * c.g.samples + 1] = NAN;
+    oct_products *o[4], *ref = oct_products_create();
+    for (int i = 0; i < 4; i++) o[i] = oct_products_create();
+    ck_assert_int_eq(oct_engine_submit(gpu, f.frame, f.bytes, o[0], &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_submit(gpu, bad, f.bytes, o[1], &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_submit(gpu, f.frame, f.bytes, o[2], &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_inflight(gpu), 3);
+    ck_assert_int_eq(oct_engine_submit(gpu, f.frame, f.bytes, o[3], &e), OCT_EAGAIN);
+    ck_assert_int_eq(oct_engine_process(gpu, f.frame, f.bytes, ref, &e), OCT_ESTATE);
+    double ms = 0;
+    ck_assert_int_eq(oct_cuda_time_device(gpu, 1, &ms, NULL, &e), OCT_ESTATE);
+    ck_assert_int_eq(oct_engine_complete(gpu, &done, -1, &e), OCT_OK);
+    ck_assert_ptr_eq(done, o[0]);
+    ck_assert_int_eq(oct_engine_complete(gpu, &done, -1, &e), OCT_EINVAL);
+    ck_assert_ptr_eq(done, o[1]);
+    ck_assert_msg(strstr(e.msg, "spectrum 3") != NULL, "%s", e.msg);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) ck_assert(!o[1]->img[m][k].present);
+    ck_assert_int_eq(oct_engine_complete(gpu, &done, -1, &e), OCT_OK);
+    ck_assert_ptr_eq(done, o[2]);
+    ck_assert_int_eq(oct_engine_complete(gpu, &done, 0, &e), OCT_ESTATE);
+    ck_assert_msg(oct_engine_process(gpu, f.frame, f.bytes, ref, &e) == OCT_OK, "%s", e.msg);
+    products_equal(o[0], ref, "before the bad frame");
+    products_equal(o[2], ref, "after the bad frame");
+    /* products of another geometry's engine pool are refused, not overrun */
+    tcase_cfg c2 = c;
+    c2.g.ascans = 4, c2.g.lines = 2;
+    fixture f2;
+    fixture_make(&f2, &c2, 56);
+    oct_engine *small = make_engine(&f2, OCT_BACKEND_CUDA);
+    oct_products *sp = oct_engine_products_create(small, &e);
+    ck_assert_ptr_nonnull(sp);
+    oct_err err = oct_engine_submit(gpu, f.frame, f.bytes, sp, &e);
+    ck_assert_msg(err == OCT_ESIZE, "submit into too small products: %d %s", err, e.msg);
+    ck_assert_int_eq(oct_engine_inflight(gpu), 0);
+    oct_products_destroy(sp);
+    oct_engine_destroy(small);
+    fixture_free(&f2);
+    for (int i = 0; i < 4; i++) oct_products_destroy(o[i]);
+    oct_products_destroy(ref);
+    free(bad);
+    oct_engine_destroy(gpu);
+    fixture_free(&f);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -384,6 +748,10 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, t_no_realloc, 0, 2);
     tcase_add_test(tc, t_repeat);
     tcase_add_test(tc, t_nonfinite);
+    tcase_add_test(tc, t_gemm_accuracy);
+    tcase_add_loop_test(tc, t_pipeline, 0, 3);
+    tcase_add_test(tc, t_registered);
+    tcase_add_test(tc, t_pipeline_errors);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -394,6 +762,16 @@ static Suite *refusal_suite(void)
     Suite *s = suite_create("cuda-absent");
     TCase *tc = tcase_create("refusal");
     tcase_add_test(tc, t_cuda_unsupported);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+static Suite *cpu_pipeline_suite(void)
+{
+    Suite *s = suite_create("pipeline-cpu");
+    TCase *tc = tcase_create("pipeline-cpu");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, t_cpu_pipeline);
     suite_add_tcase(s, tc);
     return s;
 }
@@ -425,6 +803,7 @@ int main(void)
         sr = srunner_create(refusal_suite());
 #endif
     }
+    srunner_add_suite(sr, cpu_pipeline_suite());
     /* never fork after CUDA was initialised (the probe did) */
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);

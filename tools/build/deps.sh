@@ -1,18 +1,33 @@
 #!/bin/sh
-# deps.sh [--check] - installs (or, with --check, only looks for) the Debian
-# packages octd needs.  Uses apt-get, through sudo when not root.
+# deps.sh [--check] [--no-fuzz] - installs (or, with --check, only looks
+# for) the Debian packages octd needs.  clang's libFuzzer and OpenMP runtimes
+# are included because `make check` runs a short fuzz of every parser
+# (tests/e2e_fuzz.sh); --no-fuzz leaves them out for a build-only machine.
+# Uses apt-get, through sudo when not root.
 set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
 libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf"
+FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev"
+WITH_FUZZ=1
+CHECK_ONLY=""
+for a in "$@"; do
+    case "$a" in
+    --check) CHECK_ONLY=1 ;;
+    --fuzz) WITH_FUZZ=1 ;;
+    --no-fuzz) WITH_FUZZ="" ;;
+    *) echo "deps.sh: unknown option $a" >&2; exit 2 ;;
+    esac
+done
+[ -z "$WITH_FUZZ" ] || PKGS="$PKGS $FUZZ_PKGS"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
 if [ -z "$missing" ]; then
-    [ "${1:-}" = "--check" ] || echo "deps: all packages present"
+    [ -n "$CHECK_ONLY" ] || echo "deps: all packages present"
     exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ -n "$CHECK_ONLY" ]; then
     echo "deps: missing:$missing" >&2
     exit 1
 fi

@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu_run.sh [BUNDLE] - everything we run on the GPU machine, in one call:
-# device check, the CUDA tests, the engine benchmark (fp32 and tf32, with the
-# GPU seed baseline), the memory/GEMM ceilings.  Logs go to $OUT (or ./gpu-out).
+# device check, the CUDA tests, the engine benchmark (fp32 3xTF32 with the GPU
+# seed baseline and the GPU stream, fp32 plain SGEMM, tf32), the memory/GEMM
+# ceilings.  GPU_STEPS selects steps (default: info test bench ceil).  Logs go to $OUT (or ./gpu-out).
 # Usage there: tools/build/gpu_run.sh build/bundle   (the bundle of `make bundle`)
 set -uo pipefail
 B=${1:-build/bundle}
@@ -26,10 +27,12 @@ test)
     grep -E ':[EF]:' "$OUT/test_cuda.log" | head -20
     ;;
 bench)
-    log bench fp32
+    log bench fp32 "(3xTF32 GEMM, seed baseline, GPU stream)"
     "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --json "$OUT/bench_fp32.json" 2>&1 | tee "$OUT/bench_fp32.log"
+    log bench fp32 plain SGEMM
+    OCT_CUDA_SGEMM=1 OCTBENCH_STREAM=0 "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed 2>&1 | tee "$OUT/bench_sgemm.log"
     log bench tf32
-    "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed --precision tf32 --json "$OUT/bench_tf32.json" 2>&1 | tee "$OUT/bench_tf32.log"
+    OCTBENCH_STREAM=${TF32_STREAM:-0} "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed --precision tf32 2>&1 | tee "$OUT/bench_tf32.log"
     ;;
 ceil)
     log ceilings

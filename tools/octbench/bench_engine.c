@@ -7,6 +7,9 @@
 
 #include "bench.h"
 #include "engine_internal.h"
+#ifdef OCT_HAVE_CUDA
+#include "cuda_engine.h"
+#endif
 
 typedef struct workload {
     const char *name;
@@ -144,7 +147,12 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     double ascans_s = (double)nspec / (med[6] * 1e-3);
     double mbs = (double)nsamp * 2 / 1e6 / (med[6] * 1e-3);
     const char *path = (w.methods & MSI) ? (oct_engine_msi_path(eng) == OCT_MSI_GEMM ? "gemm" : "fft") : "-";
-    printf("%-16s %-4s %-4s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %8.2f %10.0f %8.0f", w.name,
+#ifdef OCT_HAVE_CUDA
+    if ((w.methods & MSI) && !strcmp(oct_engine_backend_name(eng), "cuda") &&
+        oct_engine_msi_path(eng) == OCT_MSI_GEMM)
+        path = oct_cuda_gemm_name(eng); /* 3xtf32, sgemm or tf32 */
+#endif
+    printf("%-16s %-4s %-6s %7.2f %7.2f %7.2f %7.2f %7.2f %7.2f %8.2f %10.0f %8.0f", w.name,
            oct_engine_backend_name(eng), path, med[0], med[1], med[2], med[3], med[4], med[5],
            med[6], ascans_s, mbs);
     double seed_cpu = -1, seed_gpu = -1;
@@ -157,7 +165,10 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     if (seed_cpu > 0)
         printf("  seed-cpu %9.1f ms (x%.1f)", seed_cpu, seed_cpu / med[6]);
     if (seed_gpu > 0)
-        printf("  seed-gpu %8.2f ms (x%.1f)", seed_gpu, seed_gpu / med[6]);
+        printf("  seed-gpu %8.2f ms (x%.1f total, x%.1f device %.3f ms)", seed_gpu,
+               seed_gpu / med[6], seed_gpu / med[7], med[7]);
+    else if (!strcmp(oct_engine_backend_name(eng), "cuda"))
+        printf("  device %.3f ms", med[7]);
     printf("\n");
     if (json) {
         fprintf(json,
@@ -182,6 +193,153 @@ done:
     return rc;
 }
 
+#ifdef OCT_HAVE_CUDA
+/* GPU stream: frames submitted back-to-back (depth OCT_ENGINE_DEPTH_MAX) from
+ * a registered host buffer (or, for comparison, pageable memory), results
+ * into the engine's pinned products; frames/s and GB/s of raw input against
+ * the pinned H2D rate measured on the same buffer. */
+static int stream_workload(const octbench_opts *o, const workload *w0, bool registered, FILE *json)
+{
+    workload w = *w0;
+    if (o->quick) {
+        if (w.L > 1)
+            w.N = 50, w.L = 48;
+        else
+            w.N = 100;
+    }
+    const int K = 4; /* distinct frames, cycled */
+    const size_t nsamp = (size_t)w.N * w.L * w.M, fbytes = nsamp * sizeof(uint16_t);
+    const size_t stride = (fbytes + 4095) & ~(size_t)4095;
+    int nframes = w.L > 1 ? (o->quick ? 10 : 200) : (o->quick ? 50 : 4000);
+    uint8_t *buf = NULL;
+    float *masks = w.R ? malloc(sizeof(float) * (size_t)w.R * w.M) : NULL;
+    oct_products *pool[OCT_ENGINE_DEPTH_MAX] = {0}, *freel[OCT_ENGINE_DEPTH_MAX];
+    oct_engine *eng = NULL;
+    oct_error e = {{0}};
+    int rc = -1, nfree = 0;
+    bool reg = false;
+    if (posix_memalign((void **)&buf, 4096, stride * K) || (w.R && !masks)) {
+        fprintf(stderr, "octbench: stream %s: out of memory\n", w.name);
+        buf = NULL;
+        goto done;
+    }
+    unsigned seed = 7;
+    for (int f = 0; f < K; f++) {
+        uint16_t *fr = (uint16_t *)(buf + f * stride);
+        for (size_t i = 0; i < nsamp; i++)
+            fr[i] = (uint16_t)(2048 + (rand_r(&seed) % 2048) - 1024);
+    }
+    for (size_t i = 0; i < (size_t)w.R * w.M; i++)
+        masks[i] = (float)(rand_r(&seed) % 2001 - 1000) * 1e-3f;
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom.samples = w.M, su.geom.ascans = w.N, su.geom.lines = w.L;
+    su.geom.sample_type = OCT_SAMPLE_U16;
+    su.masks = masks, su.mask_count = w.R;
+    su.backend = OCT_BACKEND_CUDA, su.precision = o->precision;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;
+    p.enface_start = w.enface_start, p.enface_step = w.enface_step, p.enface_count = w.enface_count;
+    p.xsec_h = (int32_t)(w.L / 2), p.xsec_v = (int32_t)(w.N / 2);
+    p.freq_cutoff = 8;
+    if (oct_engine_create(&eng, &su, &p, &e)) {
+        fprintf(stderr, "octbench: stream %s: %s\n", w.name, e.msg);
+        goto done;
+    }
+    const int depth = oct_engine_depth(eng);
+    for (int i = 0; i < depth; i++) {
+        if (!(pool[i] = oct_engine_products_create(eng, &e))) {
+            fprintf(stderr, "octbench: stream %s: %s\n", w.name, e.msg);
+            goto done;
+        }
+        freel[nfree++] = pool[i];
+    }
+    double h2d = 0;
+    if (registered) {
+        oct_err err = oct_engine_register_host(eng, buf, stride * K, &e);
+        if (err && err != OCT_EUNSUPPORTED) {
+            fprintf(stderr, "octbench: stream %s: %s\n", w.name, e.msg);
+            goto done;
+        }
+        reg = err == OCT_OK;
+        if (!reg)
+            printf("# stream %s: %s\n", w.name, e.msg);
+        if (reg && oct_cuda_h2d_rate(eng, buf, fbytes, 10, &h2d, &e)) {
+            fprintf(stderr, "octbench: stream %s: %s\n", w.name, e.msg);
+            goto done;
+        }
+    }
+    int warm = o->quick ? 2 : 2 * depth + 2;
+    double t0 = 0;
+    int submitted = 0, completed = 0;
+    while (completed < warm + nframes) {
+        while (submitted < warm + nframes && nfree > 0) {
+            oct_products *out = freel[--nfree];
+            if (oct_engine_submit(eng, buf + (submitted % K) * stride, fbytes, out, &e)) {
+                fprintf(stderr, "octbench: stream %s: submit: %s\n", w.name, e.msg);
+                goto done;
+            }
+            submitted++;
+        }
+        oct_products *d = NULL;
+        if (oct_engine_complete(eng, &d, -1, &e)) {
+            fprintf(stderr, "octbench: stream %s: complete: %s\n", w.name, e.msg);
+            goto done;
+        }
+        freel[nfree++] = d;
+        if (++completed == warm)
+            t0 = oct_now_ms();
+    }
+    double s_el = (oct_now_ms() - t0) * 1e-3;
+    double fps = nframes / s_el, gbs = fps * (double)fbytes / 1e9;
+    printf("stream %-15s %-10s depth %d: %9.1f frames/s %12.0f A-scans/s %6.2f GB/s input",
+           w.name, reg ? "registered" : "pageable", depth, fps, fps * w.N * w.L, gbs);
+    if (h2d > 0)
+        printf("  (pinned H2D %.1f GB/s: %.0f%%)", h2d, 100.0 * gbs / h2d);
+    printf("\n");
+    if (json)
+        fprintf(json,
+                "{\"part\":\"stream\",\"workload\":\"%s\",\"input\":\"%s\",\"device\":\"%s\","
+                "\"depth\":%d,\"frames\":%d,\"frame_bytes\":%zu,\"frames_per_s\":%.2f,"
+                "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f}\n",
+                w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
+                fbytes, fps, fps * w.N * w.L, gbs, h2d);
+    rc = 0;
+done:
+    while (eng && oct_engine_inflight(eng) > 0) {
+        oct_products *d = NULL;
+        if (oct_engine_complete(eng, &d, -1, NULL) == OCT_ESTATE)
+            break;
+    }
+    if (reg)
+        oct_engine_unregister_host(eng, buf);
+    for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++)
+        oct_products_destroy(pool[i]);
+    oct_engine_destroy(eng);
+    free(buf);
+    free(masks);
+    return rc;
+}
+
+static const workload stream_workloads[] = {
+    {"volume-cfd+msi", 1024, 200, 192, 512, CFD | MSI, -10, 10, VOLPROD, 20, 10, 40, ""},
+    {"bscan-cfd+msi", 1024, 500, 1, 512, CFD | MSI, -10, 10, P(BSCAN), 0, 1, 1, ""},
+};
+
+static int octbench_stream(const octbench_opts *o, FILE *json)
+{
+    printf("GPU stream (frames submitted back-to-back, depth %d, products into pinned pool; "
+           "input registered host memory vs pageable)\n", OCT_ENGINE_DEPTH_MAX);
+    int rc = 0;
+    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++)
+        for (int r = 1; r >= 0; r--)
+            if (stream_workload(o, &stream_workloads[i], r == 1, json))
+                rc = -1;
+    return rc;
+}
+#endif
+
 int octbench_engine(const octbench_opts *o)
 {
     FILE *json = NULL;
@@ -190,11 +348,30 @@ int octbench_engine(const octbench_opts *o)
         return -1;
     }
     int rc = 0, ran = 0;
+    bool only_stream = o->only && !strcmp(o->only, "stream");
+#ifdef OCT_HAVE_CUDA
+    char devname[128];
+    bool cuda = o->backend == OCT_BACKEND_CUDA ||
+                (o->backend == OCT_BACKEND_AUTO && oct_cuda_probe(0, devname, sizeof devname, NULL) == OCT_OK);
+    if (only_stream) {
+        int r = cuda ? octbench_stream(o, json) : (fprintf(stderr, "octbench: stream needs a CUDA device\n"), -1);
+        if (json)
+            fclose(json);
+        return r;
+    }
+#else
+    if (only_stream) {
+        fprintf(stderr, "octbench: stream: built without CUDA\n");
+        if (json)
+            fclose(json);
+        return -1;
+    }
+#endif
     printf("engine workloads (median of %d reps after %d warm-up%s; ms; seed = thesis "
            "Algorithm 5.6, 1 thread, same input size)\n",
            o->reps > 0 ? o->reps : (o->quick ? 3 : 10),
            o->warmup >= 0 ? o->warmup : (o->quick ? 1 : 2), o->quick ? ", --quick sizes" : "");
-    printf("%-16s %-4s %-4s %7s %7s %7s %7s %7s %7s %8s %10s %8s\n", "workload", "be", "path",
+    printf("%-16s %-4s %-6s %7s %7s %7s %7s %7s %7s %8s %10s %8s\n", "workload", "be", "path",
            "h2d", "convert", "cfd", "msi", "product", "d2h", "total", "A-scans/s", "MB/s");
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
         if (o->only && strcmp(o->only, workloads[i].name) && strcmp(o->only, "engine"))
@@ -207,6 +384,12 @@ int octbench_engine(const octbench_opts *o)
         fprintf(stderr, "octbench: no workload named '%s'\n", o->only);
         rc = -1;
     }
+#ifdef OCT_HAVE_CUDA
+    const char *st = getenv("OCTBENCH_STREAM"); /* 0: engine workloads only */
+    if (cuda && (!o->only || !strcmp(o->only, "engine")) && !(st && !strcmp(st, "0")) &&
+        octbench_stream(o, json))
+        rc = -1;
+#endif
     if (json)
         fclose(json);
     if (o->seed)
