@@ -57,6 +57,8 @@ SAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/san/%.o)
 SAN_TESTS := $(TEST_SRC:tests/%.c=$(BUILD)/san/tests/%)
 
 .PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak
+# keep test helper objects between builds (they are intermediate to make)
+.SECONDARY:
 all: progs tests
 
 # ---- dependencies ----------------------------------------------------------
@@ -139,7 +141,7 @@ fuzz:
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)
 
-install: all
+install: all $(BUILD)/liboctipc.so
 	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) tools/build/install.sh
 
 bundle: all

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "oct_control_keys.h"
+#include "gpu_path.h"
 #include "octd.h"
 #include "save.h"
 
@@ -277,7 +278,7 @@ static void process_frame(octd *d, const octd_frame_buf *f, bool review)
 {
     if (!ensure_engine(d, &f->geom))
         return;
-    octd_slot *slot = octd_pub_acquire(d->pub, 20);
+    octd_slot *slot = octd_pub_acquire(d->pub, 2); /* then the copying reserve */
     if (!slot) {
         /* Every buffer is still held by ZeroMQ: drop rather than wait. */
         d->drops++;
@@ -395,8 +396,14 @@ static void online_step(octd *d)
 {
     oct_error e;
     oct_frame_info info;
+    oct_err rc;
+    if (octd_gpu_online_step(d, &rc, &e)) { /* pipelined engine: frames straight from the ring */
+        if (rc != OCT_OK)
+            ring_error(d, rc, &e);
+        return;
+    }
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
-    oct_err rc = oct_ring_consumer_next(d->ring, (oct_ring_policy)d->cfg.policy, d->scratch.data,
+    rc = oct_ring_consumer_next(d->ring, (oct_ring_policy)d->cfg.policy, d->scratch.data,
                                         bytes, RING_TIMEOUT_MS, &info, &e);
     if (rc != OCT_OK) {
         ring_error(d, rc, &e);
@@ -482,11 +489,26 @@ static bool keep_current(octd *d)
     return true;
 }
 
+/* Copies msg with every "dir/" removed (paths inside the save directory). */
+static void strip_dir(char *out, size_t len, const char *msg, const char *dir)
+{
+    size_t dl = strlen(dir), o = 0;
+    while (*msg && o + 1 < len) {
+        if (dl && !strncmp(msg, dir, dl) && msg[dl] == '/')
+            msg += dl + 1;
+        else
+            out[o++] = *msg++;
+    }
+    out[o] = '\0';
+}
+
 static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
 {
     char name[256];
     oct_error e;
     bool review = d->mode == OCT_STATE_REVIEW;
+    if (cmd == OCT_CMD_SNAPSHOT || cmd == OCT_CMD_REVIEW)
+        octd_gpu_fill_cur(d); /* the pipelined path does not copy frames into cur */
     switch (cmd) {
     case OCT_CMD_ONLINE:
         d->mode = OCT_STATE_ONLINE;
@@ -528,10 +550,17 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
         }
         oct_err rc = cmd == OCT_CMD_SAVE_RAW ? save_raw(d, name, sizeof name, &e)
                                              : save_images(d, name, sizeof name, &e);
-        if (rc == OCT_OK)
+        if (rc == OCT_OK) {
             command_ack(d, seq, OCT_CMDRES_OK, "%s/%s", d->cfg.save_dir, name);
-        else
-            command_ack(d, seq, OCT_CMDRES_FAILED, "%s: %s", what, e.msg);
+        } else {
+            /* The status block holds 128 bytes: name files relative to the
+             * save directory there so the reason (at the end) survives;
+             * the log gets the whole message. */
+            octd_log(LOG_ERR, "%s: %s", what, e.msg);
+            char shortmsg[sizeof e.msg];
+            strip_dir(shortmsg, sizeof shortmsg, e.msg, d->cfg.save_dir);
+            command_ack(d, seq, OCT_CMDRES_FAILED, "%s: %s", what, shortmsg);
+        }
         break;
     }
     default: command_ack(d, seq, OCT_CMDRES_REFUSED, "unknown command %u", cmd); break;
@@ -908,14 +937,17 @@ static int run(octd *d)
         read_signals(d);
         if (d->stop)
             break;
-        if (d->reload)
+        if (d->reload) {
+            octd_gpu_drain(d); /* the engine may be replaced */
             do_reload(d);
+        }
         if (!d->ring)
             try_attach(d);
         poll_control(d);
-        if (d->mode == OCT_STATE_REVIEW)
+        if (d->mode == OCT_STATE_REVIEW) {
+            octd_gpu_drain(d); /* review uses the engine synchronously */
             review_step(d);
-        else if (d->ring)
+        } else if (d->ring)
             online_step(d);
         else {
             /* Nothing to read: sleep on the signal fd, so a signal wakes us. */
@@ -930,7 +962,9 @@ out:
     d->stop = true;
     if (d->sb)
         status_counters(d); /* state stopping, final counters */
+    octd_gpu_drain(d);
     octd_pub_destroy(d->pub);
+    octd_gpu_free(d); /* after ZeroMQ let go of the pinned buffers */
     oct_ring_consumer_close(d->ring);
     oct_engine_destroy(d->eng);
     oct_products_destroy(d->save_prod);

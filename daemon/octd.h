@@ -64,6 +64,8 @@ typedef struct octd {
     uint64_t last_frame_id, last_latency, torn_since;
 
     uint64_t last_status_ns, last_watchdog_ns;
+
+    struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
 } octd;
 
 #endif

@@ -32,6 +32,8 @@ struct octd_pub {
     void *sock;
     octd_slot *slots[OCTD_POOL_MAX];
     int nslots;
+    octd_slot *reserve; /* copy_only, never referenced by ZeroMQ */
+    bool on_reserve;    /* the last acquire fell back to it (logged once) */
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
 };
@@ -70,6 +72,12 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
             goto fail;
         }
     }
+    if (!(p->reserve = calloc(1, sizeof *p->reserve)) || !(p->reserve->prod = oct_products_create())) {
+        oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
+        goto fail;
+    }
+    p->reserve->copy_only = true;
+    atomic_init(&p->reserve->refs, 0);
     for (int i = 0; i < OCTD_POOL_MIN; i++) {
         octd_slot *s = calloc(1, sizeof *s);
         if (!s || !(s->prod = oct_products_create())) {
@@ -102,6 +110,9 @@ void octd_pub_destroy(octd_pub *p)
         oct_products_destroy(p->slots[i]->prod);
         free(p->slots[i]);
     }
+    if (p->reserve)
+        oct_products_destroy(p->reserve->prod);
+    free(p->reserve);
     free(p);
 }
 
@@ -110,8 +121,10 @@ octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms)
     for (int waited = 0;; waited++) {
         for (int i = 0; i < p->nslots; i++) {
             int zero = 0;
-            if (atomic_compare_exchange_strong(&p->slots[i]->refs, &zero, 1))
+            if (atomic_compare_exchange_strong(&p->slots[i]->refs, &zero, 1)) {
+                p->on_reserve = false;
                 return p->slots[i];
+            }
         }
         if (p->nslots < OCTD_POOL_MAX) {
             octd_slot *s = calloc(1, sizeof *s);
@@ -123,8 +136,17 @@ octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms)
             }
             free(s);
         }
-        if (waited >= wait_ms)
+        if (waited >= wait_ms) {
+            int zero = 0;
+            if (atomic_compare_exchange_strong(&p->reserve->refs, &zero, 1)) {
+                if (!p->on_reserve)
+                    octd_log(LOG_NOTICE, "all %d product buffers are held by queued messages "
+                                         "(stalled subscribers?): sending copies", p->nslots);
+                p->on_reserve = true;
+                return p->reserve;
+            }
             return NULL;
+        }
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -232,7 +254,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     continue;
                 }
                 if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-                    send_part(p->sock, data, bytes, s, ZMQ_DONTWAIT) != 0) {
+                    send_part(p->sock, data, bytes, s->copy_only ? NULL : s, ZMQ_DONTWAIT) != 0) {
                     octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic,
                              zmq_strerror(zmq_errno()));
                     (*drops)++;

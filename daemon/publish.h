@@ -17,6 +17,7 @@
 typedef struct octd_slot {
     oct_products *prod;
     atomic_int refs;
+    bool copy_only; /* the reserve slot: its images are sent as copies */
 } octd_slot;
 
 #define OCTD_POOL_MIN 3
@@ -36,7 +37,10 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
 void octd_pub_destroy(octd_pub *p); /* linger 0; waits for ZeroMQ to release the slots */
 
 /* A slot with no holders (refs = 1 on return), growing the pool up to
- * OCTD_POOL_MAX and then waiting up to wait_ms; NULL if all stay held. */
+ * OCTD_POOL_MAX and then waiting up to wait_ms; when all stay held (stalled
+ * subscribers keep zero-copy messages queued), the reserve slot, whose
+ * images are sent as copies, so nobody loses a frame over it; NULL only if
+ * the reserve is busy too (it never is: octd is single-threaded). */
 octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms);
 void octd_slot_release(octd_slot *s);
 

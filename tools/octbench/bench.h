@@ -19,6 +19,10 @@ typedef struct octbench_opts {
     bool ipc;               /* --ipc: the shared-memory benchmark */
     bool e2e;               /* --e2e: ring -> octd -> subscriber */
     const char *json;       /* --json FILE: also write results as JSON lines */
+    /* --e2e only */
+    double seconds;         /* --seconds S measured per phase (0 = default) */
+    int policy;             /* --policy all|latest: 1 all, 0 latest, -1 default (all) */
+    double rate;            /* --rate FRAMES_PER_S: pace the producer (0 = find it) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

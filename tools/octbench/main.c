@@ -46,7 +46,9 @@ static void usage(FILE *f)
             "  --quick                  small sizes, few reps (smoke test)\n"
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
-            "  --e2e                    also run the end-to-end benchmark\n"
+            "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
+            "                           -> subscriber (--only volume|bscan, --seconds S,\n"
+            "                           --policy all|latest, --rate FRAMES_PER_S)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "  --help                   this text\n");
 }
@@ -54,9 +56,9 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
-                       .precision = OCT_PRECISION_FP32, .seed = true};
+                       .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
-           O_IPC, O_E2E, O_JSON, O_HELP };
+           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -64,6 +66,8 @@ int main(int argc, char **argv)
         {"quick", no_argument, 0, O_QUICK},           {"no-seed", no_argument, 0, O_NOSEED},
         {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
+        {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
+        {"rate", required_argument, 0, O_RATE},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -114,6 +118,30 @@ int main(int argc, char **argv)
         case O_IPC: o.ipc = true; break;
         case O_E2E: o.e2e = true; break;
         case O_JSON: o.json = optarg; break;
+        case O_SECONDS:
+        case O_RATE: {
+            double v = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(v > 0 && v < 1e7)) {
+                fprintf(stderr, "octbench: --%s %s: must be a positive number\n",
+                        c == O_SECONDS ? "seconds" : "rate", optarg);
+                return 2;
+            }
+            if (c == O_SECONDS)
+                o.seconds = v;
+            else
+                o.rate = v;
+            break;
+        }
+        case O_POLICY:
+            if (!strcmp(optarg, "all"))
+                o.policy = 1;
+            else if (!strcmp(optarg, "latest"))
+                o.policy = 0;
+            else {
+                fprintf(stderr, "octbench: --policy %s: must be all or latest\n", optarg);
+                return 2;
+            }
+            break;
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -130,6 +158,9 @@ int main(int argc, char **argv)
         }
         fclose(f);
     }
+    /* Alone, so that octd is forked before this process initialises CUDA. */
+    if (o.e2e)
+        return octbench_e2e(&o) ? 1 : 0;
     int rc = 0;
     bool only_ipc = o.only && !strcmp(o.only, "ipc"), only_e2e = o.only && !strcmp(o.only, "e2e");
     if (!only_ipc && !only_e2e && octbench_engine(&o))

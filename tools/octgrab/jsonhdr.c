@@ -28,7 +28,7 @@ static void ws(rd *r)
         r->p++;
 }
 
-/* A string; its unescaped text (ASCII escapes only; \uXXXX kept as '?')
+/* A string; its unescaped text (\u0001-\u007f decoded, other \uXXXX as '?')
  * goes to out when out != NULL, cut to out_len. */
 static bool string(rd *r, char *out, size_t out_len)
 {
@@ -51,12 +51,19 @@ static bool string(rd *r, char *out, size_t out_len)
             case 'n': c = '\n'; break;
             case 'r': c = '\r'; break;
             case 't': c = '\t'; break;
-            case 'u':
-                for (int i = 0; i < 4; i++, r->p++)
+            case 'u': {
+                unsigned cp = 0;
+                for (int i = 0; i < 4; i++, r->p++) {
                     if (r->p >= r->end || !*r->p || !strchr("0123456789abcdefABCDEF", *r->p))
                         return fail(r, "bad \\u escape");
-                c = '?';
+                    char h = *r->p;
+                    cp = cp * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+                }
+                /* ASCII as itself (octd escapes control characters this
+                 * way); NUL and the rest of Unicode as '?'. */
+                c = cp > 0 && cp < 0x80 ? (unsigned char)cp : '?';
                 break;
+            }
             default: return fail(r, "bad escape");
             }
         }

@@ -1,0 +1,261 @@
+/* test_daemon.c - unit tests of the daemon's pure parts: the control key
+ * table (config/control_keys.c: octctl get/set), octd's JSON writer
+ * (daemon/json.c) read back by octgrab's strict header parser
+ * (tools/octgrab/jsonhdr.c).  The daemon and octgrab sources are not in
+ * liboct.a, so they are compiled in here. */
+/* first: jsonhdr.c has a function named like Check's fail() macro */
+#include "../daemon/json.c"
+#include "../tools/octgrab/jsonhdr.c"
+
+#include <check.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oct_control_keys.h"
+
+static bool same_values(const oct_control_values *a, const oct_control_values *b)
+{
+    return memcmp(a, b, sizeof *a) == 0;
+}
+
+/* Random values that every key can express (products: the known bits). */
+static void random_values(oct_control_values *v, unsigned *seed)
+{
+    memset(v, 0, sizeof *v);
+    v->methods = 1 + (uint32_t)(rand_r(seed) % 3);
+    v->window = (uint32_t)(rand_r(seed) % 6);
+    v->freq_cutoff = rand_r(seed) % 100;
+    v->msi_lag_lo = -(rand_r(seed) % 50);
+    v->msi_lag_hi = rand_r(seed) % 50;
+    v->scale = (uint32_t)(rand_r(seed) % 2);
+    v->background = (uint32_t)(rand_r(seed) % 3);
+    v->enface_start = rand_r(seed) % 500;
+    v->enface_step = 1 + rand_r(seed) % 20;
+    v->enface_count = 1 + rand_r(seed) % 40;
+    v->xsec_h_index = rand_r(seed) % 1000;
+    v->xsec_v_index = rand_r(seed) % 1000;
+    float *f[10] = {&v->window_param};
+    for (int c = 0; c < 3; c++) {
+        f[1 + c] = &v->gsc[c];
+        f[4 + c] = &v->contrast[c];
+        f[7 + c] = &v->brightness[c];
+    }
+    for (int i = 0; i < 10; i++) {
+        /* any finite float, subnormals and extremes included */
+        uint32_t bits;
+        do {
+            bits = (uint32_t)rand_r(seed) ^ ((uint32_t)rand_r(seed) << 16);
+            if (rand_r(seed) % 4 == 0)
+                bits &= 0x807fffffu; /* subnormal (or zero) */
+            memcpy(f[i], &bits, sizeof bits);
+        } while (!isfinite(*f[i]));
+    }
+    do
+        v->products = (uint32_t)(rand_r(seed) & 0x3f) | (rand_r(seed) % 2 ? OCT_PRODUCT_F32 : 0);
+    while (!(v->products & 0x3f));
+}
+
+START_TEST(keys_get_set_round_trip)
+{
+    unsigned seed = 12345;
+    for (int it = 0; it < 2000; it++) {
+        oct_control_values v, w;
+        random_values(&v, &seed);
+        char all[4096];
+        size_t n = oct_control_format_all(&v, all, sizeof all);
+        ck_assert_uint_lt(n, sizeof all);
+        memset(&w, 0, sizeof w);
+        char *save = NULL;
+        int lines = 0;
+        for (char *line = strtok_r(all, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            oct_error e;
+            ck_assert_msg(oct_control_assign(&w, line, &e) == OCT_OK, "'%s' refused: %s", line, e.msg);
+            lines++;
+        }
+        ck_assert_int_eq(lines, (int)oct_control_key_count());
+        ck_assert_msg(same_values(&v, &w), "get output does not set the same values back (it %d)", it);
+    }
+}
+END_TEST
+
+START_TEST(keys_subnormal_and_range)
+{
+    oct_control_values v;
+    memset(&v, 0, sizeof v);
+    oct_error e;
+    /* subnormals are numbers `get` can print: they must be accepted */
+    ck_assert_int_eq(oct_control_key_set(&v, "window.param", "1e-45", &e), OCT_OK);
+    ck_assert(v.window_param > 0 && fpclassify(v.window_param) == FP_SUBNORMAL);
+    ck_assert_int_eq(oct_control_key_set(&v, "display.bscan.brightness", "-5.60519386e-45", &e), OCT_OK);
+    ck_assert(v.brightness[0] < 0);
+    ck_assert_int_eq(oct_control_key_set(&v, "display.enface.gsc", "0x1p-149", &e), OCT_OK);
+    ck_assert_int_eq(oct_control_key_set(&v, "display.enface.gsc", "0", &e), OCT_OK);
+    ck_assert(v.gsc[1] == 0.0f);
+    ck_assert_int_eq(oct_control_key_set(&v, "display.enface.gsc", "-0.0e-400", &e), OCT_OK);
+    ck_assert_int_eq(oct_control_key_set(&v, "display.enface.gsc", "3.4028234e38", &e), OCT_OK);
+    /* overflow, underflow to zero from a non-zero literal, non-finite */
+    static const char *const bad[] = {"1e39", "-1e39", "1e-50", "-2e-46", "nan", "inf", "-inf",
+                                      "0x1p-160", "", "1.5x", "1,5", "--1", "0x"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        v.gsc[0] = 7.0f;
+        e.msg[0] = '\0';
+        ck_assert_msg(oct_control_key_set(&v, "display.bscan.gsc", bad[i], &e) == OCT_EINVAL,
+                      "'%s' accepted", bad[i]);
+        ck_assert_msg(strstr(e.msg, "display.bscan.gsc") != NULL, "message '%s' names no key", e.msg);
+        ck_assert(v.gsc[0] == 7.0f);
+    }
+}
+END_TEST
+
+START_TEST(keys_operator_examples)
+{
+    oct_control_values v;
+    memset(&v, 0, sizeof v);
+    oct_error e;
+    const char *set[] = {"enface.start=40", "display.enface.gsc=0.5", "lag_window=-8,8",
+                         "window=tukey:0.5", " methods = cfd,msi ", "products=bscan,xsec_v,f32",
+                         "background=frame_mean", "scale=log", "xsec.v_index=12"};
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++)
+        ck_assert_msg(oct_control_assign(&v, set[i], &e) == OCT_OK, "%s: %s", set[i], e.msg);
+    ck_assert_int_eq(v.enface_start, 40);
+    ck_assert(v.gsc[1] == 0.5f);
+    ck_assert_int_eq(v.msi_lag_lo, -8);
+    ck_assert_int_eq(v.msi_lag_hi, 8);
+    ck_assert_uint_eq(v.window, OCT_WINDOW_TUKEY);
+    ck_assert(v.window_param == 0.5f);
+    ck_assert_uint_eq(v.methods, 3);
+    ck_assert_uint_eq(v.products, OCT_PRODUCT_BIT(OCT_KIND_BSCAN) |
+                                      OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) | OCT_PRODUCT_F32);
+    ck_assert_uint_eq(v.background, OCT_BG_FRAME_MEAN);
+    ck_assert_uint_eq(v.scale, OCT_SCALE_LOG);
+    ck_assert_int_eq(v.xsec_v_index, 12);
+    char buf[64];
+    ck_assert_int_eq(oct_control_key_get(&v, "lag_window", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "-8,8");
+    ck_assert_int_eq(oct_control_key_get(&v, "window", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "tukey:0.5");
+    /* refusals leave the values alone and name the key */
+    oct_control_values before = v;
+    const char *bad[] = {"nosuch=1", "enface.start=4x", "enface.start=99999999999", "lag_window=1",
+                         "lag_window=1,2,3", "window=kaiser", "methods=cfd,xyz", "scale=", "enface.start", "=3", "display.bscan.gamma=1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        e.msg[0] = '\0';
+        ck_assert_msg(oct_control_assign(&v, bad[i], &e) != OCT_OK, "'%s' accepted", bad[i]);
+        ck_assert_msg(e.msg[0] != '\0', "'%s': no message", bad[i]);
+        ck_assert_msg(same_values(&v, &before), "'%s' changed values", bad[i]);
+    }
+}
+END_TEST
+
+START_TEST(params_control_conversion)
+{
+    unsigned seed = 99;
+    for (int it = 0; it < 200; it++) {
+        oct_control_values v, w;
+        random_values(&v, &seed);
+        v.command_seq = 77;
+        v.command = 3;
+        oct_params p;
+        oct_params_from_control(&p, &v);
+        ck_assert_int_eq(p.lag_lo, v.msi_lag_lo);
+        ck_assert_int_eq(p.xsec_v, v.xsec_v_index);
+        w = v;
+        w.msi_lag_lo = 1234; /* overwritten */
+        oct_control_from_params(&w, &p);
+        ck_assert(same_values(&v, &w)); /* command fields untouched, the rest equal */
+    }
+}
+END_TEST
+
+/* octd's writer -> octgrab's parser: strings with every escape survive. */
+START_TEST(json_header_round_trip)
+{
+    char topic[128], buf[1024];
+    unsigned seed = 7;
+    for (int it = 0; it < 300; it++) {
+        size_t n = 1 + (size_t)(rand_r(&seed) % 60);
+        for (size_t i = 0; i < n; i++) {
+            int c = 1 + rand_r(&seed) % 126; /* any ASCII but NUL: quotes, \, controls */
+            topic[i] = (char)c;
+        }
+        topic[n] = '\0';
+        octd_json j;
+        octd_json_begin(&j, buf, sizeof buf);
+        octd_json_str(&j, "htype", "octd-image-1");
+        octd_json_str(&j, "topic", topic);
+        octd_json_u64(&j, "image_seq", UINT64_MAX - (uint64_t)it);
+        octd_json_u64(&j, "t_acq_ns", 1700000000000000000ull);
+        uint32_t shape[3] = {4, 5, 6};
+        octd_json_u32_array(&j, "shape", shape, 3);
+        int32_t idx[2] = {-1, 2147483647};
+        octd_json_i32_array(&j, "indices", idx, 2);
+        octd_json_f64(&j, "nan", NAN);
+        octd_json_str(&j, "dtype", "u8");
+        size_t len = octd_json_end(&j);
+        ck_assert_uint_gt(len, 0);
+        ck_assert_uint_eq(len, strlen(buf));
+        grab_header h;
+        char err[128];
+        ck_assert_msg(grab_header_parse(buf, len, &h, err, sizeof err), "%s: %s", err, buf);
+        ck_assert_str_eq(h.topic, topic);
+        ck_assert_str_eq(h.htype, "octd-image-1");
+        ck_assert(h.has_image_seq && h.image_seq == UINT64_MAX - (uint64_t)it);
+        ck_assert(h.has_shape && h.ndim == 3 && h.shape[2] == 6);
+        /* every strict prefix is malformed, never a crash */
+        for (size_t cut = 0; cut < len; cut += 1 + cut / 8)
+            ck_assert(!grab_header_parse(buf, cut, &h, err, sizeof err));
+    }
+    /* a buffer too small: 0, not a cut object */
+    octd_json j;
+    char small[16];
+    octd_json_begin(&j, small, sizeof small);
+    octd_json_str(&j, "topic", "a rather long topic name");
+    ck_assert_uint_eq(octd_json_end(&j), 0);
+}
+END_TEST
+
+START_TEST(json_parser_garbage)
+{
+    unsigned seed = 4242;
+    char buf[512], err[128];
+    grab_header h;
+    const char *alphabet = "{}[]\":,0123456789-+eE.truefalsnl \\u\t\n";
+    size_t an = strlen(alphabet);
+    for (int it = 0; it < 20000; it++) {
+        size_t n = (size_t)(rand_r(&seed) % sizeof buf);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = it % 2 ? (char)rand_r(&seed) : alphabet[(size_t)rand_r(&seed) % an];
+        (void)grab_header_parse(buf, n, &h, err, sizeof err); /* must not crash (ASan) */
+    }
+    const char *bad[] = {"", "{", "{\"shape\":[1,2,3,4]}", "{\"image_seq\":-1}",
+                         "{\"image_seq\":18446744073709551616}", "{\"topic\":\"\\ud800\"}x",
+                         "{\"a\":1,}", "[1]", "{\"topic\":\"a\" \"b\"}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        ck_assert_msg(!grab_header_parse(bad[i], strlen(bad[i]), &h, err, sizeof err),
+                      "'%s' accepted", bad[i]);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("daemon");
+    TCase *tc = tcase_create("keys");
+    tcase_add_test(tc, keys_get_set_round_trip);
+    tcase_add_test(tc, keys_subnormal_and_range);
+    tcase_add_test(tc, keys_operator_examples);
+    tcase_add_test(tc, params_control_conversion);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("json");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, json_header_round_trip);
+    tcase_add_test(tc, json_parser_garbage);
+    suite_add_tcase(s, tc);
+    SRunner *r = srunner_create(s);
+    srunner_run_all(r, CK_NORMAL);
+    int failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,78 @@
+#!/bin/bash
+# install.sh - `make install` (PREFIX, DESTDIR, BUILD, BIN, VERSION from make).
+#   $PREFIX/bin/                 octd octctl octgrab octsim octproc octbench
+#   $PREFIX/include/octd/        oct_ipc.h oct_types.h (the shared-memory ABI)
+#   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
+#   $PREFIX/lib/pkgconfig/       octipc.pc
+#   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml)
+#   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
+#     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
+#     (SYSTEMD_PREFIX= overrides where: e.g. /usr/lib)
+#   /etc/octd/octd.ini, /etc/octd/profile.yaml: the examples, only when absent
+#     (an operator's configuration is never overwritten)
+# The unit's /usr/local/bin/octd becomes $PREFIX/bin/octd.  Everything goes
+# under DESTDIR when set (packaging); nothing is started or enabled.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PREFIX=${PREFIX:-/usr/local}
+DESTDIR=${DESTDIR:-}
+BUILD=${BUILD:-build}
+BIN=${BIN:-bin}
+VERSION=${VERSION:-0.0.0}
+case "$PREFIX" in /usr|/usr/local) SD_DEFAULT=$PREFIX/lib ;; *) SD_DEFAULT=/etc ;; esac
+SD=${SYSTEMD_PREFIX:-$SD_DEFAULT}
+SYSCONF=${SYSCONFDIR:-/etc}/octd
+D=$DESTDIR
+
+say() { echo "install: $*"; }
+inst() { # mode src dst
+    install -D -m "$1" "$2" "$3"
+    say "$3"
+}
+
+for p in octd octctl octgrab octsim octproc octbench; do
+    [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
+    inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
+done
+for h in ipc/oct_ipc.h kernels/oct_types.h; do
+    inst 0644 "$h" "$D$PREFIX/include/octd/$(basename "$h")"
+done
+[ -f "$BUILD/liboctipc.so" ] || { echo "install: $BUILD/liboctipc.so is missing: run make lib" >&2; exit 1; }
+inst 0755 "$BUILD/liboctipc.so" "$D$PREFIX/lib/liboctipc.so.$VERSION"
+ln -sfn "liboctipc.so.$VERSION" "$D$PREFIX/lib/liboctipc.so.1"
+ln -sfn "liboctipc.so.1" "$D$PREFIX/lib/liboctipc.so"
+say "$D$PREFIX/lib/liboctipc.so.1 liboctipc.so (links)"
+mkdir -p "$D$PREFIX/lib/pkgconfig"
+sed -e "s#@PREFIX@#$PREFIX#g" -e "s#@VERSION@#$VERSION#g" ipc/octipc.pc.in >"$D$PREFIX/lib/pkgconfig/octipc.pc"
+chmod 0644 "$D$PREFIX/lib/pkgconfig/octipc.pc"
+say "$D$PREFIX/lib/pkgconfig/octipc.pc"
+
+mkdir -p "$D$SD/systemd/system"
+sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/#g" \
+    -e "s#/etc/octd/#$SYSCONF/#g" systemd/octd.service >"$D$SD/systemd/system/octd.service"
+chmod 0644 "$D$SD/systemd/system/octd.service"
+say "$D$SD/systemd/system/octd.service"
+inst 0644 systemd/octd.sysusers "$D$SD/sysusers.d/octd.conf"
+inst 0644 systemd/octd.tmpfiles "$D$SD/tmpfiles.d/octd.conf"
+
+inst 0644 systemd/octd.ini "$D$PREFIX/share/doc/octd/examples/octd.ini"
+inst 0644 systemd/profile.yaml "$D$PREFIX/share/doc/octd/examples/profile.yaml"
+[ -f README.md ] && inst 0644 README.md "$D$PREFIX/share/doc/octd/README.md"
+for f in octd.ini profile.yaml; do
+    if [ -e "$D$SYSCONF/$f" ]; then
+        say "$D$SYSCONF/$f exists: kept (the example is in $PREFIX/share/doc/octd/examples/)"
+    else
+        mkdir -p "$D$SYSCONF"
+        sed -e "s#/etc/octd/#$SYSCONF/#g" "systemd/$f" >"$D$SYSCONF/$f.tmp"
+        chmod 0644 "$D$SYSCONF/$f.tmp"
+        mv "$D$SYSCONF/$f.tmp" "$D$SYSCONF/$f"
+        say "$D$SYSCONF/$f"
+    fi
+done
+cat <<EOT
+install: done.  Next steps (as root, without DESTDIR):
+  systemd-sysusers octd.conf && systemd-tmpfiles --create octd.conf
+  put the MSI masks next to $SYSCONF/profile.yaml (octsim masks ... --output $SYSCONF/masks.npy for a test)
+  $PREFIX/bin/octd --config $SYSCONF/octd.ini --check-config
+  systemctl daemon-reload && systemctl enable --now octd
+EOT

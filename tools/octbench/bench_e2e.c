@@ -1,0 +1,949 @@
+/* bench_e2e.c - `octbench --e2e`: producer -> frame ring -> octd -> ZeroMQ
+ * -> subscriber, on one machine (issue 6).
+ *
+ * Per workload (volume 200x192x1024 u16: CFD + MSI en-face Q = 40 + confocal
+ * + both cross-sections; B-scan 500x1024 u16: CFD + MSI R = 512):
+ *  1. the producer alone (pre-generated frames memcpy'd into a private ring
+ *     by several threads) is measured, so its limit is known;
+ *  2. octd is started as a child process (fork/exec before this process
+ *     touches CUDA) with a generated octd.ini and profile, private shared
+ *     object names and an ipc:// endpoint, and a SUB thread counts messages;
+ *  3. phases: unpaced, then (policy all, frames lost) paced at lower rates
+ *     until none is lost, or one phase at --rate.  Each phase: warm-up, then
+ *     --seconds measured; frames/s = distinct frames received per second,
+ *     latency = receive time of a frame's last message - its t_acq_ns
+ *     (CLOCK_REALTIME, set by the producer at commit), loss from octd's
+ *     status block (skipped/torn/drops), produced - processed, and the
+ *     subscriber's image_seq gaps;
+ *  4. with CUDA, the pinned (registered) host -> device rate of one frame,
+ *     measured through the engine, is the ceiling the GB/s are compared to.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "bench.h"
+#include "oct_config.h"
+#include "oct_ipc.h"
+
+#define MAX_TOPICS 32
+#define MAX_COPY_THREADS 8
+
+typedef struct workload {
+    const char *name;
+    oct_geometry g;
+    uint32_t masks;
+    const char *profile_extra; /* enface/xsec/products */
+} workload;
+
+/* ---------------- small helpers ---------------- */
+static uint64_t now_rt(void) { return oct_time_realtime_ns(); }
+static uint64_t now_mono(void) { return oct_time_monotonic_ns(); }
+
+static void sleep_ms(double ms)
+{
+    struct timespec ts = {(time_t)(ms / 1000), (long)(fmod(ms, 1000.0) * 1e6)};
+    nanosleep(&ts, NULL);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static bool write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "octbench e2e: %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    bool ok = fputs(text, f) >= 0;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok)
+        fprintf(stderr, "octbench e2e: cannot write %s\n", path);
+    return ok;
+}
+
+/* ---------------- multi-threaded frame copy ---------------- */
+typedef struct copy_pool {
+    pthread_t th[MAX_COPY_THREADS];
+    int n; /* helper threads; the caller copies the first chunk */
+    pthread_barrier_t start, end;
+    void *dst;
+    const void *src;
+    size_t bytes;
+    bool quit;
+} copy_pool;
+
+typedef struct copy_arg {
+    copy_pool *p;
+    int idx;
+} copy_arg;
+
+static void copy_chunk(copy_pool *p, int idx)
+{
+    int parts = p->n + 1;
+    size_t per = (p->bytes / (size_t)parts + 4095) & ~(size_t)4095;
+    size_t off = per * (size_t)idx;
+    if (off < p->bytes)
+        memcpy((uint8_t *)p->dst + off, (const uint8_t *)p->src + off,
+               p->bytes - off < per ? p->bytes - off : per);
+}
+
+static void *copy_thread(void *arg)
+{
+    copy_arg *a = arg;
+    for (;;) {
+        pthread_barrier_wait(&a->p->start);
+        if (a->p->quit)
+            return NULL;
+        copy_chunk(a->p, a->idx);
+        pthread_barrier_wait(&a->p->end);
+    }
+}
+
+static bool copy_pool_start(copy_pool *p, int helpers, copy_arg *args)
+{
+    memset(p, 0, sizeof *p);
+    p->n = helpers;
+    if (pthread_barrier_init(&p->start, NULL, (unsigned)helpers + 1) ||
+        pthread_barrier_init(&p->end, NULL, (unsigned)helpers + 1))
+        return false;
+    for (int i = 0; i < helpers; i++) {
+        args[i] = (copy_arg){p, i + 1};
+        if (pthread_create(&p->th[i], NULL, copy_thread, &args[i]) != 0) {
+            p->n = i; /* not reached in practice; the barrier count is then wrong */
+            return false;
+        }
+    }
+    return true;
+}
+
+static void copy_pool_run(copy_pool *p, void *dst, const void *src, size_t bytes)
+{
+    if (p->n == 0) {
+        memcpy(dst, src, bytes);
+        return;
+    }
+    p->dst = dst;
+    p->src = src;
+    p->bytes = bytes;
+    pthread_barrier_wait(&p->start);
+    copy_chunk(p, 0);
+    pthread_barrier_wait(&p->end);
+}
+
+static void copy_pool_stop(copy_pool *p)
+{
+    if (p->n > 0) {
+        p->quit = true;
+        pthread_barrier_wait(&p->start);
+        for (int i = 0; i < p->n; i++)
+            pthread_join(p->th[i], NULL);
+    }
+    pthread_barrier_destroy(&p->start);
+    pthread_barrier_destroy(&p->end);
+}
+
+/* ---------------- producer ---------------- */
+typedef struct producer {
+    oct_ring_producer *ring;
+    copy_pool pool;
+    copy_arg args[MAX_COPY_THREADS];
+    uint8_t *frames; /* nsrc pre-generated frames */
+    int nsrc;
+    size_t frame_bytes;
+    uint64_t next_id;
+    /* phase control */
+    pthread_t th;
+    atomic_bool stop;
+    double rate; /* frames/s, 0 = unpaced */
+    uint64_t produced;
+} producer;
+
+static void producer_one(producer *p)
+{
+    void *dst = oct_ring_producer_begin(p->ring);
+    copy_pool_run(&p->pool, dst, p->frames + (p->next_id % (uint64_t)p->nsrc) * p->frame_bytes,
+                  p->frame_bytes);
+    oct_ring_producer_commit(p->ring, p->next_id, now_rt());
+    p->next_id++;
+    p->produced++;
+}
+
+static void *producer_thread(void *arg)
+{
+    producer *p = arg;
+    uint64_t t0 = now_mono();
+    while (!atomic_load(&p->stop)) {
+        if (p->rate > 0) {
+            /* absolute schedule: no drift, no catch-up bursts beyond one */
+            uint64_t due = t0 + (uint64_t)((double)p->produced * 1e9 / p->rate);
+            uint64_t t = now_mono();
+            if (due > t) {
+                uint64_t wait = due - t;
+                sleep_ms(wait > 50000000ull ? 50.0 : (double)wait / 1e6);
+                continue;
+            }
+        }
+        producer_one(p);
+    }
+    return NULL;
+}
+
+static void producer_phase_start(producer *p, double rate)
+{
+    p->rate = rate;
+    p->produced = 0;
+    atomic_store(&p->stop, false);
+    if (pthread_create(&p->th, NULL, producer_thread, p) != 0) {
+        fprintf(stderr, "octbench e2e: cannot start the producer thread\n");
+        exit(1);
+    }
+}
+
+static void producer_phase_stop(producer *p)
+{
+    atomic_store(&p->stop, true);
+    pthread_join(p->th, NULL);
+}
+
+/* Random-phase spectra with a few reflectors: realistic enough for timing
+ * (the work does not depend on the values). */
+static void gen_frames(uint8_t *out, int nsrc, const oct_geometry *g)
+{
+    size_t count = (size_t)g->samples * g->ascans * g->lines;
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (int k = 0; k < nsrc; k++) {
+        uint16_t *f = (uint16_t *)(out + (size_t)k * count * 2);
+        for (size_t j = 0; j < (size_t)g->ascans * g->lines; j++) {
+            double d1 = 40 + (double)((j + (size_t)k * 7) % 200), d2 = 300;
+            for (uint32_t n = 0; n < g->samples; n++) {
+                s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+                double v = 20000 + 6000 * cos(2 * M_PI * d1 * n / g->samples) +
+                           3000 * cos(2 * M_PI * d2 * n / g->samples) + (double)(s % 512);
+                f[j * g->samples + n] = (uint16_t)v;
+            }
+        }
+    }
+}
+
+/* ---------------- subscriber ---------------- */
+typedef struct subscriber {
+    void *ctx, *sock;
+    pthread_t th;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    /* per topic */
+    char topics[MAX_TOPICS][48];
+    uint64_t last_seq[MAX_TOPICS];
+    bool seen_topic[MAX_TOPICS];
+    int ntopics;
+    /* counters (under mu) */
+    uint64_t msgs, gaps, bytes;
+    uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
+    uint64_t *lat;             /* latencies of measured frames, ns */
+    size_t nlat, cap_lat;
+    uint64_t frames_in_win, partial_in_win;
+    /* the frame being received */
+    uint64_t cur_id, cur_tacq, cur_last_rx;
+    int cur_parts;
+    bool cur_valid;
+} subscriber;
+
+static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
+{
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\"", key);
+    const char *p = memmem(j, len, pat, strlen(pat));
+    if (!p)
+        return false;
+    p += strlen(pat);
+    const char *end = j + len;
+    while (p < end && (*p == ' ' || *p == ':'))
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return false;
+    *v = strtoull(p, NULL, 10); /* the header is NUL-terminated by the caller */
+    return true;
+}
+
+static void sub_finish_frame(subscriber *s)
+{
+    if (!s->cur_valid)
+        return;
+    s->cur_valid = false;
+    if (s->cur_tacq < s->win_lo || s->cur_tacq >= s->win_hi)
+        return;
+    s->frames_in_win++;
+    if (s->cur_parts < s->ntopics)
+        s->partial_in_win++;
+    if (s->nlat == s->cap_lat) {
+        size_t cap = s->cap_lat ? 2 * s->cap_lat : 4096;
+        uint64_t *p = realloc(s->lat, cap * sizeof *p);
+        if (!p)
+            return;
+        s->lat = p;
+        s->cap_lat = cap;
+    }
+    s->lat[s->nlat++] = s->cur_last_rx > s->cur_tacq ? s->cur_last_rx - s->cur_tacq : 0;
+}
+
+static void *sub_thread(void *arg)
+{
+    subscriber *s = arg;
+    char topic[64], hdr[4096];
+    zmq_msg_t payload;
+    while (!atomic_load(&s->stop)) {
+        int n = zmq_recv(s->sock, topic, sizeof topic - 1, 0);
+        if (n < 0)
+            continue; /* timeout: check stop */
+        topic[n < (int)sizeof topic - 1 ? n : (int)sizeof topic - 1] = '\0';
+        int more = 0;
+        size_t ml = sizeof more;
+        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+        if (!more)
+            continue;
+        int hl = zmq_recv(s->sock, hdr, sizeof hdr - 1, 0);
+        if (hl < 0)
+            continue;
+        hdr[hl < (int)sizeof hdr - 1 ? hl : (int)sizeof hdr - 1] = '\0';
+        size_t plen = 0;
+        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+        if (more) {
+            zmq_msg_init(&payload);
+            if (zmq_msg_recv(&payload, s->sock, 0) >= 0)
+                plen = zmq_msg_size(&payload);
+            zmq_msg_close(&payload);
+        }
+        uint64_t rx = now_rt();
+        if (!strcmp(topic, "status"))
+            continue;
+        uint64_t fid = 0, seq = 0, tacq = 0;
+        size_t hlen = strlen(hdr);
+        if (!json_u64(hdr, hlen, "frame_id", &fid) || !json_u64(hdr, hlen, "image_seq", &seq) ||
+            !json_u64(hdr, hlen, "t_acq_ns", &tacq))
+            continue;
+        pthread_mutex_lock(&s->mu);
+        s->msgs++;
+        s->bytes += plen;
+        int t = 0;
+        while (t < s->ntopics && strcmp(s->topics[t], topic))
+            t++;
+        if (t == s->ntopics && t < MAX_TOPICS) {
+            snprintf(s->topics[t], sizeof s->topics[t], "%.47s", topic);
+            s->ntopics++;
+        }
+        if (t < MAX_TOPICS) {
+            if (s->seen_topic[t] && seq > s->last_seq[t] + 1)
+                s->gaps += seq - s->last_seq[t] - 1;
+            s->seen_topic[t] = true;
+            s->last_seq[t] = seq;
+        }
+        if (!s->cur_valid || fid != s->cur_id) {
+            sub_finish_frame(s);
+            s->cur_valid = true;
+            s->cur_id = fid;
+            s->cur_tacq = tacq;
+            s->cur_parts = 0;
+        }
+        s->cur_parts++;
+        s->cur_last_rx = rx;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return NULL;
+}
+
+static bool sub_start(subscriber *s, const char *endpoint)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    s->ctx = zmq_ctx_new();
+    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_SUB) : NULL;
+    int hwm = 100000, tmo = 100;
+    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
+        zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo) ||
+        zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(s->sock, endpoint)) {
+        fprintf(stderr, "octbench e2e: subscriber %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
+        return false;
+    }
+    if (pthread_create(&s->th, NULL, sub_thread, s) != 0)
+        return false;
+    return true;
+}
+
+static void sub_stop(subscriber *s)
+{
+    atomic_store(&s->stop, true);
+    pthread_join(s->th, NULL);
+    zmq_close(s->sock);
+    zmq_ctx_term(s->ctx);
+    free(s->lat);
+    pthread_mutex_destroy(&s->mu);
+}
+
+/* ---------------- octd child ---------------- */
+static pid_t start_octd(const char *octd_path, const char *ini, const char *log)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(octd_path, octd_path, "--config", ini, (char *)NULL);
+        fprintf(stderr, "exec %s: %s\n", octd_path, strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+static int stop_octd(pid_t pid)
+{
+    int st = 0;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 200; i++) { /* 10 s */
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        sleep_ms(50);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+static void print_log_tail(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    char line[512];
+    fprintf(stderr, "---- octd log (%s) ----\n", log);
+    while (fgets(line, sizeof line, f))
+        fputs(line, stderr);
+    fclose(f);
+}
+
+/* ---------------- one workload ---------------- */
+typedef struct phase_result {
+    double rate_asked, seconds;
+    double fps, ascans_s, gbs;
+    double p50, p99, pmax; /* ms */
+    uint64_t produced, processed, skipped, torn, drops, gaps, partial, frames;
+    int64_t lost;
+} phase_result;
+
+static void status_now(oct_status *st, oct_status_block *b)
+{
+    if (oct_status_read(st, b) != OCT_OK)
+        memset(b, 0, sizeof *b);
+}
+
+/* Waits until octd's processed count stops moving (the pipeline drained). */
+static void wait_quiet(oct_status *st, producer *pr, double max_ms)
+{
+    oct_status_block b;
+    status_now(st, &b);
+    uint64_t last = b.frames_processed + b.frames_skipped + b.frames_torn;
+    double waited = 0;
+    int still = 0;
+    while (waited < max_ms && still < 4) {
+        sleep_ms(50);
+        waited += 50;
+        oct_ring_producer_heartbeat(pr->ring);
+        status_now(st, &b);
+        uint64_t v = b.frames_processed + b.frames_skipped + b.frames_torn;
+        still = v == last ? still + 1 : 0;
+        last = v;
+    }
+}
+
+static void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
+                      double rate, double warm_s, double meas_s, phase_result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->rate_asked = rate;
+    oct_status_block b0, b1;
+    status_now(st, &b0);
+    pthread_mutex_lock(&sub->mu);
+    uint64_t gaps0 = sub->gaps;
+    sub->nlat = 0;
+    sub->frames_in_win = sub->partial_in_win = 0;
+    sub->win_lo = UINT64_MAX; /* nothing measured during warm-up */
+    sub->win_hi = UINT64_MAX;
+    pthread_mutex_unlock(&sub->mu);
+
+    producer_phase_start(pr, rate);
+    sleep_ms(warm_s * 1000);
+    uint64_t t0 = now_rt();
+    pthread_mutex_lock(&sub->mu);
+    sub->win_lo = t0;
+    pthread_mutex_unlock(&sub->mu);
+    sleep_ms(meas_s * 1000);
+    uint64_t t1 = now_rt();
+    pthread_mutex_lock(&sub->mu);
+    sub->win_hi = t1;
+    pthread_mutex_unlock(&sub->mu);
+    producer_phase_stop(pr);
+    wait_quiet(st, pr, 3000);
+    sleep_ms(100); /* the last messages reach the subscriber */
+    status_now(st, &b1);
+
+    pthread_mutex_lock(&sub->mu);
+    sub_finish_frame(sub);
+    r->seconds = (double)(t1 - t0) / 1e9;
+    r->frames = sub->frames_in_win;
+    r->partial = sub->partial_in_win;
+    r->gaps = sub->gaps - gaps0;
+    if (sub->nlat) {
+        qsort(sub->lat, sub->nlat, sizeof *sub->lat, cmp_u64);
+        r->p50 = (double)sub->lat[sub->nlat / 2] / 1e6;
+        r->p99 = (double)sub->lat[(size_t)((double)(sub->nlat - 1) * 0.99)] / 1e6;
+        r->pmax = (double)sub->lat[sub->nlat - 1] / 1e6;
+    }
+    pthread_mutex_unlock(&sub->mu);
+    r->fps = (double)r->frames / r->seconds;
+    r->ascans_s = r->fps * w->g.ascans * w->g.lines;
+    r->gbs = r->fps * (double)oct_geometry_frame_bytes(&w->g) / 1e9;
+    r->produced = pr->produced;
+    r->processed = b1.frames_processed - b0.frames_processed;
+    r->skipped = b1.frames_skipped - b0.frames_skipped;
+    r->torn = b1.frames_torn - b0.frames_torn;
+    r->drops = b1.publish_drops - b0.publish_drops;
+    r->lost = (int64_t)r->produced - (int64_t)r->processed;
+}
+
+static void print_phase(const workload *w, const char *backend, const char *policy,
+                        const phase_result *r, FILE *json)
+{
+    char rate[32];
+    if (r->rate_asked > 0)
+        snprintf(rate, sizeof rate, "%.0f/s", r->rate_asked);
+    else
+        snprintf(rate, sizeof rate, "unpaced");
+    printf("%-7s %-4s %-6s %-9s %9.1f %8.2fM %7.2f %8.3f %8.3f %8.3f %8" PRIu64 " %8" PRIu64
+           " %6" PRIu64 " %5" PRIu64 " %5" PRIu64 " %5" PRIu64 " %6" PRId64 "\n",
+           w->name, backend, policy, rate, r->fps, r->ascans_s / 1e6, r->gbs, r->p50, r->p99,
+           r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops, r->gaps, r->lost);
+    if (json)
+        fprintf(json,
+                "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"policy\":\"%s\","
+                "\"rate\":%.1f,\"seconds\":%.3f,\"frames_s\":%.2f,\"ascans_s\":%.0f,\"gb_s\":%.3f,"
+                "\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,\"produced\":%" PRIu64
+                ",\"processed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"torn\":%" PRIu64
+                ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64 "}\n",
+                w->name, backend, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
+                r->p50, r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops,
+                r->gaps, r->lost);
+}
+
+static bool no_loss(const phase_result *r)
+{
+    return r->lost <= 0 && r->skipped == 0 && r->torn == 0 && r->drops == 0 && r->gaps == 0;
+}
+
+/* Producer alone: frames/s into a private ring nobody reads. */
+static double measure_producer(producer *p, const char *name, const oct_ring_config *rc,
+                               double seconds)
+{
+    /* the same producer (its copy threads wait on its own barriers), another ring */
+    oct_error e;
+    oct_ring_producer *saved = p->ring;
+    if (oct_ring_producer_create(&p->ring, name, rc, &e) != OCT_OK) {
+        fprintf(stderr, "octbench e2e: %s\n", e.msg);
+        p->ring = saved;
+        return -1;
+    }
+    for (uint32_t i = 0; i < rc->slot_count; i++) /* fault the slots in first */
+        producer_one(p);
+    producer_phase_start(p, 0);
+    uint64_t t0 = now_mono();
+    sleep_ms(seconds * 1000);
+    producer_phase_stop(p);
+    double fps = (double)p->produced / ((double)(now_mono() - t0) / 1e9);
+    oct_ring_producer_close(p->ring, true);
+    p->ring = saved;
+    p->next_id = 0;
+    return fps;
+}
+
+static int run_workload(const octbench_opts *o, const workload *w, const char *octd_path,
+                        const char *tmp, FILE *json, double *best_gbs, double *sust_gbs)
+{
+    pid_t me = getpid();
+    char ring[64], ctl[64], stn[64], ring_alone[64], ini[PATH_MAX], prof[PATH_MAX],
+        masks[PATH_MAX], log[PATH_MAX], endpoint[PATH_MAX + 16];
+    snprintf(ring, sizeof ring, "/octbench-%d-%s-frames", (int)me, w->name);
+    snprintf(ring_alone, sizeof ring_alone, "/octbench-%d-%s-alone", (int)me, w->name);
+    snprintf(ctl, sizeof ctl, "/octbench-%d-%s-control", (int)me, w->name);
+    snprintf(stn, sizeof stn, "/octbench-%d-%s-status", (int)me, w->name);
+    snprintf(ini, sizeof ini, "%s/%s.ini", tmp, w->name);
+    snprintf(prof, sizeof prof, "%s/%s.yaml", tmp, w->name);
+    snprintf(masks, sizeof masks, "%s/%s-masks.npy", tmp, w->name);
+    snprintf(log, sizeof log, "%s/%s-octd.log", tmp, w->name);
+    snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
+    const char *backend = o->backend == OCT_BACKEND_CPU ? "cpu" : o->backend == OCT_BACKEND_CUDA ? "cuda" : "auto";
+    const char *policy = o->policy == 0 ? "latest" : "all";
+    const oct_geometry *g = &w->g;
+    size_t fb = oct_geometry_frame_bytes(g);
+    int rc_out = 1;
+    pid_t pid = -1;
+    oct_status *st = NULL;
+    subscriber sub;
+    bool sub_on = false;
+    producer pr;
+    memset(&pr, 0, sizeof pr);
+
+    /* masks: mirror spectra at R depths spread over the range */
+    {
+        size_t n = (size_t)w->masks * g->samples;
+        float *m = malloc(n * sizeof *m);
+        if (!m)
+            return 1;
+        for (uint32_t r = 0; r < w->masks; r++) {
+            double d = 2.0 + (double)r * ((double)g->samples / 2 - 4) / w->masks;
+            for (uint32_t k = 0; k < g->samples; k++)
+                m[(size_t)r * g->samples + k] = (float)(1000 * cos(2 * M_PI * d * k / g->samples));
+        }
+        uint64_t shape[2] = {w->masks, g->samples};
+        oct_error e;
+        oct_err rc = oct_npy_save(masks, OCT_DTYPE_F32, 2, shape, m, &e);
+        free(m);
+        if (rc != OCT_OK) {
+            fprintf(stderr, "octbench e2e: %s\n", e.msg);
+            return 1;
+        }
+    }
+    char text[16384];
+    int tl = snprintf(text, sizeof text,
+             "# generated by octbench --e2e\n"
+             "geometry: {samples: %u, ascans: %u, lines: %u, sample_type: u16, sample_shift: 0}\n"
+             "methods: [cfd, msi]\n"
+             "window: {type: hann, param: 0.0}\n"
+             "freq_cutoff: 8\n"
+             "background: {mode: none}\n"
+             "msi:\n"
+             "  masks: {file: %s, sample_type: f32, count: %u, normalize: false}\n"
+             "  lag_window: [-10, 10]\n"
+             "%s",
+             g->samples, g->ascans, g->lines, masks, w->masks, w->profile_extra);
+    if (tl < 0 || (size_t)tl >= sizeof text || !write_text(prof, text))
+        return 1;
+    tl = snprintf(text, sizeof text,
+             "[engine]\nbackend = %s\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
+             "[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n[log]\nlevel = info\n",
+             backend, ring, ctl, stn, policy, endpoint, prof);
+    if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
+        return 1;
+
+    /* producer: pre-generated frames, copy threads for big frames */
+    pr.nsrc = 4;
+    pr.frame_bytes = fb;
+    pr.frames = malloc((size_t)pr.nsrc * fb);
+    if (!pr.frames) {
+        fprintf(stderr, "octbench e2e: out of memory for %d frames of %zu bytes\n", pr.nsrc, fb);
+        return 1;
+    }
+    gen_frames(pr.frames, pr.nsrc, g);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int helpers = fb >= (8u << 20) ? (int)(ncpu >= 8 ? 3 : ncpu >= 4 ? 1 : 0) : 0;
+    const char *ct = getenv("OCTBENCH_COPY_THREADS"); /* total copy threads, 1..8 */
+    if (ct && atoi(ct) >= 1 && atoi(ct) <= MAX_COPY_THREADS)
+        helpers = atoi(ct) - 1;
+    if (!copy_pool_start(&pr.pool, helpers, pr.args)) {
+        fprintf(stderr, "octbench e2e: cannot start copy threads\n");
+        free(pr.frames);
+        return 1;
+    }
+    oct_ring_config rcfg = {.geom = *g, .slot_count = fb >= (16u << 20) ? 8 : 32, .mode = 0600};
+    double alone = measure_producer(&pr, ring_alone, &rcfg, o->quick ? 0.3 : 1.0);
+    printf("# %s %ux%ux%u u16, %.1f MB/frame: producer alone (%d copy thread(s), %u slots): %.0f "
+           "frames/s = %.2f GB/s\n",
+           w->name, g->lines, g->ascans, g->samples, fb / 1e6, helpers + 1, rcfg.slot_count,
+           alone, alone * (double)fb / 1e9);
+
+    oct_error e;
+    if (oct_ring_producer_create(&pr.ring, ring, &rcfg, &e) != OCT_OK) {
+        fprintf(stderr, "octbench e2e: %s\n", e.msg);
+        goto out;
+    }
+    for (uint32_t i = 0; i < rcfg.slot_count; i++) { /* fault the pages in, frames ids from 0 */
+        (void)oct_ring_producer_begin(pr.ring);
+        oct_ring_producer_commit(pr.ring, pr.next_id++, now_rt());
+    }
+    pid = start_octd(octd_path, ini, log);
+    if (pid < 0) {
+        fprintf(stderr, "octbench e2e: fork: %s\n", strerror(errno));
+        goto out;
+    }
+    /* wait for octd: status block, engine planned, our ring attached */
+    {
+        uint64_t epoch = oct_ring_producer_header(pr.ring)->epoch;
+        bool ready = false;
+        for (int i = 0; i < 1200 && !ready; i++) { /* 60 s: CUDA planning may take a while */
+            oct_ring_producer_heartbeat(pr.ring);
+            int ws;
+            if (waitpid(pid, &ws, WNOHANG) == pid) {
+                fprintf(stderr, "octbench e2e: octd exited early\n");
+                pid = -1;
+                print_log_tail(log);
+                goto out;
+            }
+            if (!st && oct_status_open(&st, stn, NULL) != OCT_OK)
+                st = NULL;
+            if (st) {
+                oct_status_block b;
+                status_now(st, &b);
+                ready = b.pid == (uint64_t)pid && b.ring_epoch == epoch && b.backend[0] &&
+                        b.state == OCT_STATE_ONLINE;
+            }
+            if (!ready)
+                sleep_ms(50);
+        }
+        if (!ready) {
+            fprintf(stderr, "octbench e2e: octd did not come online within 60 s\n");
+            print_log_tail(log);
+            goto out;
+        }
+    }
+    oct_status_block b;
+    status_now(st, &b);
+    if (!sub_start(&sub, endpoint))
+        goto out;
+    sub_on = true;
+    /* slow joiner: the subscription must reach the PUB socket; and one
+     * untimed frame through octd (engine warm-up, pinned pools) */
+    for (int i = 0; i < 6; i++) {
+        sleep_ms(50);
+        oct_ring_producer_heartbeat(pr.ring);
+    }
+    producer_one(&pr);
+    wait_quiet(st, &pr, 5000);
+    printf("# octd: backend %.*s, device %.*s, policy %s, endpoint %s\n", (int)sizeof b.backend,
+           b.backend, (int)sizeof b.device, b.device, policy, endpoint);
+
+    double warm = o->quick ? 0.3 : 1.0;
+    double meas = o->seconds > 0 ? o->seconds : o->quick ? 1.0 : 4.0;
+    phase_result r, first;
+    printf("%-7s %-4s %-6s %-9s %9s %9s %7s %8s %8s %8s %8s %8s %6s %5s %5s %5s %6s\n", "work",
+           "be", "policy", "rate", "frames/s", "A-scans/s", "GB/s", "p50 ms", "p99 ms", "max ms",
+           "produced", "process", "skip", "torn", "drops", "gaps", "lost");
+    run_phase(w, &pr, &sub, st, o->rate, warm, meas, &r);
+    print_phase(w, backend, policy, &r, json);
+    first = r;
+    double best = no_loss(&r) ? r.gbs : 0;
+    if (o->policy != 0 && o->rate <= 0 && !no_loss(&r) && r.fps > 0) {
+        /* the highest paced rate without loss: a few steps down from the sustained one */
+        static const double full_steps[] = {0.95, 0.85, 0.7, 0.5}, quick_steps[] = {0.85, 0.5};
+        const double *steps = o->quick ? quick_steps : full_steps;
+        int nsteps = o->quick ? 2 : 4;
+        bool found = false;
+        for (int i = 0; i < nsteps && !found; i++) {
+            run_phase(w, &pr, &sub, st, first.fps * steps[i], warm, meas, &r);
+            print_phase(w, backend, policy, &r, json);
+            if (no_loss(&r)) {
+                found = true;
+                best = r.gbs;
+                printf("# %s: highest measured rate without loss (policy all): %.0f frames/s = "
+                       "%.2f GB/s\n", w->name, r.rate_asked, r.gbs);
+            }
+        }
+        if (!found)
+            printf("# %s: frames were lost at every rate tried\n", w->name);
+    } else if (o->policy != 0 && no_loss(&r)) {
+        printf("# %s: no frame lost at %s\n", w->name, o->rate > 0 ? "the asked rate" : "the unpaced rate");
+    }
+    *best_gbs = best;
+    *sust_gbs = first.gbs;
+    /* the path octd used */
+    {
+        FILE *f = fopen(log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f))
+            if (strstr(line, "pipelined") || strstr(line, "no direct DMA"))
+                printf("# octd: %s", strstr(line, "pipelined") ? strstr(line, "pipelined")
+                                                                : strstr(line, "ring"));
+        if (f)
+            fclose(f);
+    }
+    rc_out = first.frames > 0 ? 0 : 1;
+    if (rc_out)
+        fprintf(stderr, "octbench e2e: %s: no frame was received\n", w->name);
+out:
+    if (sub_on)
+        sub_stop(&sub);
+    if (pid > 0) {
+        int x = stop_octd(pid);
+        if (x != 0) {
+            fprintf(stderr, "octbench e2e: octd exited with %d\n", x);
+            print_log_tail(log);
+            rc_out = 1;
+        } else if (rc_out) {
+            print_log_tail(log);
+        }
+    }
+    if (st)
+        oct_status_close(st, false);
+    if (pr.ring)
+        oct_ring_producer_close(pr.ring, true);
+    copy_pool_stop(&pr.pool);
+    free(pr.frames);
+    shm_unlink(ctl);
+    shm_unlink(stn);
+    unlink(ini);
+    unlink(prof);
+    unlink(masks);
+    if (!rc_out)
+        unlink(log);
+    return rc_out;
+}
+
+/* Pinned (registered) host -> device rate of one frame, through the engine. */
+static double pinned_h2d_gbs(const workload *w)
+{
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = w->g;
+    s.backend = OCT_BACKEND_CUDA;
+    s.flags = OCT_SETUP_QUICK_PLAN;
+    oct_params p;
+    oct_params_default(&p);
+    p.products = OCT_PRODUCT_BIT(w->g.lines > 1 ? OCT_KIND_CONFOCAL : OCT_KIND_BSCAN);
+    oct_engine *eng = NULL;
+    oct_error e;
+    if (oct_engine_create(&eng, &s, &p, &e) != OCT_OK)
+        return -1;
+    size_t fb = oct_geometry_frame_bytes(&w->g);
+    void *buf = NULL;
+    double gbs = -1;
+    oct_products *out = oct_products_create();
+    if (out && posix_memalign(&buf, 4096, fb) == 0) {
+        memset(buf, 0, fb);
+        if (oct_engine_register_host(eng, buf, fb, &e) == OCT_OK) {
+            double t[9];
+            int n = 0;
+            for (int i = 0; i < 9; i++) {
+                oct_stage_times st;
+                if (oct_engine_process(eng, buf, fb, out, &e) != OCT_OK)
+                    break;
+                oct_engine_stage_times(eng, &st);
+                if (i > 0 && st.h2d_ms > 0)
+                    t[n++] = st.h2d_ms;
+            }
+            if (n > 0) {
+                for (int i = 1; i < n; i++) /* insertion sort for the median */
+                    for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+                        double x = t[j];
+                        t[j] = t[j - 1];
+                        t[j - 1] = x;
+                    }
+                gbs = (double)fb / (t[n / 2] * 1e6);
+            }
+            oct_engine_unregister_host(eng, buf);
+        }
+    }
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    free(buf);
+    return gbs;
+}
+
+int octbench_e2e(const octbench_opts *o)
+{
+    static const workload full[] = {
+        {"volume", {1024, 200, 192, OCT_SAMPLE_U16, 0}, 512,
+         "enface: {start: 20, step: 10, count: 40}\nxsec: {h_index: 96, v_index: 100}\n"
+         "products: [enface, confocal, xsec_h, xsec_v]\n"},
+        {"bscan", {1024, 500, 1, OCT_SAMPLE_U16, 0}, 512, "products: [bscan]\n"},
+    };
+    static const workload quick[] = {
+        {"volume", {256, 32, 16, OCT_SAMPLE_U16, 0}, 64,
+         "enface: {start: 4, step: 2, count: 8}\nxsec: {h_index: 8, v_index: 16}\n"
+         "products: [enface, confocal, xsec_h, xsec_v]\n"},
+        {"bscan", {256, 64, 1, OCT_SAMPLE_U16, 0}, 64, "products: [bscan]\n"},
+    };
+    const workload *wl = o->quick ? quick : full;
+    if (o->only && strcmp(o->only, "volume") && strcmp(o->only, "bscan") && strcmp(o->only, "e2e")) {
+        fprintf(stderr, "octbench --e2e: --only %s: must be volume or bscan\n", o->only);
+        return 1;
+    }
+    char exe[PATH_MAX], octd_path[PATH_MAX + 8];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "octbench e2e: cannot find my own path: %s\n", strerror(errno));
+        return 1;
+    }
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (slash)
+        *slash = '\0';
+    snprintf(octd_path, sizeof octd_path, "%s/octd", exe);
+    const char *env = getenv("OCTBENCH_OCTD");
+    if (env && *env)
+        snprintf(octd_path, sizeof octd_path, "%s", env);
+    if (access(octd_path, X_OK) != 0) {
+        fprintf(stderr, "octbench e2e: %s: not executable (set OCTBENCH_OCTD)\n", octd_path);
+        return 1;
+    }
+    char tmp[] = "/tmp/octbench-e2e.XXXXXX";
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "octbench e2e: mkdtemp: %s\n", strerror(errno));
+        return 1;
+    }
+    FILE *json = o->json ? fopen(o->json, "a") : NULL;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines survive a timeout kill */
+    signal(SIGPIPE, SIG_IGN);
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M", localtime(&now));
+    printf("== end-to-end: producer -> ring -> octd (%s) -> ZeroMQ SUB, %s%s ==\n", octd_path,
+           date, o->quick ? " (quick: small geometries)" : "");
+    int rc = 0;
+    double best[2] = {0, 0}, sust[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        if (o->only && strcmp(o->only, "e2e") && strcmp(o->only, wl[i].name))
+            continue;
+        if (run_workload(o, &wl[i], octd_path, tmp, json, &best[i], &sust[i]))
+            rc = 1;
+    }
+    /* CUDA only now: every octd child has been forked already. */
+    if (o->backend != OCT_BACKEND_CPU && oct_cuda_built()) {
+        char name[128];
+        oct_error e;
+        if (oct_cuda_probe(0, name, sizeof name, &e) == OCT_OK) {
+            for (int i = 0; i < 2; i++) {
+                if (o->only && strcmp(o->only, "e2e") && strcmp(o->only, wl[i].name))
+                    continue;
+                double h2d = pinned_h2d_gbs(&wl[i]);
+                if (h2d > 0)
+                    printf("# %s: pinned H2D of one frame on %s: %.1f GB/s; e2e unpaced %.2f "
+                           "GB/s = %.0f%% of it, best loss-free %.2f GB/s = %.0f%%\n",
+                           wl[i].name, name, h2d, sust[i], 100 * sust[i] / h2d, best[i],
+                           100 * best[i] / h2d);
+            }
+        }
+    }
+    if (json)
+        fclose(json);
+    rmdir(tmp);
+    return rc;
+}
