@@ -30,6 +30,7 @@
 #define POOL_EXTRA 2                        /* made up front beyond the depth */
 #define IDLE_WAIT_MS 100                    /* as main.c's ring timeout */
 #define SLOT_WAIT_MS 20                     /* for a pool buffer ZeroMQ still holds */
+#define RESERVE_AFTER_MS 1                  /* then the reserve buffer (sent as copies) */
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 
@@ -170,15 +171,20 @@ static octd_slot *pool_grow(octd_gpu *g, octd *d)
     return s;
 }
 
-/* A buffer with no holder (refs = 1 on return), or NULL after wait_ms. */
+/* A buffer with no holder (refs = 1 on return), or NULL after wait_ms.
+ * When stalled subscribers keep every zero-copy buffer queued, the reserve
+ * buffer (copy_only: its images are sent as copies, so ZeroMQ never holds
+ * it) is used rather than waiting: a slow subscriber must not slow octd. */
 static octd_slot *pool_acquire(octd_gpu *g, octd *d, int wait_ms)
 {
     for (int waited = 0;; waited++) {
-        for (int i = 0; i < g->nslots; i++) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1))
-                return g->slots[i];
-        }
+        for (int pass = 0; pass < (waited >= RESERVE_AFTER_MS ? 2 : 1); pass++)
+            for (int i = 0; i < g->nslots; i++) {
+                int zero = 0;
+                if (g->slots[i]->copy_only == (pass == 1) &&
+                    atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1))
+                    return g->slots[i];
+            }
         octd_slot *s = pool_grow(g, d);
         if (s) {
             atomic_store(&s->refs, 1);
@@ -234,6 +240,12 @@ static bool bind_path(octd_gpu *g, octd *d)
     uint64_t t0 = oct_time_monotonic_ns();
     while (g->nslots < g->depth + POOL_EXTRA && pool_grow(g, d))
         ;
+    bool have_reserve = false;
+    for (int i = 0; i < g->nslots; i++)
+        have_reserve |= g->slots[i]->copy_only;
+    octd_slot *r = have_reserve ? NULL : pool_grow(g, d);
+    if (r)
+        r->copy_only = true;
     /* Small products (B-scans): the whole pool now, so that no pinned
      * allocation (slow, and it may synchronise the device) happens later. */
     if (g->nslots > 0 && (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)

@@ -4,7 +4,8 @@
 # through octd's pipelined zero-copy path (OCTD_ZERO_COPY=1 forces it for the
 # depth-1 CPU engine) and once through the copying path.  Checks that frames
 # arrive, that the table is complete and that a paced rate loses no frame.
-# Exit 0 pass, 77 skip, else fail.  About 10-15 s.
+# Then tests/e2e_daemon.sh once more with OCTD_ZERO_COPY=1.
+# Exit 0 pass, 77 skip, else fail.  About 25 s.
 set -u
 BIN=${BIN:-bin}
 for p in octbench octd; do
@@ -39,4 +40,13 @@ echo "ok copying path: $(grep -E '^# bscan: (highest|no frame)' "$TMP/out.txt")"
 # bad option: a clear refusal, no child left behind
 "$BIN/octbench" --e2e --only nosuch >"$TMP/out.txt" 2>&1 && fail "--only nosuch accepted"
 grep -q "must be volume or bscan" "$TMP/out.txt" || fail "--only nosuch: no clear message"
+# the daemon's own end-to-end test (images = octproc's, control values,
+# snapshot/review/save, reload, ring restart, stop) through the zero-copy path
+if [ -f tests/e2e_daemon.sh ]; then
+    OCTD_ZERO_COPY=1 timeout 120 bash tests/e2e_daemon.sh >"$TMP/daemon.txt" 2>&1
+    rc=$?
+    [ $rc -eq 77 ] && echo "ok (skipped) e2e_daemon through the zero-copy path: $(grep ^SKIP "$TMP/daemon.txt")"
+    [ $rc -eq 0 ] || [ $rc -eq 77 ] || { cp "$TMP/daemon.txt" "$TMP/out.txt"; fail "e2e_daemon with OCTD_ZERO_COPY=1 exit $rc"; }
+    [ $rc -eq 0 ] && echo "ok e2e_daemon passes through the zero-copy path ($(grep -c '^ok' "$TMP/daemon.txt") checks)"
+fi
 echo "ok e2e_bench"
