@@ -138,6 +138,12 @@ fuzz:
 	@tools/build/deps.sh --check --fuzz >/dev/null 2>&1 || tools/build/deps.sh --fuzz
 	FUZZ_SECONDS=$(FUZZ_SECONDS) tools/build/fuzz.sh $(FUZZ_TARGETS)
 
+# Soak (issue 8): octsim -> octd -> octgrab for SOAK_SECONDS, fails on a
+# crash, RSS/fd growth, skipped frames below the sustained rate, p99 regression.
+SOAK_SECONDS ?= 600
+soak: $(DEPS_STAMP) progs
+	SOAK_SECONDS=$(SOAK_SECONDS) BIN=$(BIN) PYTHON=$(PYTHON) tools/build/soak.sh
+
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)
 

@@ -354,6 +354,16 @@ static void try_attach(octd *d)
         d->ring = NULL;
         return;
     }
+    /* Nor is the ring of a dead producer (heartbeat older than the
+     * consumer's 2 s limit): attaching would detach at once as stale and
+     * loop, re-processing its last frame each time. */
+    uint64_t hb = __atomic_load_n(&oct_ring_consumer_header(d->ring)->heartbeat_ns,
+                                  __ATOMIC_ACQUIRE);
+    if (now > hb && now - hb > 2000000000ull) {
+        oct_ring_consumer_close(d->ring);
+        d->ring = NULL;
+        return;
+    }
     d->attach_err[0] = '\0';
     oct_ring_consumer_geometry(d->ring, &d->ring_geom);
     d->ring_epoch = oct_ring_consumer_header(d->ring)->epoch;
@@ -406,6 +416,10 @@ static void online_step(octd *d)
     rc = oct_ring_consumer_next(d->ring, (oct_ring_policy)d->cfg.policy, d->scratch.data,
                                         bytes, RING_TIMEOUT_MS, &info, &e);
     if (rc != OCT_OK) {
+        if (rc == OCT_ETORN) { /* frames skipped/lapped before the torn one count too */
+            d->seen += info.skipped;
+            d->skipped += info.skipped;
+        }
         ring_error(d, rc, &e);
         return;
     }
@@ -745,8 +759,28 @@ out:
 /* ------------------------------------------------------------------ */
 /* signals, periodic work                                              */
 /* ------------------------------------------------------------------ */
+/* Threads that existed before the signals were blocked (a sanitizer's, a
+ * library's) may receive them instead of the signalfd: a handler that only
+ * sets these flags catches those (SPEC: no work in handlers). */
+static volatile sig_atomic_t stray_hup, stray_term;
+static void stray_signal(int sig)
+{
+    if (sig == SIGHUP)
+        stray_hup = 1;
+    else
+        stray_term = 1;
+}
+
 static void read_signals(octd *d)
 {
+    if (stray_hup) {
+        stray_hup = 0;
+        d->reload = true;
+    }
+    if (stray_term && !d->stop) {
+        octd_log(LOG_INFO, "signal: stopping");
+        d->stop = true;
+    }
     struct signalfd_siginfo si;
     while (read(d->sigfd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGHUP)
@@ -885,6 +919,13 @@ static int run(octd *d)
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGHUP);
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {0};
+    sa.sa_handler = stray_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     if (sigprocmask(SIG_BLOCK, &mask, NULL) != 0 ||
         (d->sigfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
         octd_log(LOG_CRIT, "signalfd: %s", strerror(errno));

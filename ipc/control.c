@@ -3,6 +3,7 @@
  * kernel releases when a writer dies) and read by octd with a bounded
  * number of attempts. */
 #include <errno.h>
+#include <setjmp.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,12 +291,30 @@ void oct_control_close(oct_control *c, bool unlink_name)
     free(c);
 }
 
+static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v,
+                            uint64_t *gen);
+
+/* Guarded against SIGBUS: a writer (who may ftruncate the object) could
+ * shrink the block under our mapping; that read fails with OCT_EIO. */
 oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen)
 {
     if (!c || !v)
         return OCT_EINVAL;
     if (attempts < 1)
         attempts = 1;
+    if (!oct_bus_install())
+        return OCT_EIO;
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0))
+        return OCT_EIO;
+    oct_bus_arm(&g, c->b, OCT_CONTROL_BYTES);
+    oct_err err = read_guarded(c, attempts, v, gen);
+    oct_bus_disarm(&g);
+    return err;
+}
+
+static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen)
+{
     for (int i = 0; i < attempts; i++) {
         if (i)
             oct_ipc_sleep_ns(READ_PAUSE_NS); /* let the writer finish; never spin */

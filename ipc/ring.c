@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -327,8 +328,22 @@ struct oct_ring_consumer {
     uint32_t stale_ms;
     uint64_t peek_n;            /* frame handed out by peek */
     bool peek_valid;
+    bool shrunk;                /* a SIGBUS showed the object truncated: re-open */
     oct_ring_stats st;
 };
+
+/* The header copy of open(), guarded: the object may shrink after fstat. */
+static bool copy_header(const oct_ring_header *h0, oct_ring_header *hc, uint32_t *state)
+{
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0))
+        return false;
+    oct_bus_arm(&g, h0, OCT_RING_HEADER_BYTES);
+    *state = OCT_LOAD_ACQ(&h0->state);
+    memcpy(hc, h0, sizeof *hc);
+    oct_bus_disarm(&g);
+    return true;
+}
 
 oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_error *e)
 {
@@ -336,6 +351,10 @@ oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_er
     oct_err err = oct_ipc_name_check(name, e);
     if (err)
         return err;
+    /* a producer may truncate the ring under our mapping: see next() */
+    if (!oct_bus_install())
+        return oct_error_set(e, OCT_EIO, "ring %s: cannot install the SIGBUS handler: %s", name,
+                             strerror(errno));
     int fd = shm_open(name, O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) {
         int en = errno;
@@ -369,10 +388,14 @@ oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_er
         return err;
     }
     /* copy the header once (after the acquire of state) and check the copy */
-    uint32_t state = OCT_LOAD_ACQ(&h0->state);
+    uint32_t state;
     oct_ring_header hc;
-    memcpy(&hc, h0, sizeof hc);
+    bool copied = copy_header(h0, &hc, &state);
     munmap((void *)h0, OCT_RING_HEADER_BYTES);
+    if (!copied) {
+        close(fd);
+        return oct_error_set(e, OCT_EAGAIN, "ring %s shrank while being read (SIGBUS)", name);
+    }
     /* state INIT: the producer is still filling the header, which may be
      * incomplete; only a present, wrong magic is refused already */
     static const char zero8[8];
@@ -481,6 +504,12 @@ static oct_err check_replaced(oct_ring_consumer *c, uint64_t now, oct_error *e)
     if (r == 0 && (st.st_ino != c->ino || st.st_dev != c->dev))
         return oct_error_set(e, OCT_ESTALE, "ring %s was re-created by a new producer",
                              c->name);
+    /* same object, truncated: caught here before a read faults (SIGBUS) */
+    if (r == 0 && (uint64_t)st.st_size < c->map_bytes)
+        return oct_error_set(e, OCT_ESTALE,
+                             "ring %s shrank to %llu bytes, %zu are mapped (truncated by the "
+                             "producer?)",
+                             c->name, (unsigned long long)st.st_size, c->map_bytes);
     return OCT_OK;
 }
 
@@ -555,16 +584,18 @@ static void fill_info(const oct_ring_consumer *c, uint64_t n, uint64_t fid, uint
     info->skipped = skip;
 }
 
-oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
-                               size_t dst_bytes, int timeout_ms, oct_frame_info *info,
-                               oct_error *e)
+/* A SIGBUS inside the mapping: the object was truncated under us. */
+static oct_err shrunk(oct_ring_consumer *c, oct_error *e)
 {
-    if (!c || !dst)
-        return oct_error_set(e, OCT_EINVAL, "ring: no consumer or destination given");
-    if (dst_bytes < c->frame_bytes)
-        return oct_error_set(e, OCT_ESIZE,
-                             "ring %s: destination is %zu bytes, a frame is %llu bytes", c->name,
-                             dst_bytes, (unsigned long long)c->frame_bytes);
+    c->shrunk = true;
+    return oct_error_set(e, OCT_ESTALE,
+                         "ring %s shrank under its mapping (SIGBUS: truncated by the producer?)",
+                         c->name);
+}
+
+static oct_err next_guarded(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
+                            int timeout_ms, oct_frame_info *info, oct_error *e)
+{
     uint64_t n, skip, seen;
     oct_err err = wait_pick(c, policy, timeout_ms, &n, &skip, &seen, e);
     if (err)
@@ -593,13 +624,30 @@ oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, voi
     return OCT_OK;
 }
 
-oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
-                               const void **frame, oct_frame_info *info, oct_error *e)
+oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
+                               size_t dst_bytes, int timeout_ms, oct_frame_info *info,
+                               oct_error *e)
 {
-    if (!c || !frame || !info)
-        return oct_error_set(e, OCT_EINVAL, "ring: peek needs a consumer, frame and info");
-    *frame = NULL;
-    c->peek_valid = false;
+    if (!c || !dst)
+        return oct_error_set(e, OCT_EINVAL, "ring: no consumer or destination given");
+    if (dst_bytes < c->frame_bytes)
+        return oct_error_set(e, OCT_ESIZE,
+                             "ring %s: destination is %zu bytes, a frame is %llu bytes", c->name,
+                             dst_bytes, (unsigned long long)c->frame_bytes);
+    if (c->shrunk)
+        return shrunk(c, e);
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0))
+        return shrunk(c, e); /* the handler disarmed g */
+    oct_bus_arm(&g, c->map, c->map_bytes);
+    oct_err err = next_guarded(c, policy, dst, timeout_ms, info, e);
+    oct_bus_disarm(&g);
+    return err;
+}
+
+static oct_err peek_guarded(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
+                            const void **frame, oct_frame_info *info, oct_error *e)
+{
     uint64_t n, skip, seen;
     oct_err err = wait_pick(c, policy, timeout_ms, &n, &skip, &seen, e);
     if (err)
@@ -618,6 +666,30 @@ oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int
     return OCT_OK;
 }
 
+/* The caller reads a peeked frame straight from the mapping: that read is
+ * not guarded here (a DMA engine reports its own error; a CPU reader that
+ * must survive a truncating producer copies with oct_ring_consumer_next). */
+oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
+                               const void **frame, oct_frame_info *info, oct_error *e)
+{
+    if (!c || !frame || !info)
+        return oct_error_set(e, OCT_EINVAL, "ring: peek needs a consumer, frame and info");
+    *frame = NULL;
+    c->peek_valid = false;
+    if (c->shrunk)
+        return shrunk(c, e);
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0)) {
+        *frame = NULL;
+        c->peek_valid = false;
+        return shrunk(c, e);
+    }
+    oct_bus_arm(&g, c->map, c->map_bytes);
+    oct_err err = peek_guarded(c, policy, timeout_ms, frame, info, e);
+    oct_bus_disarm(&g);
+    return err;
+}
+
 oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info)
 {
     if (!c || !info || !c->peek_valid || info->seq != c->peek_n || info->epoch != c->epoch)
@@ -625,7 +697,18 @@ oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *inf
     const oct_slot_header *s = cons_slot(c, info->seq);
     OCT_FENCE_ACQ(); /* the caller's reads of the frame happen before the check */
     c->peek_valid = false;
-    if (OCT_LOAD_RLX(&s->seq) != 2 * info->seq + 2) {
+    if (c->shrunk)
+        return OCT_ETORN;
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0)) {
+        c->shrunk = true;
+        c->st.frames_torn++;
+        return OCT_ETORN;
+    }
+    oct_bus_arm(&g, c->map, c->map_bytes);
+    uint64_t seq = OCT_LOAD_RLX(&s->seq);
+    oct_bus_disarm(&g);
+    if (seq != 2 * info->seq + 2) {
         c->st.frames_torn++;
         return OCT_ETORN;
     }

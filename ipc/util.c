@@ -1,5 +1,7 @@
 /* util.c - clocks, names and small helpers of the IPC library. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
@@ -77,4 +79,65 @@ void oct_ipc_strlcpy(char *dst, size_t dst_len, const char *src)
     if (n)
         memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+/* ---- SIGBUS guard (see ipc_internal.h) ---- */
+static __thread oct_bus_guard *bus_top;   /* innermost armed guard of this thread */
+static struct sigaction bus_old;          /* handler before ours, to chain to */
+static pthread_once_t bus_once = PTHREAD_ONCE_INIT;
+static bool bus_ok;
+
+static void bus_handler(int sig, siginfo_t *si, void *uc)
+{
+    const char *a = si ? (const char *)si->si_addr : NULL;
+    for (oct_bus_guard *g = bus_top; g; g = g->prev) {
+        const char *lo = g->lo;
+        if (a >= lo && a < lo + g->len) {
+            bus_top = g->prev; /* disarmed: the jump leaves the guarded code */
+            siglongjmp(g->jb, 1);
+        }
+    }
+    /* not ours: what would have happened without us */
+    if ((bus_old.sa_flags & SA_SIGINFO) && bus_old.sa_sigaction) {
+        bus_old.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (bus_old.sa_handler != SIG_DFL && bus_old.sa_handler != SIG_IGN) {
+        bus_old.sa_handler(sig);
+        return;
+    }
+    /* default action: restore it; the faulting access runs again and kills */
+    signal(sig, SIG_DFL);
+}
+
+static void bus_install_once(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = bus_handler;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    bus_ok = sigaction(SIGBUS, &sa, &bus_old) == 0;
+}
+
+bool oct_bus_install(void)
+{
+    pthread_once(&bus_once, bus_install_once);
+    return bus_ok;
+}
+
+void oct_bus_arm(oct_bus_guard *g, const void *lo, size_t len)
+{
+    g->lo = lo;
+    g->len = len;
+    g->prev = bus_top;
+    __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the handler sees a complete guard */
+    bus_top = g;
+}
+
+void oct_bus_disarm(oct_bus_guard *g)
+{
+    /* guards nest: only the innermost one is disarmed here */
+    if (bus_top == g)
+        bus_top = g->prev;
 }

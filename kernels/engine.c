@@ -756,11 +756,8 @@ const oct_setup *oct_engine_setup(const oct_engine *eng)
     return &eng->setup;
 }
 
-oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_bytes,
-                           oct_products *out, oct_error *e)
+static oct_err check_frame_size(const oct_engine *eng, size_t frame_bytes, oct_error *e)
 {
-    if (!eng || !frame || !out)
-        return oct_error_set(e, OCT_EINVAL, "oct_engine_process: NULL argument");
     uint64_t want = oct_geometry_frame_bytes(&eng->setup.geom);
     if ((uint64_t)frame_bytes != want)
         return oct_error_set(e, OCT_ESIZE,
@@ -768,6 +765,17 @@ oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_byte
                              eng->setup.geom.lines, eng->setup.geom.ascans,
                              eng->setup.geom.samples, oct_sample_name(eng->setup.geom.sample_type),
                              (unsigned long long)want);
+    return OCT_OK;
+}
+
+oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_bytes,
+                           oct_products *out, oct_error *e)
+{
+    if (!eng || !frame || !out)
+        return oct_error_set(e, OCT_EINVAL, "oct_engine_process: NULL argument");
+    oct_err size_err = check_frame_size(eng, frame_bytes, e);
+    if (size_err)
+        return size_err;
     if (oct_engine_inflight(eng) > 0)
         return oct_error_set(e, OCT_ESTATE, "oct_engine_process: %d frame(s) in flight: "
                              "complete them first", oct_engine_inflight(eng));
@@ -817,17 +825,6 @@ void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t)
 
 /* ---- pipelining and DMA (oct_engine.h); synchronous fallback of depth 1 ---- */
 
-static oct_err check_frame_size(const oct_engine *eng, size_t frame_bytes, oct_error *e)
-{
-    uint64_t want = oct_geometry_frame_bytes(&eng->setup.geom);
-    if ((uint64_t)frame_bytes != want)
-        return oct_error_set(e, OCT_ESIZE,
-                             "frame is %zu bytes, geometry %u x %u x %u %s needs %llu", frame_bytes,
-                             eng->setup.geom.lines, eng->setup.geom.ascans,
-                             eng->setup.geom.samples, oct_sample_name(eng->setup.geom.sample_type),
-                             (unsigned long long)want);
-    return OCT_OK;
-}
 
 int oct_engine_depth(const oct_engine *eng)
 {

@@ -51,10 +51,11 @@ done
 "$PYTHON" - "$R-live" <<'PY' &
 import sys, time, numpy as np
 from octring import RingProducer
-p = RingProducer(sys.argv[1], samples=1024, ascans=256, lines=4, sample_type="u16", slots=2)
+p = RingProducer(sys.argv[1], samples=1024, ascans=256, lines=4, sample_type="u16", slots=4)
 t0 = time.time(); k = 0
 while time.time() - t0 < 4:
     v = p.begin(); v[...] = k % 65536; del v; p.commit(frame_id=k); k += 1
+    time.sleep(0.0005)  # still laps the reader often, but leaves it a chance under load
 p.close(unlink=True)
 PY
 PRODPID=$!

@@ -58,8 +58,9 @@ static int dump_frame(oct_ring_consumer *c, const char *name, const char *path, 
     oct_frame_info info;
     oct_error e;
     oct_err err = OCT_ETORN;
-    /* a torn copy means the producer lapped us: take the newest again */
-    for (int attempt = 0; attempt < 20 && err == OCT_ETORN; attempt++)
+    /* a torn copy means the producer lapped us: take the newest again
+     * (a fast producer on a small ring under CPU load can lap many copies) */
+    for (int attempt = 0; attempt < 200 && err == OCT_ETORN; attempt++)
         err = oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, fb, timeout_ms, &info, &e);
     if (err) {
         if (err == OCT_ETIMEDOUT)
