@@ -8,6 +8,7 @@
 #   make install    PREFIX=/usr/local DESTDIR=
 #   make bundle     relocatable tree in build/bundle (binaries + $ORIGIN rpath libs)
 #   make fuzz       libFuzzer targets (clang, ASan+UBSan) FUZZ_SECONDS each [60]
+#   make valgrind   valgrind memcheck of octproc and an octd session (CPU build)
 
 PREFIX   ?= /usr/local
 DESTDIR  ?=
@@ -56,7 +57,7 @@ SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
 SAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/san/%.o)
 SAN_TESTS := $(TEST_SRC:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak
+.PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak valgrind valgrind-progs
 # keep test helper objects between builds (they are intermediate to make)
 .SECONDARY:
 all: progs tests
@@ -124,8 +125,8 @@ $(BUILD)/san/tests/%: tests/%.c $(SAN_TEST_LIB_OBJ) $(BUILD)/san/liboct.a | $(DE
 
 # make check: unit tests under ASan+UBSan (CPU), the CUDA tests when a device
 # is present (skipped, saying so, when not), then the end-to-end scripts.
-check: $(DEPS_STAMP) all
-	BUILD=$(BUILD) BIN=$(BIN) PYTHON=$(PYTHON) tests/run.sh
+check: $(DEPS_STAMP) all valgrind-progs
+	BUILD=$(BUILD) BIN=$(BIN) VG_BIN=$(VG_BIN) PYTHON=$(PYTHON) tests/run.sh
 
 # ---- tools around the build ------------------------------------------------
 demo: $(DEPS_STAMP) progs
@@ -143,6 +144,16 @@ fuzz:
 SOAK_SECONDS ?= 600
 soak: $(DEPS_STAMP) progs
 	SOAK_SECONDS=$(SOAK_SECONDS) BIN=$(BIN) PYTHON=$(PYTHON) tools/build/soak.sh
+
+# Valgrind memcheck of the CPU path (issue 8): CPU-only programs (the CUDA
+# libraries only add noise and minutes under valgrind) in $(VG_BIN).
+VG_BIN := $(if $(NVCC),build/cpu/bin,$(BIN))
+valgrind-progs:
+ifneq ($(NVCC),)
+	$(MAKE) NO_CUDA=1 BIN=build/cpu/bin progs
+endif
+valgrind: $(DEPS_STAMP) valgrind-progs
+	BIN=$(VG_BIN) PYTHON=$(PYTHON) tools/build/valgrind.sh
 
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)

@@ -11,23 +11,28 @@
 
 /* Name tables indexed by the control block's numbers (SPEC 3.2).  Kept here
  * rather than taken from the engine so that parsing has both directions. */
-static const char *const method_names[] = {"cfd", "msi"};
+static const char *const method_names[] = {"cfd", "msi", "cms"};
 static const char *const window_names[] = {"rect", "hann", "hamming", "blackman", "gaussian", "tukey"};
 static const char *const scale_names[] = {"linear", "log"};
-static const char *const background_names[] = {"none", "reference", "frame_mean"};
+static const char *const background_names[] = {"none", "reference", "frame_mean", "rolling", "fpn"};
+static const char *const klin_names[] = {"off", "linear", "cubic", "sinc"};
+static const char *const klin_source_names[] = {"poly", "file"};
 static const char *const kind_names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v", "volume"};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 enum key_type {
     K_METHODS, K_WINDOW, K_WINDOW_PARAM, K_FREQ_CUTOFF, K_LAG_WINDOW, K_SCALE, K_BACKGROUND,
     K_ENFACE_START, K_ENFACE_STEP, K_ENFACE_COUNT, K_XSEC_H, K_XSEC_V,
-    K_GSC, K_CONTRAST, K_BRIGHTNESS, K_PRODUCTS
+    K_GSC, K_CONTRAST, K_BRIGHTNESS, K_PRODUCTS,
+    /* ABI 1.1 */
+    K_BACKGROUND_PARAM, K_KLIN, K_KLIN_TAPS, K_KLIN_SOURCE, K_KLIN_COEFS, K_KLIN_COEF,
+    K_DISP_A2, K_DISP_A3, K_DISP_K0
 };
 
 typedef struct key_def {
     const char *name;
     enum key_type type;
-    int cls; /* display class for K_GSC/K_CONTRAST/K_BRIGHTNESS */
+    int cls; /* display class for K_GSC/K_CONTRAST/K_BRIGHTNESS; coefficient of K_KLIN_COEF */
 } key_def;
 
 static const key_def keys[] = {
@@ -53,6 +58,38 @@ static const key_def keys[] = {
     {"display.confocal.contrast", K_CONTRAST, 2},
     {"display.confocal.brightness", K_BRIGHTNESS, 2},
     {"products", K_PRODUCTS, 0},
+    /* ABI 1.1: the profile's background.frames/segment, klin and dispersion */
+    {"background.param", K_BACKGROUND_PARAM, 0},
+    {"klin.interp", K_KLIN, 0},
+    {"klin.taps", K_KLIN_TAPS, 0},
+    {"klin.source", K_KLIN_SOURCE, 0},
+    {"klin.coefs", K_KLIN_COEFS, 0},
+    {"dispersion.a2", K_DISP_A2, 0},
+    {"dispersion.a3", K_DISP_A3, 0},
+    {"dispersion.k0", K_DISP_K0, 0},
+};
+
+/* Other names `set` accepts (not listed by `get`): the flat names of the
+ * ABI 1.1 fields, one coefficient at a time, and the profile's sub-keys. */
+static const key_def aliases[] = {
+    {"background_param", K_BACKGROUND_PARAM, 0},
+    {"background.frames", K_BACKGROUND_PARAM, 0},
+    {"background.segment", K_BACKGROUND_PARAM, 0},
+    {"klin", K_KLIN, 0},
+    {"klin_taps", K_KLIN_TAPS, 0},
+    {"klin_source", K_KLIN_SOURCE, 0},
+    {"klin_coefs", K_KLIN_COEFS, 0},
+    {"klin_c0", K_KLIN_COEF, 0},
+    {"klin_c1", K_KLIN_COEF, 1},
+    {"klin_c2", K_KLIN_COEF, 2},
+    {"klin_c3", K_KLIN_COEF, 3},
+    {"klin.c0", K_KLIN_COEF, 0},
+    {"klin.c1", K_KLIN_COEF, 1},
+    {"klin.c2", K_KLIN_COEF, 2},
+    {"klin.c3", K_KLIN_COEF, 3},
+    {"disp_a2", K_DISP_A2, 0},
+    {"disp_a3", K_DISP_A3, 0},
+    {"disp_k0", K_DISP_K0, 0},
 };
 
 size_t oct_control_key_count(void) { return NELEM(keys); }
@@ -64,7 +101,18 @@ static const key_def *find_key(const char *name)
     for (size_t i = 0; i < NELEM(keys); i++)
         if (strcmp(keys[i].name, name) == 0)
             return &keys[i];
+    for (size_t i = 0; i < NELEM(aliases); i++)
+        if (strcmp(aliases[i].name, name) == 0)
+            return &aliases[i];
     return NULL;
+}
+
+int oct_control_key_abi_minor(const char *key)
+{
+    const key_def *k = key ? find_key(key) : NULL;
+    if (!k)
+        return -1;
+    return k->type >= K_BACKGROUND_PARAM ? 1 : 0;
 }
 
 static int find_name(const char *const *names, size_t n, const char *s, size_t len)
@@ -128,6 +176,19 @@ static oct_err parse_f32(const char *key, const char *s, float *out, oct_error *
     if (!isfinite(v) || (errno == ERANGE && (v == 0.0f || isinf(v)) && !literal_zero(s)))
         return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a finite single-precision number",
                              key, s);
+    *out = v;
+    return OCT_OK;
+}
+
+static oct_err parse_f64(const char *key, const char *s, double *out, oct_error *e)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || !only_space(end))
+        return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a number", key, s);
+    if (!isfinite(v) || (errno == ERANGE && (v == 0.0 || isinf(v)) && !literal_zero(s)))
+        return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a finite number", key, s);
     *out = v;
     return OCT_OK;
 }
@@ -212,7 +273,7 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
         uint32_t bits;
         rc = parse_list(key, method_names, NELEM(method_names), NULL, 0, value, &bits, e);
         if (rc == OCT_OK && bits == 0)
-            rc = oct_error_set(e, OCT_EINVAL, "%s: at least one of cfd, msi", key);
+            rc = oct_error_set(e, OCT_EINVAL, "%s: at least one of cfd, msi, cms", key);
         t.methods = bits;
         break;
     }
@@ -256,9 +317,57 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
         break;
     }
     case K_SCALE: rc = parse_enum(key, scale_names, NELEM(scale_names), value, &t.scale, e); break;
-    case K_BACKGROUND:
-        rc = parse_enum(key, background_names, NELEM(background_names), value, &t.background, e);
+    case K_BACKGROUND: {
+        /* "mode" or "mode:param" (rolling:K, fpn:G), as window */
+        const char *colon = strchr(value, ':');
+        char name[64];
+        size_t len = colon ? (size_t)(colon - value) : strlen(value);
+        if (len >= sizeof name)
+            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
+        memcpy(name, value, len);
+        name[len] = '\0';
+        rc = parse_enum(key, background_names, NELEM(background_names), name, &t.background, e);
+        if (rc == OCT_OK && colon)
+            rc = parse_i32("background.param", colon + 1, &t.background_param, e);
         break;
+    }
+    case K_BACKGROUND_PARAM: rc = parse_i32(key, value, &t.background_param, e); break;
+    case K_KLIN: rc = parse_enum(key, klin_names, NELEM(klin_names), value, &t.klin, e); break;
+    case K_KLIN_TAPS: rc = parse_i32(key, value, &t.klin_taps, e); break;
+    case K_KLIN_SOURCE:
+        rc = parse_enum(key, klin_source_names, NELEM(klin_source_names), value, &t.klin_source, e);
+        break;
+    case K_KLIN_COEFS: {
+        /* "c0,c1,c2,c3" (brackets tolerated, as in the profile) */
+        char buf[256];
+        size_t len = strlen(value);
+        const char *s = value;
+        trim(&s, &len);
+        if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+            s++;
+            len -= 2;
+        }
+        if (len >= sizeof buf)
+            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
+        memcpy(buf, s, len);
+        buf[len] = '\0';
+        char *item = buf;
+        for (int i = 0; i < 4 && rc == OCT_OK; i++) {
+            char *comma = strchr(item, ',');
+            if ((i < 3) != (comma != NULL))
+                return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not c0,c1,c2,c3 (4 numbers)",
+                                     key, value);
+            if (comma)
+                *comma = '\0';
+            rc = parse_f64(key, item, &t.klin_coef[i], e);
+            item = comma ? comma + 1 : item;
+        }
+        break;
+    }
+    case K_KLIN_COEF: rc = parse_f64(key, value, &t.klin_coef[k->cls], e); break;
+    case K_DISP_A2: rc = parse_f32(key, value, &t.disp_a2, e); break;
+    case K_DISP_A3: rc = parse_f32(key, value, &t.disp_a3, e); break;
+    case K_DISP_K0: rc = parse_f32(key, value, &t.disp_k0, e); break;
     case K_ENFACE_START: rc = parse_i32(key, value, &t.enface_start, e); break;
     case K_ENFACE_STEP: rc = parse_i32(key, value, &t.enface_step, e); break;
     case K_ENFACE_COUNT: rc = parse_i32(key, value, &t.enface_count, e); break;
@@ -349,10 +458,34 @@ oct_err oct_control_key_get(const oct_control_values *v, const char *key, char *
         snprintf(buf, len, "%s", name_or_number(scale_names, NELEM(scale_names), v->scale, tmp,
                                                 sizeof tmp));
         break;
-    case K_BACKGROUND:
-        snprintf(buf, len, "%s", name_or_number(background_names, NELEM(background_names),
-                                                v->background, tmp, sizeof tmp));
+    case K_BACKGROUND: {
+        const char *n = name_or_number(background_names, NELEM(background_names), v->background,
+                                       tmp, sizeof tmp);
+        if (v->background == OCT_BG_ROLLING || v->background == OCT_BG_FPN)
+            snprintf(buf, len, "%s:%d", n, v->background_param);
+        else
+            snprintf(buf, len, "%s", n);
         break;
+    }
+    case K_BACKGROUND_PARAM: snprintf(buf, len, "%d", v->background_param); break;
+    case K_KLIN:
+        snprintf(buf, len, "%s", name_or_number(klin_names, NELEM(klin_names), v->klin, tmp,
+                                                sizeof tmp));
+        break;
+    case K_KLIN_TAPS: snprintf(buf, len, "%d", v->klin_taps); break;
+    case K_KLIN_SOURCE:
+        snprintf(buf, len, "%s", name_or_number(klin_source_names, NELEM(klin_source_names),
+                                                v->klin_source, tmp, sizeof tmp));
+        break;
+    /* %.17g: a double read back by `set` is the same double */
+    case K_KLIN_COEFS:
+        snprintf(buf, len, "%.17g,%.17g,%.17g,%.17g", v->klin_coef[0], v->klin_coef[1],
+                 v->klin_coef[2], v->klin_coef[3]);
+        break;
+    case K_KLIN_COEF: snprintf(buf, len, "%.17g", v->klin_coef[k->cls]); break;
+    case K_DISP_A2: snprintf(buf, len, "%.9g", (double)v->disp_a2); break;
+    case K_DISP_A3: snprintf(buf, len, "%.9g", (double)v->disp_a3); break;
+    case K_DISP_K0: snprintf(buf, len, "%.9g", (double)v->disp_k0); break;
     case K_ENFACE_START: snprintf(buf, len, "%d", v->enface_start); break;
     case K_ENFACE_STEP: snprintf(buf, len, "%d", v->enface_step); break;
     case K_ENFACE_COUNT: snprintf(buf, len, "%d", v->enface_count); break;
@@ -369,7 +502,7 @@ oct_err oct_control_key_get(const oct_control_values *v, const char *key, char *
 size_t oct_control_format_all(const oct_control_values *v, char *buf, size_t len)
 {
     size_t pos = 0;
-    char val[128];
+    char val[160];
     for (size_t i = 0; i < NELEM(keys); i++) {
         oct_control_key_get(v, keys[i].name, val, sizeof val, NULL);
         int w = snprintf(buf && pos < len ? buf + pos : NULL, buf && pos < len ? len - pos : 0,
@@ -401,6 +534,15 @@ void oct_control_from_params(oct_control_values *v, const oct_params *p)
         v->brightness[c] = p->brightness[c];
     }
     v->products = p->products;
+    v->background_param = p->background_param;
+    v->klin = p->klin;
+    v->klin_taps = p->klin_taps;
+    for (int i = 0; i < 4; i++)
+        v->klin_coef[i] = p->klin_coef[i];
+    v->klin_source = p->klin_source;
+    v->disp_a2 = p->disp_a2;
+    v->disp_a3 = p->disp_a3;
+    v->disp_k0 = p->disp_k0;
 }
 
 void oct_params_from_control(oct_params *p, const oct_control_values *v)
@@ -425,4 +567,13 @@ void oct_params_from_control(oct_params *p, const oct_control_values *v)
         p->brightness[c] = v->brightness[c];
     }
     p->products = v->products;
+    p->background_param = v->background_param;
+    p->klin = v->klin;
+    p->klin_taps = v->klin_taps;
+    for (int i = 0; i < 4; i++)
+        p->klin_coef[i] = v->klin_coef[i];
+    p->klin_source = v->klin_source;
+    p->disp_a2 = v->disp_a2;
+    p->disp_a3 = v->disp_a3;
+    p->disp_k0 = v->disp_k0;
 }

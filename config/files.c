@@ -31,6 +31,14 @@ static void dir_of(char *out, size_t out_len, const char *path)
 
 oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oct_error *e)
 {
+    return oct_file_write_atomic_at(AT_FDCWD, path, data, len, e);
+}
+
+/* Everything relative to dirfd (openat/renameat/unlinkat): a caller holding
+ * its directory open is not affected by the directory being renamed. */
+oct_err oct_file_write_atomic_at(int dirfd, const char *path, const void *data, size_t len,
+                                 oct_error *e)
+{
     if (!path || !*path)
         return oct_error_set(e, OCT_EINVAL, "atomic write: empty path");
     if (!data && len)
@@ -41,11 +49,11 @@ oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oc
         return oct_error_set(e, OCT_EINVAL, "%s: path too long", path);
 
     /* O_EXCL: never follow or clobber somebody else's file of that name */
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && errno == EEXIST) {
         /* a left-over of an earlier crashed run of this same pid number */
-        if (unlink(tmp) == 0)
-            fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        if (unlinkat(dirfd, tmp, 0) == 0)
+            fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     }
     if (fd < 0) {
         int err = errno;
@@ -61,7 +69,7 @@ oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oc
                 continue;
             int err = errno;
             close(fd);
-            unlink(tmp);
+            unlinkat(dirfd, tmp, 0);
             return oct_error_set(e, OCT_EIO, "%s: write failed after %zu of %zu bytes: %s", path,
                                  len - left, len, strerror(err));
         }
@@ -71,24 +79,24 @@ oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oc
     if (fsync(fd) != 0) {
         int err = errno;
         close(fd);
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
         return oct_error_set(e, OCT_EIO, "%s: fsync failed: %s", path, strerror(err));
     }
     if (close(fd) != 0) {
         int err = errno;
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
         return oct_error_set(e, OCT_EIO, "%s: close failed: %s", path, strerror(err));
     }
-    if (rename(tmp, path) != 0) {
+    if (renameat(dirfd, tmp, dirfd, path) != 0) {
         int err = errno;
-        unlink(tmp);
+        unlinkat(dirfd, tmp, 0);
         return oct_error_set(e, err == EACCES ? OCT_EPERM : OCT_EIO, "%s: rename from %s failed: %s",
                              path, tmp, strerror(err));
     }
     /* make the rename itself durable; failure here loses nothing already visible */
     char dir[OCT_PATH_MAX];
     dir_of(dir, sizeof dir, path);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int dfd = openat(dirfd, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         (void)fsync(dfd);
         close(dfd);

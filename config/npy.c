@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +346,12 @@ static const char *npy_descr(oct_dtype t)
 oct_err oct_npy_save(const char *path, oct_dtype dtype, int ndim, const uint64_t *shape,
                      const void *data, oct_error *e)
 {
+    return oct_npy_save_at(AT_FDCWD, path, dtype, ndim, shape, data, e);
+}
+
+oct_err oct_npy_save_at(int dirfd, const char *path, oct_dtype dtype, int ndim,
+                        const uint64_t *shape, const void *data, oct_error *e)
+{
     const char *descr = npy_descr(dtype);
     if (!descr)
         return oct_error_set(e, OCT_EINVAL, "%s: cannot save dtype %d as .npy", path, (int)dtype);
@@ -384,7 +391,7 @@ oct_err oct_npy_save(const char *path, oct_dtype dtype, int ndim, const uint64_t
     out[total - 1] = '\n';
     if (bytes)
         memcpy(out + total, data, bytes);
-    oct_err err = oct_file_write_atomic(path, out, total + bytes, e);
+    oct_err err = oct_file_write_atomic_at(dirfd, path, out, total + bytes, e);
     free(out);
     return err;
 }
@@ -536,6 +543,84 @@ oct_err oct_load_spectra(const char *path, uint32_t raw_type, uint32_t samples,
     *out = f;
     if (rows)
         *rows = (uint32_t)R;
+out:
+    free(buf);
+    return err;
+}
+
+/* Positions are kept in double: a sinc or cubic weight at a fractional
+ * position needs more than float's 24 bits when M is large. */
+oct_err oct_load_positions(const char *path, uint32_t samples, double **out, oct_error *e)
+{
+    *out = NULL;
+    if (!path || !*path)
+        return oct_error_set(e, OCT_EINVAL, "positions: no file given");
+    if (samples == 0 || samples > OCT_SAMPLES_MAX)
+        return oct_error_set(e, OCT_EINVAL, "%s: samples = %u out of range", path, samples);
+    void *buf;
+    size_t len;
+    /* M <= 8192 doubles plus a header */
+    oct_err err = oct_cfg_read_file(path, 1u << 20, &buf, &len, e);
+    if (err)
+        return err;
+    const unsigned char *data;
+    oct_dtype dtype;
+    if (has_npy_suffix(path) || (len >= 6 && !memcmp(buf, npy_magic, 6))) {
+        oct_array a = {0};
+        npy_info ni = {0};
+        if ((err = npy_header(buf, len, path, &a, &ni, e)))
+            goto out;
+        if (!((a.ndim == 1 && a.shape[0] == samples) ||
+              (a.ndim == 2 && a.shape[0] == 1 && a.shape[1] == samples))) {
+            err = oct_error_set(e, OCT_ESIZE,
+                                "%s: holds %llu values (%d-d array), expected %u positions "
+                                "(shape (%u,))",
+                                path, (unsigned long long)a.count, a.ndim, samples, samples);
+            goto out;
+        }
+        if (ni.swap)
+            swap_bytes((unsigned char *)buf + ni.data_off, a.count, oct_dtype_size(a.dtype));
+        data = (const unsigned char *)buf + ni.data_off;
+        dtype = a.dtype;
+    } else if (len == (size_t)samples * 8) {
+        dtype = OCT_DTYPE_F64; /* raw: the size says which float it is */
+        data = buf;
+    } else if (len == (size_t)samples * 4) {
+        dtype = OCT_DTYPE_F32;
+        data = buf;
+    } else {
+        err = oct_error_set(e, OCT_ESIZE,
+                            "%s: raw file of %zu bytes, expected %u positions: %zu bytes (f64) "
+                            "or %zu bytes (f32)",
+                            path, len, samples, (size_t)samples * 8, (size_t)samples * 4);
+        goto out;
+    }
+    double *p = malloc((size_t)samples * sizeof *p);
+    if (!p) {
+        err = oct_error_set(e, OCT_ENOMEM, "%s: out of memory", path);
+        goto out;
+    }
+    for (uint32_t n = 0; n < samples; n++) {
+        switch (dtype) {
+        case OCT_DTYPE_F64: memcpy(&p[n], data + 8 * (size_t)n, 8); break;
+        case OCT_DTYPE_F32: {
+            float f;
+            memcpy(&f, data + 4 * (size_t)n, 4);
+            p[n] = f;
+            break;
+        }
+        case OCT_DTYPE_U16: { uint16_t v; memcpy(&v, data + 2 * (size_t)n, 2); p[n] = v; break; }
+        case OCT_DTYPE_I16: { int16_t v; memcpy(&v, data + 2 * (size_t)n, 2); p[n] = v; break; }
+        case OCT_DTYPE_U8: p[n] = data[n]; break;
+        default: p[n] = NAN; break;
+        }
+        if (!isfinite(p[n])) {
+            err = oct_error_set(e, OCT_EINVAL, "%s: position %u is not finite", path, n);
+            free(p);
+            goto out;
+        }
+    }
+    *out = p;
 out:
     free(buf);
     return err;

@@ -20,6 +20,7 @@ extern "C" {
 #endif
 
 #define OCT_PATH_MAX 4096
+#define OCT_CMS_CAL_MAX 256 /* calibration spectra (depths) a profile may list */
 
 /* ---------------- octd.ini (SPEC 5.1) ---------------- */
 #define OCT_MAX_ENDPOINTS 8
@@ -69,6 +70,15 @@ typedef struct oct_profile {
     bool masks_normalize;
     /* background reference */
     char reference_path[OCT_PATH_MAX]; /* resolved; "" = none */
+    /* k-linearisation positions file (klin.positions; params.klin_source = FILE) */
+    char klin_path[OCT_PATH_MAX];      /* resolved; "" = none */
+    /* CMS (cms:): calibration spectra of a mirror at cms_depths, mask grid */
+    char cms_path[OCT_PATH_MAX];       /* resolved; "" = none */
+    uint32_t cms_type;                 /* oct_sample_type of a raw calibration file (f32) */
+    uint32_t cms_cal_count;            /* K = number of depths listed */
+    double cms_depths[OCT_CMS_CAL_MAX];
+    double cms_start, cms_step;        /* grid: z_r = start + step * r */
+    uint32_t cms_count;                /* R of CMS; 0 = no grid given */
 } oct_profile;
 
 /* Parses a profile; values not given keep oct_params_default() values.
@@ -84,13 +94,22 @@ typedef struct oct_profile_data {
     float *masks;        /* R x M, NULL when none */
     uint32_t mask_count; /* R */
     float *reference;    /* M, NULL when none */
+    double *klin_positions; /* M, NULL when none */
+    float *cms_cal;      /* K x M, NULL when none */
+    uint32_t cms_cal_count; /* K */
 } oct_profile_data;
 
-/* Loads the masks and the reference of a profile for M samples (the masks
- * only when MSI is among the methods or a mask file is given). */
+/* Loads the arrays of a profile for M samples: the masks (when MSI is among
+ * the methods or a mask file is given), the reference, the k-linearisation
+ * positions and the CMS calibration (when given).  Sizes are checked (K x M,
+ * M positions) with errors naming the file and both sizes. */
 oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profile_data *d,
                               oct_error *e);
 void oct_profile_data_free(oct_profile_data *d);
+/* Fills the array and CMS fields of an engine set-up from a profile and its
+ * loaded data (pointers into d: keep d alive while s is used).  The other
+ * fields of s (geometry, backend, ...) are left as they are. */
+void oct_profile_setup(const oct_profile *p, const oct_profile_data *d, oct_setup *s);
 
 /* ---------------- arrays: .npy and raw (SPEC 5.3) ---------------- */
 typedef enum oct_dtype {
@@ -125,6 +144,9 @@ oct_err oct_npy_parse(const void *buf, size_t len, const char *name, oct_array *
  * rename); nothing is left behind on failure. */
 oct_err oct_npy_save(const char *path, oct_dtype dtype, int ndim, const uint64_t *shape,
                      const void *data, oct_error *e);
+/* Same with path relative to the directory fd dirfd (AT_FDCWD: as above). */
+oct_err oct_npy_save_at(int dirfd, const char *path, oct_dtype dtype, int ndim,
+                        const uint64_t *shape, const void *data, oct_error *e);
 
 /* Loads a mask or reference set as R x M floats: .npy (any supported dtype,
  * shape (R, M) or (M,) for R = 1) or raw little-endian of `raw_type`.
@@ -133,10 +155,19 @@ oct_err oct_npy_save(const char *path, oct_dtype dtype, int ndim, const uint64_t
 oct_err oct_load_spectra(const char *path, uint32_t raw_type, uint32_t samples,
                          uint32_t expect_rows, float **out, uint32_t *rows, oct_error *e);
 
+/* Loads M k-linearisation positions as doubles: .npy of shape (M,) or
+ * (1, M), any supported dtype, or raw little-endian f64 (8 M bytes) or f32
+ * (4 M bytes).  Another size is OCT_ESIZE naming the file and both sizes;
+ * non-finite values are rejected (order and range: oct_params_check). */
+oct_err oct_load_positions(const char *path, uint32_t samples, double **out, oct_error *e);
+
 /* ---------------- PNG ---------------- */
 /* Writes an 8-bit gray PNG (height x width) atomically. */
 oct_err oct_png_save_gray(const char *path, const uint8_t *pixels, uint32_t width,
                           uint32_t height, oct_error *e);
+/* Same with path relative to the directory fd dirfd (AT_FDCWD: as above). */
+oct_err oct_png_save_gray_at(int dirfd, const char *path, const uint8_t *pixels, uint32_t width,
+                             uint32_t height, oct_error *e);
 /* Reads an 8-bit gray PNG (for tests); *pixels is malloc'd. */
 oct_err oct_png_load_gray(const char *path, uint8_t **pixels, uint32_t *width,
                           uint32_t *height, oct_error *e);
@@ -145,6 +176,10 @@ oct_err oct_png_load_gray(const char *path, uint8_t **pixels, uint32_t *width,
 /* Writes a whole buffer atomically: path.tmp.PID in the same directory,
  * fsync, rename.  On failure nothing is left behind. */
 oct_err oct_file_write_atomic(const char *path, const void *data, size_t len, oct_error *e);
+/* Same with path relative to the directory fd dirfd (openat, renameat,
+ * unlinkat), so a renamed directory does not redirect or break the write. */
+oct_err oct_file_write_atomic_at(int dirfd, const char *path, const void *data, size_t len,
+                                 oct_error *e);
 /* Joins dir and a relative path; an absolute path is kept. */
 void oct_path_resolve(char *out, size_t out_len, const char *base_dir, const char *path);
 

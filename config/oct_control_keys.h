@@ -20,6 +20,10 @@ extern "C" {
 size_t oct_control_key_count(void);
 const char *oct_control_key_name(size_t i);
 
+/* Control block ABI minor that introduced a key (0 or 1); -1 when unknown.
+ * Aliases count as their key. */
+int oct_control_key_abi_minor(const char *key);
+
 /* Parses `value` into the key's field(s) of v.  Unknown key, bad number,
  * trailing junk, unknown names and non-finite numbers are OCT_EINVAL with a
  * message naming the key and the value.  Ranges that depend on the geometry

@@ -3,6 +3,7 @@
  * leaves a partial file. */
 #include "config_internal.h"
 
+#include <fcntl.h>
 #include <png.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -63,6 +64,12 @@ static void png_warn_fn(png_structp png, png_const_charp msg)
 oct_err oct_png_save_gray(const char *path, const uint8_t *pixels, uint32_t width,
                           uint32_t height, oct_error *e)
 {
+    return oct_png_save_gray_at(AT_FDCWD, path, pixels, width, height, e);
+}
+
+oct_err oct_png_save_gray_at(int dirfd, const char *path, const uint8_t *pixels, uint32_t width,
+                             uint32_t height, oct_error *e)
+{
     if (!path || !*path)
         return oct_error_set(e, OCT_EINVAL, "PNG: empty path");
     if (!pixels || width == 0 || height == 0 || width > PNG_DIM_MAX || height > PNG_DIM_MAX)
@@ -98,7 +105,7 @@ oct_err oct_png_save_gray(const char *path, const uint8_t *pixels, uint32_t widt
     png_write_end(png, info);
     png_destroy_write_struct(&png, &info);
 
-    oct_err err = oct_file_write_atomic(path, mb->p, mb->len, e);
+    oct_err err = oct_file_write_atomic_at(dirfd, path, mb->p, mb->len, e);
     free(mb->p);
     free(mb);
     return err;

@@ -130,6 +130,30 @@ static oct_err get_float(pctx *x, const yaml_node_t *n, const char *key, float *
     return OCT_OK;
 }
 
+/* A finite double (k-lin coefficients, CMS depths and grid). */
+static oct_err get_double(pctx *x, const yaml_node_t *n, const char *key, double *out)
+{
+    oct_err err = want_type(x, n, YAML_SCALAR_NODE, key);
+    if (err)
+        return err;
+    const char *v = sval(n);
+    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
+        return pfail(x, n, OCT_EPARSE, key, "expected a number, got a quoted string '%.40s'", v);
+    const char *t = v + (*v == '+' || *v == '-');
+    if (!strcasecmp(t, ".nan") || !strcasecmp(t, ".inf") || !strncasecmp(t, "nan", 3) ||
+        !strncasecmp(t, "inf", 3))
+        return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite number", v);
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (!*v || *end)
+        return pfail(x, n, OCT_EPARSE, key, "expected a number, got '%.40s'", v);
+    if ((errno == ERANGE && d != 0.0) || !isfinite(d))
+        return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite number", v);
+    *out = d;
+    return OCT_OK;
+}
+
 static oct_err get_bool(pctx *x, const yaml_node_t *n, const char *key, bool *out)
 {
     oct_err err = want_type(x, n, YAML_SCALAR_NODE, key);
@@ -274,8 +298,8 @@ static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
     if (err)
         return err;
     if (count == 0)
-        return pfail(x, v, OCT_EINVAL, path, "the list is empty: name cfd, msi or both");
-    static const char *const names[] = {"cfd", "msi", NULL};
+        return pfail(x, v, OCT_EINVAL, path, "the list is empty: name one or more of cfd, msi, cms");
+    static const char *const names[] = {"cfd", "msi", "cms", NULL}; /* = enum oct_method */
     uint32_t m = 0;
     for (int i = 0; i < count; i++) {
         yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
@@ -343,21 +367,165 @@ static oct_err window_pair(pctx *x, int k, const char *path, yaml_node_t *key, y
 }
 
 typedef struct bg_seen {
-    yaml_node_t *mode;
+    yaml_node_t *mode, *frames, *segment;
 } bg_seen;
 
 static oct_err background_pair(pctx *x, int k, const char *path, yaml_node_t *key,
                                yaml_node_t *v, void *arg)
 {
-    if (k == 0) {
-        static const char *const names[] = {"none", "reference", "frame_mean", NULL};
+    bg_seen *s = arg;
+    switch (k) {
+    case 0: {
+        static const char *const names[] = {"none", "reference", "frame_mean", "rolling", "fpn",
+                                            NULL}; /* = enum oct_background */
         int w;
-        ((bg_seen *)arg)->mode = v;
+        s->mode = v;
         oct_err err = get_word(x, v, path, names, &w);
         x->p->params.background = (uint32_t)w;
         return err;
     }
-    return get_path(x, v, path, x->p->reference_path);
+    case 1: return get_path(x, v, path, x->p->reference_path);
+    case 2:
+        s->frames = v;
+        return get_i32(x, v, path, 1, OCT_ROLLING_MAX, &x->p->params.background_param);
+    default:
+        s->segment = v;
+        return get_i32(x, v, path, 2, OCT_FPN_SEGMENT_MAX, &x->p->params.background_param);
+    }
+}
+
+/* A list of exactly `want` numbers (want = 0: 1 to max) into out. */
+static oct_err number_list(pctx *x, yaml_node_t *v, const char *path, int want, int max,
+                           double *out, int *got)
+{
+    int count;
+    oct_err err = list_items(x, v, path, NULL, &count);
+    if (err)
+        return err;
+    if (want && count != want)
+        return pfail(x, v, OCT_EINVAL, path, "expected a list of %d numbers, got %d", want, count);
+    if (!want && (count < 1 || count > max))
+        return pfail(x, v, OCT_EINVAL, path, "expected 1 to %d numbers, got %d", max, count);
+    for (int i = 0; i < count; i++) {
+        yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
+        char sub[200];
+        snprintf(sub, sizeof sub, "%s[%d]", path, i);
+        if (!it)
+            return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
+        if ((err = get_double(x, it, sub, &out[i])))
+            return err;
+    }
+    *got = count;
+    return OCT_OK;
+}
+
+typedef struct klin_seen {
+    yaml_node_t *interp, *coefs, *positions;
+} klin_seen;
+
+static oct_err klin_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                         void *arg)
+{
+    klin_seen *s = arg;
+    oct_params *pp = &x->p->params;
+    switch (k) {
+    case 0: {
+        static const char *const names[] = {"off", "linear", "cubic", "sinc", NULL};
+        int w;
+        s->interp = v;
+        oct_err err = get_word(x, v, path, names, &w);
+        pp->klin = (uint32_t)w;
+        return err;
+    }
+    case 1: return get_i32(x, v, path, OCT_SINC_TAPS_MIN, OCT_SINC_TAPS_MAX, &pp->klin_taps);
+    case 2: {
+        int got;
+        s->coefs = v;
+        pp->klin_source = OCT_KLIN_POLY;
+        return number_list(x, v, path, 4, 4, pp->klin_coef, &got);
+    }
+    default:
+        s->positions = v;
+        pp->klin_source = OCT_KLIN_FILE;
+        return get_path(x, v, path, x->p->klin_path);
+    }
+}
+
+static oct_err dispersion_pair(pctx *x, int k, const char *path, yaml_node_t *key,
+                               yaml_node_t *v, void *arg)
+{
+    oct_params *pp = &x->p->params;
+    return get_float(x, v, path, k == 0 ? &pp->disp_a2 : k == 1 ? &pp->disp_a3 : &pp->disp_k0);
+}
+
+typedef struct cms_seen {
+    yaml_node_t *cal, *depths, *grid, *step;
+    bool start, count;
+} cms_seen;
+
+static oct_err grid_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                         void *arg)
+{
+    cms_seen *s = arg;
+    oct_profile *p = x->p;
+    int64_t n;
+    oct_err err;
+    switch (k) {
+    case 0: s->start = true; return get_double(x, v, path, &p->cms_start);
+    case 1:
+        s->step = v;
+        if ((err = get_double(x, v, path, &p->cms_step)))
+            return err;
+        if (p->cms_step == 0.0)
+            return pfail(x, v, OCT_EINVAL, path, "the step must not be 0");
+        return OCT_OK;
+    default:
+        s->count = true;
+        if ((err = get_int(x, v, path, 1, MASKS_MAX, &n)))
+            return err;
+        p->cms_count = (uint32_t)n;
+        return OCT_OK;
+    }
+}
+
+static oct_err cms_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                        void *arg)
+{
+    cms_seen *s = arg;
+    oct_profile *p = x->p;
+    oct_err err;
+    switch (k) {
+    case 0: s->cal = v; return get_path(x, v, path, p->cms_path);
+    case 1: {
+        static const char *const types[] = {"u16", "i16", "f32", "uint16", "int16", "float32", NULL};
+        int t;
+        if ((err = get_word(x, v, path, types, &t)))
+            return err;
+        p->cms_type = oct_sample_parse(types[t]);
+        return OCT_OK;
+    }
+    case 2: {
+        int got;
+        s->depths = v;
+        if ((err = number_list(x, v, path, 0, OCT_CMS_CAL_MAX, p->cms_depths, &got)))
+            return err;
+        if (got < 2)
+            return pfail(x, v, OCT_EINVAL, path,
+                         "CMS needs at least 2 calibration depths, got %d", got);
+        for (int i = 0; i < got; i++)
+            for (int j = 0; j < i; j++)
+                if (p->cms_depths[i] == p->cms_depths[j])
+                    return pfail(x, v, OCT_EINVAL, path, "depth %g is listed twice ([%d] and [%d])",
+                                 p->cms_depths[i], j, i);
+        p->cms_cal_count = (uint32_t)got;
+        return OCT_OK;
+    }
+    default: {
+        static const char *const keys[] = {"start", "step", "count", NULL};
+        s->grid = v;
+        return walk_map(x, v, path, keys, grid_pair, s);
+    }
+    }
 }
 
 static oct_err masks_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
@@ -458,14 +626,16 @@ static oct_err display_pair(pctx *x, int k, const char *path, yaml_node_t *key, 
 
 enum top_key {
     T_GEOMETRY, T_METHODS, T_WINDOW, T_FREQ, T_BACKGROUND, T_MSI, T_ENFACE, T_XSEC, T_SCALE,
-    T_DISPLAY, T_PRODUCTS
+    T_DISPLAY, T_PRODUCTS, T_KLIN, T_DISPERSION, T_CMS
 };
 
 typedef struct top_seen {
-    yaml_node_t *node[T_PRODUCTS + 1];
+    yaml_node_t *node[T_CMS + 1];
     window_seen win;
     bg_seen bg;
     msi_seen msi;
+    klin_seen klin;
+    cms_seen cms;
 } top_seen;
 
 static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
@@ -500,7 +670,7 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     }
     case T_FREQ: return get_i32(x, v, path, 0, OCT_SAMPLES_MAX / 2, &x->p->params.freq_cutoff);
     case T_BACKGROUND: {
-        static const char *const keys[] = {"mode", "reference", NULL};
+        static const char *const keys[] = {"mode", "reference", "frames", "segment", NULL};
         return walk_map(x, v, path, keys, background_pair, &s->bg);
     }
     case T_MSI: {
@@ -527,6 +697,18 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         return walk_map(x, v, path, keys, display_pair, NULL);
     }
     case T_PRODUCTS: return products_list(x, v, path);
+    case T_KLIN: {
+        static const char *const keys[] = {"interp", "taps", "coefs", "positions", NULL};
+        return walk_map(x, v, path, keys, klin_pair, &s->klin);
+    }
+    case T_DISPERSION: {
+        static const char *const keys[] = {"a2", "a3", "k0", NULL};
+        return walk_map(x, v, path, keys, dispersion_pair, NULL);
+    }
+    case T_CMS: {
+        static const char *const keys[] = {"calibration", "sample_type", "depths", "grid", NULL};
+        return walk_map(x, v, path, keys, cms_pair, &s->cms);
+    }
     }
     return OCT_OK;
 }
@@ -549,6 +731,33 @@ static oct_err cross_checks(pctx *x, yaml_node_t *root, top_seen *s)
     if (pp->background == OCT_BG_REFERENCE && !*p->reference_path)
         return pfail(x, s->node[T_BACKGROUND], OCT_EINVAL, "background.reference",
                      "required when background.mode is reference");
+    /* frames belongs to rolling, segment to fpn: one control value holds either */
+    if (s->bg.frames && pp->background != OCT_BG_ROLLING)
+        return pfail(x, s->bg.frames, OCT_EINVAL, "background.frames",
+                     "only for background.mode rolling");
+    if (s->bg.segment && pp->background != OCT_BG_FPN)
+        return pfail(x, s->bg.segment, OCT_EINVAL, "background.segment",
+                     "only for background.mode fpn");
+    if (s->klin.coefs && s->klin.positions)
+        return pfail(x, s->klin.positions, OCT_EINVAL, "klin.positions",
+                     "give either klin.coefs or klin.positions, not both");
+    if (pp->klin != OCT_KLIN_OFF && !s->klin.coefs && !s->klin.positions)
+        return pfail(x, s->klin.interp, OCT_EINVAL, "klin.coefs",
+                     "klin.interp %s needs klin.coefs [c0, c1, c2, c3] or klin.positions FILE",
+                     pp->klin == OCT_KLIN_LINEAR ? "linear" : pp->klin == OCT_KLIN_CUBIC ? "cubic"
+                                                                                          : "sinc");
+    if (s->node[T_CMS]) {
+        /* a cms: section is complete or absent: the engine builds its masks at start */
+        const char *missing = !s->cms.cal ? "cms.calibration" : !s->cms.depths ? "cms.depths"
+                              : !s->cms.grid ? "cms.grid" : !s->cms.start ? "cms.grid.start"
+                              : !s->cms.step ? "cms.grid.step" : !s->cms.count ? "cms.grid.count"
+                                                                               : NULL;
+        if (missing)
+            return pfail(x, s->node[T_CMS], OCT_EINVAL, missing, "required in a cms: section");
+    } else if (pp->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) {
+        return pfail(x, s->node[T_METHODS], OCT_EINVAL, "cms.calibration",
+                     "a cms: section (calibration, depths, grid) is required when methods has cms");
+    }
     if (!p->has_geometry)
         return OCT_OK;
     const oct_geometry *g = &p->geom;
@@ -567,6 +776,21 @@ static oct_err cross_checks(pctx *x, yaml_node_t *root, top_seen *s)
     if ((uint32_t)pp->xsec_v >= g->ascans)
         return pfail(x, s->node[T_XSEC], OCT_EINVAL, "xsec.v_index",
                      "%d is not below geometry.ascans = %u", pp->xsec_v, g->ascans);
+    if (s->klin.coefs && pp->klin != OCT_KLIN_OFF) {
+        /* the polynomial's positions must increase within [-1, M] (oct_engine.h) */
+        double M = g->samples, prev = -INFINITY;
+        for (uint32_t n = 0; n < g->samples; n++) {
+            double t = n / M;
+            double q = pp->klin_coef[0] +
+                       t * (pp->klin_coef[1] + t * (pp->klin_coef[2] + t * pp->klin_coef[3]));
+            if (!(q > prev) || q < -1.0 || q > M)
+                return pfail(x, s->klin.coefs, OCT_EINVAL, "klin.coefs",
+                             "position p[%u] = %g is %s (positions must increase within [-1, %u])",
+                             n, q, q < -1.0 || q > M ? "out of range" : "not increasing",
+                             g->samples);
+            prev = q;
+        }
+    }
     (void)root;
     return OCT_OK;
 }
@@ -627,6 +851,8 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
     snprintf(tmp->source_path, sizeof tmp->source_path, "%s", name);
     oct_params_default(&tmp->params);
     tmp->masks_type = OCT_SAMPLE_F32;
+    tmp->cms_type = OCT_SAMPLE_F32;
+    tmp->cms_step = 1.0;
     x.p = tmp;
 
     yaml_parser_t parser;
@@ -654,7 +880,8 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
         /* a second document in the same file is most likely a mistake */
         static const char *const keys[] = {"geometry", "methods", "window", "freq_cutoff",
                                            "background", "msi", "enface", "xsec", "scale",
-                                           "display", "products", NULL};
+                                           "display", "products", "klin", "dispersion", "cms",
+                                           NULL}; /* = enum top_key */
         top_seen seen;
         memset(&seen, 0, sizeof seen);
         err = walk_map(&x, root, "", keys, top_pair, &seen);
@@ -713,6 +940,23 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         if (err)
             return oct_error_prefix(e, err, "%s: msi.masks.file", p->source_path);
     }
+    if (*p->klin_path) {
+        err = oct_load_positions(p->klin_path, samples, &d->klin_positions, e);
+        if (err) {
+            oct_profile_data_free(d);
+            return oct_error_prefix(e, err, "%s: klin.positions", p->source_path);
+        }
+    }
+    if (*p->cms_path) {
+        /* one calibration spectrum per listed depth: K x M */
+        err = oct_load_spectra(p->cms_path, p->cms_type ? p->cms_type : OCT_SAMPLE_F32, samples,
+                               p->cms_cal_count, &d->cms_cal, &d->cms_cal_count, e);
+        if (err) {
+            oct_profile_data_free(d);
+            return oct_error_prefix(e, err, "%s: cms.calibration (%u depths listed)",
+                                    p->source_path, p->cms_cal_count);
+        }
+    }
     bool want_ref = p->params.background == OCT_BG_REFERENCE || *p->reference_path;
     if (want_ref) {
         if (!*p->reference_path) {
@@ -740,5 +984,23 @@ void oct_profile_data_free(oct_profile_data *d)
         return;
     free(d->masks);
     free(d->reference);
+    free(d->klin_positions);
+    free(d->cms_cal);
     memset(d, 0, sizeof *d);
+}
+
+void oct_profile_setup(const oct_profile *p, const oct_profile_data *d, oct_setup *s)
+{
+    s->masks = d->masks;
+    s->mask_count = d->masks ? d->mask_count : 0;
+    s->normalize_masks = p->masks_normalize;
+    s->reference = d->reference;
+    s->klin_positions = d->klin_positions;
+    bool cms = d->cms_cal && d->cms_cal_count >= 2 && p->cms_count > 0;
+    s->cms_cal = cms ? d->cms_cal : NULL;
+    s->cms_cal_count = cms ? d->cms_cal_count : 0;
+    s->cms_depths = cms ? p->cms_depths : NULL;
+    s->cms_start = p->cms_start;
+    s->cms_step = p->cms_step;
+    s->cms_count = cms ? p->cms_count : 0;
 }

@@ -76,6 +76,19 @@ void octd_json_begin(octd_json *j, char *buf, size_t cap)
     put(j, "{", 1);
 }
 
+void octd_json_object_begin(octd_json *j, const char *k)
+{
+    key(j, k);
+    put(j, "{", 1);
+    j->first = true;
+}
+
+void octd_json_object_end(octd_json *j)
+{
+    put(j, "}", 1);
+    j->first = false;
+}
+
 void octd_json_str(octd_json *j, const char *k, const char *val)
 {
     key(j, k);

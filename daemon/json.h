@@ -23,6 +23,9 @@ void octd_json_f64(octd_json *j, const char *key, double val); /* non-finite -> 
 void octd_json_u32_array(octd_json *j, const char *key, const uint32_t *v, size_t n);
 void octd_json_i32_array(octd_json *j, const char *key, const int32_t *v, size_t n);
 /* Closes the object; returns its length, or 0 when it did not fit. */
+/* A nested object as the value of key: fields written until _end go in it. */
+void octd_json_object_begin(octd_json *j, const char *key);
+void octd_json_object_end(octd_json *j);
 size_t octd_json_end(octd_json *j);
 
 #endif

@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -129,8 +130,11 @@ static bool geom_equal(const oct_geometry *a, const oct_geometry *b)
 static int32_t clamp_i32(int32_t v, int32_t lo, int32_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Moves the geometry-dependent values into range; returns whether any moved. */
-static bool clamp_params(oct_params *p, const oct_geometry *g, uint32_t mask_count, bool have_ref)
+static bool clamp_params(oct_params *p, const oct_setup *su)
 {
+    const oct_geometry *g = &su->geom;
+    uint32_t mask_count = su->mask_count;
+    bool have_ref = su->reference != NULL;
     oct_params o = *p;
     int32_t half = (int32_t)(g->samples / 2);
     p->xsec_h = clamp_i32(p->xsec_h, 0, (int32_t)g->lines - 1);
@@ -138,13 +142,17 @@ static bool clamp_params(oct_params *p, const oct_geometry *g, uint32_t mask_cou
     p->lag_lo = clamp_i32(p->lag_lo, -half + 1, half - 1);
     p->lag_hi = clamp_i32(p->lag_hi, p->lag_lo, half - 1);
     p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half - 1);
-    if (mask_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI))) {
+    if (mask_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
         p->methods &= ~OCT_METHOD_BIT(OCT_METHOD_MSI);
-        if (!p->methods)
-            p->methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
-    }
+    if (su->cms_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)))
+        p->methods &= ~OCT_METHOD_BIT(OCT_METHOD_CMS);
+    if (!p->methods)
+        p->methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
     if (!have_ref && p->background == OCT_BG_REFERENCE)
         p->background = OCT_BG_NONE;
+    /* positions made for another M (or none): no k-linearisation */
+    if (p->klin_source == OCT_KLIN_FILE && !su->klin_positions)
+        p->klin = OCT_KLIN_OFF;
     return memcmp(&o, p, sizeof o) != 0;
 }
 
@@ -155,7 +163,7 @@ static void load_data_for(const oct_profile *prof, uint32_t samples, oct_profile
     oct_error e;
     memset(data, 0, sizeof *data);
     if (oct_profile_load_data(prof, samples, data, &e) != OCT_OK) {
-        octd_log(LOG_ERR, "%s; going on without masks/reference for %u samples", e.msg, samples);
+        octd_log(LOG_ERR, "%s; going on without the profile's arrays (masks, reference, k-lin positions, CMS calibration) for %u samples", e.msg, samples);
         memset(data, 0, sizeof *data);
     }
 }
@@ -170,22 +178,19 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
     oct_setup s;
     oct_setup_default(&s);
     s.geom = *geom;
-    s.masks = data->masks;
-    s.mask_count = data->masks ? data->mask_count : 0;
-    s.normalize_masks = prof->masks_normalize;
-    s.reference = data->reference;
+    oct_profile_setup(prof, data, &s); /* masks, reference, k-lin positions, CMS */
     s.backend = cfg->backend;
     s.device = cfg->device;
     s.threads = cfg->threads;
     s.precision = cfg->precision;
     oct_params p = *want;
     oct_error ve;
-    if (oct_params_validate(&p, geom, s.mask_count, s.reference != NULL, &ve) != OCT_OK) {
-        clamp_params(&p, geom, s.mask_count, s.reference != NULL);
-        if (oct_params_validate(&p, geom, s.mask_count, s.reference != NULL, e) != OCT_OK) {
+    if (oct_params_check(&p, &s, &ve) != OCT_OK) {
+        clamp_params(&p, &s);
+        if (oct_params_check(&p, &s, e) != OCT_OK) {
             /* Values that clamping cannot fix: fall back to the profile's. */
             p = prof->params;
-            clamp_params(&p, geom, s.mask_count, s.reference != NULL);
+            clamp_params(&p, &s);
             octd_log(LOG_WARNING, "control values do not fit the geometry (%s); using the profile's",
                      e ? e->msg : "");
         } else {
@@ -646,8 +651,11 @@ static oct_err load_config(const char *path, oct_daemon_config *cfg, oct_profile
         rc = oct_profile_load_data(prof, prof->geom.samples, &data, e);
         if (rc != OCT_OK)
             return rc;
-        rc = oct_params_validate(&prof->params, &prof->geom, data.masks ? data.mask_count : 0,
-                                 data.reference != NULL, e);
+        oct_setup s;
+        oct_setup_default(&s);
+        s.geom = prof->geom;
+        oct_profile_setup(prof, &data, &s);
+        rc = oct_params_check(&prof->params, &s, e);
         oct_profile_data_free(&data);
         if (rc != OCT_OK)
             return oct_error_prefix(e, rc, "%s", prof->source_path);
@@ -807,7 +815,7 @@ static void periodic(octd *d)
     d->last_status_ns = now;
     oct_status_block copy;
     if (oct_status_read(d->st, &copy) == OCT_OK)
-        octd_pub_send_status(d->pub, &copy);
+        octd_pub_send_status(d->pub, &copy, &d->values);
     if (!d->ring)
         octd_notify_send(&d->nt, "STATUS=waiting for ring %s", d->cfg.ring_frames);
     else
@@ -931,6 +939,11 @@ static int run(octd *d)
         octd_log(LOG_CRIT, "signalfd: %s", strerror(errno));
         return 1;
     }
+    /* The frame loop polls the ring and the device with sleeps of tens of
+     * microseconds; the default 50 us timer slack would stretch each and
+     * show up as latency.  Threads created later (ZeroMQ, OpenMP) inherit it. */
+    if (prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
+        octd_log(LOG_DEBUG, "PR_SET_TIMERSLACK: %s", strerror(errno));
     if (!octd_notify_open(&d->nt, nerr, sizeof nerr))
         octd_log(LOG_WARNING, "%s", nerr);
     if (other_octd_running(d->cfg.ring_status)) {

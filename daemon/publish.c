@@ -21,6 +21,7 @@
 #include <zmq.h>
 
 #include "json.h"
+#include "oct_control_keys.h"
 #include "sys.h"
 
 /* Payloads below this are copied: a small copy is cheaper than the
@@ -270,6 +271,12 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
 
 size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap)
 {
+    return octd_status_json_params(b, NULL, buf, cap);
+}
+
+size_t octd_status_json_params(const oct_status_block *b, const oct_control_values *v,
+                               char *buf, size_t cap)
+{
     octd_json j;
     octd_json_begin(&j, buf, cap);
     char backend[sizeof b->backend + 1], device[sizeof b->device + 1];
@@ -307,13 +314,24 @@ size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap)
     octd_json_u64(&j, "last_frame_id", b->last_frame_id);
     octd_json_u64(&j, "last_latency_ns", b->last_latency_ns);
     octd_json_u64(&j, "start_ns", b->start_ns);
+    if (v) {
+        /* the values in use, named as `octctl get` names them */
+        char val[160];
+        octd_json_object_begin(&j, "params");
+        for (size_t i = 0; i < oct_control_key_count(); i++) {
+            const char *k = oct_control_key_name(i);
+            if (oct_control_key_get(v, k, val, sizeof val, NULL) == OCT_OK)
+                octd_json_str(&j, k, val);
+        }
+        octd_json_object_end(&j);
+    }
     return octd_json_end(&j);
 }
 
-void octd_pub_send_status(octd_pub *p, const oct_status_block *b)
+void octd_pub_send_status(octd_pub *p, const oct_status_block *b, const oct_control_values *v)
 {
-    char buf[2048];
-    size_t len = octd_status_json(b, buf, sizeof buf);
+    char buf[8192];
+    size_t len = octd_status_json_params(b, v, buf, sizeof buf);
     if (len == 0)
         return;
     if (zmq_send(p->sock, "status", 6, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)

@@ -50,8 +50,13 @@ void octd_slot_release(octd_slot *s);
 unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
                                 uint64_t *drops, uint64_t *last_sent_ns);
 /* The 2-part "status" message. */
-void octd_pub_send_status(octd_pub *p, const oct_status_block *b);
+/* v: the control values in use (the "params" object), may be NULL */
+void octd_pub_send_status(octd_pub *p, const oct_status_block *b, const oct_control_values *v);
 /* Formats the status block as JSON; 0 when it does not fit. */
 size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap);
+/* The same with "params": {control key: value string, ...} of the values in
+ * use (v may be NULL: no params object). */
+size_t octd_status_json_params(const oct_status_block *b, const oct_control_values *v,
+                               char *buf, size_t cap);
 
 #endif

@@ -124,18 +124,50 @@ size_t octd_sidecar_yaml(const octd_saved_frame *f, const char *file_name, char 
     return s.len;
 }
 
-static oct_err check_dir(const char *dir, oct_error *e)
+/* Opens the save directory once per save: every later create, write,
+ * rename and removal is relative to this fd, so an operator renaming or
+ * removing the directory mid-save cannot redirect the save or strand a
+ * temporary entry where octd can no longer reach it. */
+static oct_err open_dir(const char *dir, int *dfd, oct_error *e)
 {
-    struct stat st;
+    *dfd = -1;
     if (!dir || !dir[0])
         return oct_error_set(e, OCT_EINVAL, "no [save] directory is configured");
-    if (stat(dir, &st) != 0)
-        return oct_error_set(e, OCT_EIO, "save directory %s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode))
-        return oct_error_set(e, OCT_EIO, "save directory %s: not a directory", dir);
-    if (access(dir, W_OK | X_OK) != 0)
-        return oct_error_set(e, OCT_EPERM, "save directory %s: %s", dir, strerror(errno));
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+        int err = errno;
+        return oct_error_set(e, err == EACCES ? OCT_EPERM : OCT_EIO, "save directory %s: %s", dir,
+                             err == ENOTDIR ? "not a directory" : strerror(err));
+    }
+    /* the effective ids decide what octd may create (a service user) */
+    if (faccessat(fd, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+        int err = errno;
+        close(fd);
+        return oct_error_set(e, err == EROFS ? OCT_EIO : OCT_EPERM, "save directory %s: %s", dir,
+                             strerror(err));
+    }
+    *dfd = fd;
     return OCT_OK;
+}
+
+/* Prefixes an error about a file named relative to the save directory (or
+ * to sub inside it) with the directory, as "DIR/[SUB/]msg": the daemon
+ * strips "DIR/" for the 128-byte status text and logs the whole. */
+static oct_err in_dir(oct_error *e, oct_err rc, const char *dir, const char *sub)
+{
+    if (e) {
+        char msg[sizeof e->msg];
+        snprintf(msg, sizeof msg, "%s", e->msg);
+        oct_error_set(e, rc, "%s/%s%s%s", dir, sub ? sub : "", sub ? "/" : "", msg);
+    }
+    return rc;
+}
+
+/* True when name exists in dfd (not following a final symlink). */
+static bool exists_at(int dfd, const char *name)
+{
+    struct stat st;
+    return fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 static oct_dtype sample_dtype(uint32_t t)
@@ -154,155 +186,197 @@ static oct_dtype sample_dtype(uint32_t t)
 oct_err octd_save_raw(const char *dir, const octd_saved_frame *f, char *name, size_t name_len,
                       oct_error *e)
 {
-    oct_err rc = check_dir(dir, e);
+    int dfd;
+    oct_err rc = open_dir(dir, &dfd, e);
     if (rc != OCT_OK)
         return rc;
-    char stamp[40], base[128], npy[OCT_PATH_MAX], yaml[OCT_PATH_MAX];
+    char stamp[40], base[128], npy[160], yaml[160];
     utc_text(now_ns(), stamp, sizeof stamp, true);
     snprintf(base, sizeof base, "raw_%" PRIu64 "_%s", f->info.frame_id, stamp);
-    if ((size_t)snprintf(npy, sizeof npy, "%s/%s.npy", dir, base) >= sizeof npy ||
-        (size_t)snprintf(yaml, sizeof yaml, "%s/%s.yaml", dir, base) >= sizeof yaml)
-        return oct_error_set(e, OCT_EINVAL, "save directory path is too long");
-    if (access(npy, F_OK) == 0)
-        return oct_error_set(e, OCT_EIO, "%s already exists", npy);
+    snprintf(npy, sizeof npy, "%s.npy", base);
+    snprintf(yaml, sizeof yaml, "%s.yaml", base);
+    char *text = NULL;
+    if (exists_at(dfd, npy) || exists_at(dfd, yaml)) {
+        rc = oct_error_set(e, OCT_EIO, "%s/%s already exists", dir, npy);
+        goto out;
+    }
     oct_dtype dt = sample_dtype(f->geom.sample_type);
     uint64_t shape[3] = {f->geom.lines, f->geom.ascans, f->geom.samples};
-    char *text = malloc(YAML_CAP);
-    if (!text)
-        return oct_error_set(e, OCT_ENOMEM, "out of memory for the sidecar");
-    char npy_name[160];
-    snprintf(npy_name, sizeof npy_name, "%s.npy", base);
-    size_t len = octd_sidecar_yaml(f, npy_name, text, YAML_CAP);
+    text = malloc(YAML_CAP);
+    if (!text) {
+        rc = oct_error_set(e, OCT_ENOMEM, "out of memory for the sidecar");
+        goto out;
+    }
+    size_t len = octd_sidecar_yaml(f, npy, text, YAML_CAP);
     if (len >= YAML_CAP) {
-        free(text);
-        return oct_error_set(e, OCT_EINVAL, "sidecar longer than %d bytes", YAML_CAP);
+        rc = oct_error_set(e, OCT_EINVAL, "sidecar longer than %d bytes", YAML_CAP);
+        goto out;
     }
     /* The .npy first, then the sidecar; if the sidecar fails the .npy goes
      * too, so a pair is either complete or absent. */
-    rc = oct_npy_save(npy, dt, 3, shape, f->data, e);
+    rc = oct_npy_save_at(dfd, npy, dt, 3, shape, f->data, e);
     if (rc == OCT_OK) {
-        rc = oct_file_write_atomic(yaml, text, len, e);
+        rc = oct_file_write_atomic_at(dfd, yaml, text, len, e);
         if (rc != OCT_OK)
-            unlink(npy);
+            unlinkat(dfd, npy, 0);
     }
+    if (rc != OCT_OK)
+        in_dir(e, rc, dir, NULL);
+out:
     free(text);
+    close(dfd);
     if (rc == OCT_OK && name)
-        snprintf(name, name_len, "%s.npy", base);
+        snprintf(name, name_len, "%s", npy);
     return rc;
 }
 
-/* Removes a directory's plain files and the directory (our temporary one). */
-static void remove_tree(const char *path)
+/* Removes our temporary directory name (in dfd) and its plain files,
+ * through fds: it is found even if the save directory was renamed. */
+static void remove_tree_at(int dfd, const char *name)
 {
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *de;
-        char p[OCT_PATH_MAX];
-        while ((de = readdir(d))) {
-            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-                continue;
-            if ((size_t)snprintf(p, sizeof p, "%s/%s", path, de->d_name) < sizeof p)
-                unlink(p);
+    int tfd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd >= 0) {
+        DIR *d = fdopendir(tfd); /* owns tfd from here */
+        if (d) {
+            struct dirent *de;
+            /* unlinking while reading: restart until a pass removes nothing */
+            bool again = true;
+            while (again) {
+                again = false;
+                rewinddir(d);
+                while ((de = readdir(d)))
+                    if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") &&
+                        unlinkat(dirfd(d), de->d_name, 0) == 0)
+                        again = true;
+            }
+            closedir(d);
+        } else {
+            close(tfd);
         }
-        closedir(d);
     }
-    rmdir(path);
+    unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
-static oct_err fsync_dir(const char *dir, oct_error *e)
+static oct_err write_image(int tfd, int method, int kind, const oct_image *img, bool want_f32,
+                           oct_error *e)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return oct_error_set(e, OCT_EIO, "%s: %s", dir, strerror(errno));
-    int r = fsync(fd);
-    int err = errno;
-    close(fd);
-    if (r != 0 && err != EINVAL) /* some file systems cannot sync directories */
-        return oct_error_set(e, OCT_EIO, "%s: fsync: %s", dir, strerror(err));
-    return OCT_OK;
-}
-
-static oct_err write_image(const char *tmp, int method, int kind, const oct_image *img,
-                           bool want_f32, oct_error *e)
-{
-    char path[OCT_PATH_MAX + 128]; /* tmp is < OCT_PATH_MAX - 64 */
+    char path[128];
     const char *kn = oct_kind_name(kind), *mn = oct_method_name(method);
     oct_err rc = OCT_OK;
     uint64_t shape[3] = {img->shape[0], img->shape[1], img->ndim > 2 ? img->shape[2] : 0};
     if (kind == OCT_KIND_VOLUME) {
         /* A volume has no natural single picture: its gray levels as .npy. */
-        snprintf(path, sizeof path, "%s/%s_%s_u8.npy", tmp, kn, mn);
-        rc = oct_npy_save(path, OCT_DTYPE_U8, img->ndim, shape, img->u8, e);
+        snprintf(path, sizeof path, "%s_%s_u8.npy", kn, mn);
+        rc = oct_npy_save_at(tfd, path, OCT_DTYPE_U8, img->ndim, shape, img->u8, e);
     } else if (img->ndim == 3) {
         size_t plane = (size_t)img->shape[1] * img->shape[2];
         for (uint32_t q = 0; q < img->shape[0] && rc == OCT_OK; q++) {
-            snprintf(path, sizeof path, "%s/%s_%s_%u.png", tmp, kn, mn, q);
-            rc = oct_png_save_gray(path, img->u8 + q * plane, img->shape[2], img->shape[1], e);
+            snprintf(path, sizeof path, "%s_%s_%u.png", kn, mn, q);
+            rc = oct_png_save_gray_at(tfd, path, img->u8 + q * plane, img->shape[2], img->shape[1],
+                                      e);
         }
     } else {
-        snprintf(path, sizeof path, "%s/%s_%s.png", tmp, kn, mn);
-        rc = oct_png_save_gray(path, img->u8, img->shape[1], img->shape[0], e);
+        snprintf(path, sizeof path, "%s_%s.png", kn, mn);
+        rc = oct_png_save_gray_at(tfd, path, img->u8, img->shape[1], img->shape[0], e);
     }
     if (rc == OCT_OK && want_f32 && img->f32) {
-        snprintf(path, sizeof path, "%s/%s_%s.npy", tmp, kn, mn);
-        rc = oct_npy_save(path, OCT_DTYPE_F32, img->ndim, shape, img->f32, e);
+        snprintf(path, sizeof path, "%s_%s.npy", kn, mn);
+        rc = oct_npy_save_at(tfd, path, OCT_DTYPE_F32, img->ndim, shape, img->f32, e);
     }
     return rc;
+}
+
+/* rename without replacing: a directory rename would silently replace an
+ * empty directory of the final name.  Falls back where the file system does
+ * not know RENAME_NOREPLACE (checked for existence just before). */
+static int rename_noreplace(int dfd, const char *from, const char *to)
+{
+#ifdef RENAME_NOREPLACE
+    if (renameat2(dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -1;
+#endif
+    if (exists_at(dfd, to)) {
+        errno = EEXIST;
+        return -1;
+    }
+    return renameat(dfd, from, dfd, to);
 }
 
 oct_err octd_save_images(const char *dir, const octd_saved_frame *f, const oct_products *prod,
                          bool want_f32, char *name, size_t name_len, oct_error *e)
 {
-    oct_err rc = check_dir(dir, e);
+    int dfd;
+    oct_err rc = open_dir(dir, &dfd, e);
     if (rc != OCT_OK)
         return rc;
-    char stamp[40], base[128], tmp[OCT_PATH_MAX], final[OCT_PATH_MAX], path[OCT_PATH_MAX + 64];
+    char stamp[40], base[128], tmp[192];
     utc_text(now_ns(), stamp, sizeof stamp, true);
     snprintf(base, sizeof base, "images_%" PRIu64 "_%s", f->info.frame_id, stamp);
-    if ((size_t)snprintf(final, sizeof final, "%s/%s", dir, base) >= sizeof final ||
-        (size_t)snprintf(tmp, sizeof tmp, "%s/.%s.tmp%ld", dir, base, (long)getpid()) >=
-            sizeof tmp - 64)
-        return oct_error_set(e, OCT_EINVAL, "save directory path is too long");
-    if (access(final, F_OK) == 0)
-        return oct_error_set(e, OCT_EIO, "%s already exists", final);
-    if (mkdir(tmp, 0770) != 0)
-        return oct_error_set(e, OCT_EIO, "%s: mkdir: %s", tmp, strerror(errno));
+    snprintf(tmp, sizeof tmp, ".%s.tmp%ld", base, (long)getpid());
+    if (exists_at(dfd, base)) {
+        rc = oct_error_set(e, OCT_EIO, "%s/%s already exists", dir, base);
+        close(dfd);
+        return rc;
+    }
+    if (mkdirat(dfd, tmp, 0770) != 0) {
+        int err = errno;
+        rc = oct_error_set(e, err == EACCES ? OCT_EPERM : OCT_EIO, "%s/%s: mkdir: %s", dir, tmp,
+                           strerror(err));
+        close(dfd);
+        return rc;
+    }
+    int tfd = openat(dfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tfd < 0)
+        rc = oct_error_set(e, OCT_EIO, "%s/%s: open: %s", dir, tmp, strerror(errno));
     int images = 0;
+    bool lib_err = false; /* e names a file inside the temporary directory */
     for (int m = 0; m < OCT_METHOD_COUNT && rc == OCT_OK; m++)
         for (int k = 0; k < OCT_KIND_COUNT && rc == OCT_OK; k++) {
             const oct_image *img = &prod->img[m][k];
             if (!img->present || !img->u8)
                 continue;
-            rc = write_image(tmp, m, k, img, want_f32, e);
+            rc = write_image(tfd, m, k, img, want_f32, e);
+            lib_err = rc != OCT_OK;
             images++;
         }
+    if (rc == OCT_OK && images == 0)
+        rc = oct_error_set(e, OCT_EINVAL, "no images to save (no product is switched on)");
     if (rc == OCT_OK) {
         char *text = malloc(YAML_CAP);
         if (!text) {
             rc = oct_error_set(e, OCT_ENOMEM, "out of memory for params.yaml");
         } else {
             size_t len = octd_sidecar_yaml(f, "", text, YAML_CAP);
-            snprintf(path, sizeof path, "%s/params.yaml", tmp);
-            rc = len < YAML_CAP ? oct_file_write_atomic(path, text, len, e)
-                                : oct_error_set(e, OCT_EINVAL, "params.yaml too long");
+            if (len >= YAML_CAP) {
+                rc = oct_error_set(e, OCT_EINVAL, "params.yaml too long");
+            } else {
+                rc = oct_file_write_atomic_at(tfd, "params.yaml", text, len, e);
+                lib_err = rc != OCT_OK;
+            }
             free(text);
         }
     }
-    if (rc == OCT_OK && images == 0)
-        rc = oct_error_set(e, OCT_EINVAL, "no images to save (no product is switched on)");
-    if (rc == OCT_OK)
-        rc = fsync_dir(tmp, e);
-    if (rc == OCT_OK && rename(tmp, final) != 0)
-        rc = oct_error_set(e, OCT_EIO, "rename %s -> %s: %s", tmp, final, strerror(errno));
+    if (rc == OCT_OK && fsync(tfd) != 0 && errno != EINVAL) /* EINVAL: cannot sync dirs */
+        rc = oct_error_set(e, OCT_EIO, "%s/%s: fsync: %s", dir, tmp, strerror(errno));
+    if (tfd >= 0)
+        close(tfd);
+    if (rc == OCT_OK && rename_noreplace(dfd, tmp, base) != 0)
+        rc = oct_error_set(e, OCT_EIO, "%s/%s: rename from %s: %s", dir, base, tmp,
+                           strerror(errno));
     if (rc != OCT_OK) {
-        remove_tree(tmp);
+        remove_tree_at(dfd, tmp);
+        if (lib_err)
+            in_dir(e, rc, dir, base);
+        close(dfd);
         return rc;
     }
     /* The rename is durable only after this; the directory is complete
      * either way, so a failure here is only worth a warning. */
-    oct_error ign;
-    if (fsync_dir(dir, &ign) != OCT_OK)
-        octd_log(LOG_WARNING, "%s", ign.msg);
+    if (fsync(dfd) != 0 && errno != EINVAL)
+        octd_log(LOG_WARNING, "save directory %s: fsync: %s", dir, strerror(errno));
+    close(dfd);
     if (name)
         snprintf(name, name_len, "%s", base);
     return OCT_OK;

@@ -39,7 +39,15 @@ _Static_assert(offsetof(oct_control_block, brightness) == 204, "brightness");
 _Static_assert(offsetof(oct_control_block, products) == 216, "products");
 _Static_assert(offsetof(oct_control_block, command_seq) == 224, "command_seq");
 _Static_assert(offsetof(oct_control_block, command) == 232, "command");
-_Static_assert(sizeof(float) == 4, "f32");
+_Static_assert(offsetof(oct_control_block, background_param) == 236, "background_param");
+_Static_assert(offsetof(oct_control_block, klin) == 240, "klin");
+_Static_assert(offsetof(oct_control_block, klin_taps) == 244, "klin_taps");
+_Static_assert(offsetof(oct_control_block, klin_coef) == 248, "klin_coef");
+_Static_assert(offsetof(oct_control_block, klin_source) == 280, "klin_source");
+_Static_assert(offsetof(oct_control_block, disp_a2) == 284, "disp_a2");
+_Static_assert(offsetof(oct_control_block, disp_a3) == 288, "disp_a3");
+_Static_assert(offsetof(oct_control_block, disp_k0) == 292, "disp_k0");
+_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "f32/f64");
 
 struct oct_control {
     char name[OCT_SHM_NAME_MAX + 1];
@@ -78,6 +86,34 @@ static void block_to_values(const oct_control_block *b, oct_control_values *v)
     v->products = vb->products;
     v->command_seq = vb->command_seq;
     v->command = vb->command;
+    if (vb->abi_minor < 1) {
+        oct_control_values_default_1_1(v); /* 1.0: the padding means nothing */
+        return;
+    }
+    v->background_param = vb->background_param;
+    v->klin = vb->klin;
+    v->klin_taps = vb->klin_taps;
+    for (int i = 0; i < 4; i++)
+        v->klin_coef[i] = vb->klin_coef[i];
+    v->klin_source = vb->klin_source;
+    v->disp_a2 = vb->disp_a2;
+    v->disp_a3 = vb->disp_a3;
+    v->disp_k0 = vb->disp_k0;
+}
+
+/* The defaults of oct_params_default() (oct_engine.h) for the 1.1 fields;
+ * repeated here so that the IPC library does not need the engine. */
+void oct_control_values_default_1_1(oct_control_values *v)
+{
+    v->background_param = 16;
+    v->klin = 0;
+    v->klin_taps = 21;
+    for (int i = 0; i < 4; i++)
+        v->klin_coef[i] = 0.0;
+    v->klin_source = 0;
+    v->disp_a2 = 0.0f;
+    v->disp_a3 = 0.0f;
+    v->disp_k0 = 0.5f;
 }
 
 static void values_to_block(oct_control_block *b, const oct_control_values *v)
@@ -104,6 +140,17 @@ static void values_to_block(oct_control_block *b, const oct_control_values *v)
     vb->products = v->products;
     vb->command_seq = v->command_seq;
     vb->command = v->command;
+    /* Written whatever the block's minor: in a 1.0 block this is padding,
+     * which its octd ignores. */
+    vb->background_param = v->background_param;
+    vb->klin = v->klin;
+    vb->klin_taps = v->klin_taps;
+    for (int i = 0; i < 4; i++)
+        vb->klin_coef[i] = v->klin_coef[i];
+    vb->klin_source = v->klin_source;
+    vb->disp_a2 = v->disp_a2;
+    vb->disp_a3 = v->disp_a3;
+    vb->disp_k0 = v->disp_k0;
 }
 
 oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes,
@@ -217,11 +264,16 @@ oct_err oct_control_create(oct_control **out, const char *name, const oct_contro
         uint64_t old_cmd = b->command_seq;
         if (old_cmd > v.command_seq)
             v.command_seq = old_cmd;
+        /* an older octd's 1.0 block becomes 1.1: the values written below
+         * fill the new fields; minor first is safe, readers of a 1.1 minor
+         * see this generation's values only once seq is even again */
+        if (b->abi_minor < OCT_CONTROL_ABI_MINOR)
+            b->abi_minor = OCT_CONTROL_ABI_MINOR;
     } else {
         memset(b, 0, sizeof *b);
         memcpy(b->magic, OCT_CONTROL_MAGIC, 8);
         b->abi_major = OCT_ABI_MAJOR;
-        b->abi_minor = OCT_ABI_MINOR;
+        b->abi_minor = OCT_CONTROL_ABI_MINOR;
         b->block_bytes = OCT_CONTROL_BYTES;
     }
     write_locked(b, &v);
@@ -322,6 +374,7 @@ static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v,
         if (s0 & 1)
             continue;
         oct_control_values tmp;
+        memset(&tmp, 0, sizeof tmp); /* padding too: callers may memcmp values */
         block_to_values(c->b, &tmp);
         OCT_FENCE_ACQ();
         if (OCT_LOAD_RLX(&c->b->seq) != s0)
@@ -332,6 +385,11 @@ static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v,
         return OCT_OK;
     }
     return OCT_EAGAIN;
+}
+
+uint32_t oct_control_abi_minor(const oct_control *c)
+{
+    return c ? __atomic_load_n(&c->b->abi_minor, __ATOMIC_ACQUIRE) : 0;
 }
 
 uint64_t oct_control_generation(const oct_control *c)

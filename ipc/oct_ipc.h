@@ -22,7 +22,11 @@ extern "C" {
 #endif
 
 #define OCT_ABI_MAJOR 1u
-#define OCT_ABI_MINOR 0u
+#define OCT_ABI_MINOR 0u /* frame ring and status block */
+/* Control block ABI 1.1: background_param, k-linearisation and dispersion
+ * fields in the former padding (offsets 236..295).  Readers accept any
+ * minor of major 1; in a 1.0 block the 1.1 fields read as their defaults. */
+#define OCT_CONTROL_ABI_MINOR 1u
 
 #define OCT_RING_DEFAULT "/octd-frames"
 #define OCT_CONTROL_DEFAULT "/octd-control"
@@ -115,7 +119,16 @@ typedef struct oct_control_block {
     uint8_t pad2[224 - 220];
     uint64_t command_seq;       /* 224 incremented by a writer to issue `command` */
     uint32_t command;           /* 232 enum oct_command */
-    uint8_t pad3[4096 - 236];
+    /* ABI 1.1 (a 1.0 block: zero padding here, read as the defaults below) */
+    int32_t background_param;   /* 236 rolling: frames K [1, 1024]; fpn: segment G [2, 65536] (16) */
+    uint32_t klin;              /* 240 0 off, 1 linear, 2 cubic, 3 sinc (0) */
+    int32_t klin_taps;          /* 244 sinc cut-off length T [2, 64] (21) */
+    double klin_coef[4];        /* 248 c0..c3: p[n] = c0 + c1 t + c2 t^2 + c3 t^3, t = n/M (0) */
+    uint32_t klin_source;       /* 280 0 polynomial, 1 file of the profile (0) */
+    float disp_a2;              /* 284 dispersion, radians (0) */
+    float disp_a3;              /* 288 (0) */
+    float disp_k0;              /* 292 centre, fraction of M (0.5) */
+    uint8_t pad3[4096 - 296];
 } oct_control_block;
 
 /* The values of the control block as one plain struct (no seq, no padding
@@ -140,6 +153,15 @@ typedef struct oct_control_values {
     uint32_t products;
     uint64_t command_seq;
     uint32_t command;
+    /* ABI 1.1 */
+    int32_t background_param;
+    uint32_t klin;
+    int32_t klin_taps;
+    double klin_coef[4];
+    uint32_t klin_source;
+    float disp_a2;
+    float disp_a3;
+    float disp_k0;
 } oct_control_values;
 
 /* ------------------------------------------------------------------ */
@@ -306,6 +328,12 @@ oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uin
 /* Issues a command: increments command_seq and sets command in one generation. */
 oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
                             oct_error *e);
+
+/* abi_minor of the attached block (0: an older octd's 1.0 block, which
+ * ignores the 1.1 fields). */
+uint32_t oct_control_abi_minor(const oct_control *c);
+/* Sets the ABI 1.1 fields of v to their defaults (what a 1.0 block means). */
+void oct_control_values_default_1_1(oct_control_values *v);
 
 /* Validates a control block's header (magic, abi, size). */
 oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes, oct_error *e);

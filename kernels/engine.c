@@ -20,6 +20,7 @@ const char *oct_method_name(int method)
     switch (method) {
     case OCT_METHOD_CFD: return "cfd";
     case OCT_METHOD_MSI: return "msi";
+    case OCT_METHOD_CMS: return "cms";
     default: return "unknown";
     }
 }
@@ -73,6 +74,12 @@ void oct_params_default(oct_params *p)
     p->products = OCT_PRODUCT_BIT(OCT_KIND_BSCAN) | OCT_PRODUCT_BIT(OCT_KIND_ENFACE) |
                   OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) |
                   OCT_PRODUCT_BIT(OCT_KIND_XSEC_V);
+    p->background_param = 16;
+    p->klin = OCT_KLIN_OFF;
+    p->klin_taps = 21;
+    p->klin_source = OCT_KLIN_POLY;
+    p->disp_a2 = p->disp_a3 = 0.0f;
+    p->disp_k0 = 0.5f;
 }
 
 #define ENFACE_COUNT_MAX 65536
@@ -92,7 +99,8 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
 
     if (p->methods == 0 || (p->methods & ~OCT_METHODS_ALL))
         return oct_error_set(e, OCT_EINVAL,
-                             "methods = 0x%x: must be a non-empty subset of 0x1 (cfd) | 0x2 (msi)",
+                             "methods = 0x%x: must be a non-empty subset of 0x1 (cfd) | 0x2 (msi) | "
+                             "0x4 (cms)",
                              p->methods);
     if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && mask_count == 0)
         return oct_error_set(e, OCT_EINVAL,
@@ -130,10 +138,20 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
     if (p->scale > OCT_SCALE_LOG)
         return oct_error_set(e, OCT_EINVAL, "scale = %u: must be 0 (linear) or 1 (log)",
                              p->scale);
-    if (p->background > OCT_BG_FRAME_MEAN)
+    if (p->background > OCT_BG_FPN)
         return oct_error_set(e, OCT_EINVAL,
-                             "background = %u: must be 0 (none), 1 (reference) or 2 (frame_mean)",
-                             p->background);
+                             "background = %u: must be 0 (none), 1 (reference), 2 (frame_mean), "
+                             "3 (rolling) or 4 (fpn)", p->background);
+    if (p->background == OCT_BG_ROLLING &&
+        (p->background_param < 1 || p->background_param > OCT_ROLLING_MAX))
+        return oct_error_set(e, OCT_EINVAL,
+                             "background_param = %d: the rolling window must be in [1, %d] frames",
+                             p->background_param, OCT_ROLLING_MAX);
+    if (p->background == OCT_BG_FPN &&
+        (p->background_param < 2 || p->background_param > OCT_FPN_SEGMENT_MAX))
+        return oct_error_set(e, OCT_EINVAL,
+                             "background_param = %d: the fpn segment must be in [2, %d] spectra",
+                             p->background_param, OCT_FPN_SEGMENT_MAX);
     if (p->background == OCT_BG_REFERENCE && !have_reference)
         return oct_error_set(e, OCT_EINVAL,
                              "background = 1 (reference): no reference spectrum was loaded "
@@ -167,7 +185,97 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
         return oct_error_set(e, OCT_EINVAL,
                              "products = 0x%x: unknown bits 0x%x (known: 0x3f kinds | 0x100 f32)",
                              p->products, p->products & ~OCT_PRODUCTS_KNOWN);
+    if (p->klin > OCT_KLIN_SINC)
+        return oct_error_set(e, OCT_EINVAL,
+                             "klin = %u: must be 0 (off), 1 (linear), 2 (cubic) or 3 (sinc)",
+                             p->klin);
+    if (p->klin == OCT_KLIN_SINC &&
+        (p->klin_taps < OCT_SINC_TAPS_MIN || p->klin_taps > OCT_SINC_TAPS_MAX))
+        return oct_error_set(e, OCT_EINVAL, "klin_taps = %d: the sinc length must be in [%d, %d]",
+                             p->klin_taps, OCT_SINC_TAPS_MIN, OCT_SINC_TAPS_MAX);
+    if (p->klin_source > OCT_KLIN_FILE)
+        return oct_error_set(e, OCT_EINVAL, "klin_source = %u: must be 0 (polynomial) or 1 (file)",
+                             p->klin_source);
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(p->klin_coef[i]))
+            return oct_error_set(e, OCT_EINVAL, "klin_coef[%d] (c%d) = %g: must be finite", i, i,
+                                 p->klin_coef[i]);
+    if (!isfinite(p->disp_a2))
+        return oct_error_set(e, OCT_EINVAL, "disp_a2 = %g: must be finite (radians)",
+                             (double)p->disp_a2);
+    if (!isfinite(p->disp_a3))
+        return oct_error_set(e, OCT_EINVAL, "disp_a3 = %g: must be finite (radians)",
+                             (double)p->disp_a3);
+    if (!(p->disp_k0 >= -1.0f && p->disp_k0 <= 2.0f))
+        return oct_error_set(e, OCT_EINVAL,
+                             "disp_k0 = %g: must be in [-1, 2] (a fraction of samples)",
+                             (double)p->disp_k0);
     return OCT_OK;
+}
+
+/* Resampling positions p[n] of SPEC/oct_engine.h k-linearisation (double). */
+static void klin_positions_compute(const oct_params *p, const double *file, uint32_t M,
+                                   double *pos)
+{
+    for (uint32_t n = 0; n < M; n++) {
+        if (p->klin_source == OCT_KLIN_FILE) {
+            pos[n] = file[n];
+            continue;
+        }
+        double t = (double)n / (double)M;
+        pos[n] = p->klin_coef[0] + t * (p->klin_coef[1] + t * (p->klin_coef[2] + t * p->klin_coef[3]));
+    }
+}
+
+/* Positions must be finite, strictly increasing and within [-1, M]. */
+static oct_err klin_positions_check(const double *pos, uint32_t M, int source, oct_error *e)
+{
+    const char *src = source == OCT_KLIN_FILE ? "klin position file" : "klin polynomial";
+    for (uint32_t n = 0; n < M; n++) {
+        if (!isfinite(pos[n]) || pos[n] < -1.0 || pos[n] > (double)M)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "%s: position %u = %g: must be finite and in [-1, %u]", src, n,
+                                 pos[n], M);
+        if (n > 0 && !(pos[n] > pos[n - 1]))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "%s: position %u = %g is not greater than position %u = %g "
+                                 "(positions must increase strictly)", src, n, pos[n], n - 1,
+                                 pos[n - 1]);
+    }
+    return OCT_OK;
+}
+
+/* validate + what needs the set-up beyond masks/reference. */
+static oct_err params_check_full(const oct_params *p, const oct_setup *s, bool have_reference,
+                                 oct_error *e)
+{
+    if (!p || !s)
+        return oct_error_set(e, OCT_EINVAL, "params or set-up is NULL");
+    oct_err err = oct_params_validate(p, &s->geom, s->mask_count, have_reference, e);
+    if (err)
+        return err;
+    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->cms_count == 0)
+        return oct_error_set(e, OCT_EINVAL,
+                             "methods = 0x%x: cms needs a calibration and a depth grid "
+                             "(cms_count = 0)", p->methods);
+    if (p->klin == OCT_KLIN_OFF)
+        return OCT_OK;
+    const uint32_t M = s->geom.samples;
+    if (p->klin_source == OCT_KLIN_FILE && !s->klin_positions)
+        return oct_error_set(e, OCT_EINVAL,
+                             "klin_source = 1 (file): no k-linearisation positions were loaded");
+    double *pos = malloc(sizeof(double) * M);
+    if (!pos)
+        return oct_error_set(e, OCT_ENOMEM, "klin positions: out of memory (M = %u)", M);
+    klin_positions_compute(p, s->klin_positions, M, pos);
+    err = klin_positions_check(pos, M, (int)p->klin_source, e);
+    free(pos);
+    return err;
+}
+
+oct_err oct_params_check(const oct_params *p, const oct_setup *s, oct_error *e)
+{
+    return params_check_full(p, s, s && s->reference != NULL, e);
 }
 
 void oct_setup_default(oct_setup *s)
@@ -339,12 +447,166 @@ out:
     return err;
 }
 
+/* CMS calibration (oct_setup's comment): g[n], h[n] by least squares over
+ * the K unwrapped analytic-signal phases, in double precision. */
+static oct_err cms_calibrate(oct_engine *eng, oct_error *e)
+{
+    const uint32_t M = eng->setup.geom.samples, K = eng->setup.cms_cal_count, H = M / 2;
+    const double pi = 3.14159265358979323846;
+    pthread_once(&fftw_once, fftw_threadsafe_init);
+    fftw_complex *a = fftw_malloc(sizeof(fftw_complex) * M);
+    fftw_complex *A = fftw_malloc(sizeof(fftw_complex) * M);
+    double *phi = malloc(sizeof(double) * (size_t)K * M);
+    eng->cms_g = malloc(sizeof(double) * M);
+    eng->cms_h = malloc(sizeof(double) * M);
+    fftw_plan fwd = NULL, inv = NULL;
+    oct_err err = OCT_OK;
+    if (!a || !A || !phi || !eng->cms_g || !eng->cms_h) {
+        err = oct_error_set(e, OCT_ENOMEM, "cms calibration: out of memory (K = %u, M = %u)", K, M);
+        goto out;
+    }
+    fwd = fftw_plan_dft_1d((int)M, a, A, FFTW_FORWARD, FFTW_ESTIMATE);
+    inv = fftw_plan_dft_1d((int)M, A, a, FFTW_BACKWARD, FFTW_ESTIMATE);
+    if (!fwd || !inv) {
+        err = oct_error_set(e, OCT_EBACKEND, "cms calibration: FFTW could not plan M = %u", M);
+        goto out;
+    }
+    for (uint32_t i = 0; i < K; i++) {
+        const float *c = eng->cms_cal + (size_t)i * M;
+        double mean = 0;
+        for (uint32_t n = 0; n < M; n++)
+            mean += c[n];
+        mean /= M;
+        for (uint32_t n = 0; n < M; n++)
+            a[n][0] = c[n] - mean, a[n][1] = 0;
+        fftw_execute(fwd);
+        uint32_t kp = 1;
+        double best = -1;
+        for (uint32_t k = 1; k < H; k++) {
+            double m2 = A[k][0] * A[k][0] + A[k][1] * A[k][1];
+            if (m2 > best)
+                best = m2, kp = k;
+        }
+        if (!(best > 0)) {
+            err = oct_error_set(e, OCT_EINVAL,
+                                "cms calibration spectrum %u (depth %g) has no fringe (its "
+                                "spectrum is 0 above DC)", i, eng->cms_depths[i]);
+            goto out;
+        }
+        uint32_t k0 = kp / 4 > 1 ? kp / 4 : 1;
+        for (uint32_t k = 0; k < M; k++)
+            if (k < k0 || k >= H)
+                A[k][0] = A[k][1] = 0;
+        fftw_execute(inv); /* the 1/M does not change the phase */
+        double *ph = phi + (size_t)i * M, prev = 0;
+        for (uint32_t n = 0; n < M; n++) {
+            double v = atan2(a[n][1], a[n][0]);
+            if (n == 0) {
+                ph[0] = prev = v;
+                continue;
+            }
+            double d = v - prev;
+            if (d > pi)
+                d -= 2 * pi;
+            else if (d < -pi)
+                d += 2 * pi;
+            ph[n] = ph[n - 1] + d;
+            prev = v;
+        }
+    }
+    /* per n: phi_i = z_i g + h, least squares over i */
+    double zm = 0, szz = 0;
+    for (uint32_t i = 0; i < K; i++)
+        zm += eng->cms_depths[i];
+    zm /= K;
+    for (uint32_t i = 0; i < K; i++)
+        szz += (eng->cms_depths[i] - zm) * (eng->cms_depths[i] - zm);
+    for (uint32_t n = 0; n < M; n++) {
+        double pm = 0, szp = 0;
+        for (uint32_t i = 0; i < K; i++)
+            pm += phi[(size_t)i * M + n];
+        pm /= K;
+        for (uint32_t i = 0; i < K; i++)
+            szp += (eng->cms_depths[i] - zm) * (phi[(size_t)i * M + n] - pm);
+        eng->cms_g[n] = szp / szz;
+        eng->cms_h[n] = pm - eng->cms_g[n] * zm;
+    }
+out:
+    if (fwd)
+        fftw_destroy_plan(fwd);
+    if (inv)
+        fftw_destroy_plan(inv);
+    fftw_free(a);
+    fftw_free(A);
+    free(phi);
+    return err;
+}
+
+/* q_r[n] = w[n] (P c_r)[n], c_r = exp(-i (z_r g + h)), P the F cut-off;
+ * out: 2R x M floats (Re row, Im row). */
+static oct_err compute_cms_q(const oct_engine *eng, const double *w, float *out, oct_error *e)
+{
+    const uint32_t M = eng->setup.geom.samples, R = eng->setup.cms_count;
+    const int64_t F = eng->params.freq_cutoff;
+    pthread_once(&fftw_once, fftw_threadsafe_init);
+    fftw_complex *c = fftw_malloc(sizeof(fftw_complex) * M);
+    fftw_complex *C = fftw_malloc(sizeof(fftw_complex) * M);
+    fftw_plan fwd = NULL, inv = NULL;
+    oct_err err = OCT_OK;
+    if (!c || !C) {
+        err = oct_error_set(e, OCT_ENOMEM, "cms masks: out of memory (M = %u)", M);
+        goto out;
+    }
+    if (F > 0) {
+        fwd = fftw_plan_dft_1d((int)M, c, C, FFTW_FORWARD, FFTW_ESTIMATE);
+        inv = fftw_plan_dft_1d((int)M, C, c, FFTW_BACKWARD, FFTW_ESTIMATE);
+        if (!fwd || !inv) {
+            err = oct_error_set(e, OCT_EBACKEND, "cms masks: FFTW could not plan M = %u", M);
+            goto out;
+        }
+    }
+    for (uint32_t r = 0; r < R; r++) {
+        double z = eng->setup.cms_start + eng->setup.cms_step * (double)r;
+        for (uint32_t n = 0; n < M; n++) {
+            double t = z * eng->cms_g[n] + eng->cms_h[n];
+            c[n][0] = cos(t), c[n][1] = -sin(t);
+        }
+        double scale = 1.0;
+        if (F > 0) { /* H removes k < F and k > M - F */
+            fftw_execute(fwd);
+            for (uint32_t k = 0; k < M; k++)
+                if ((int64_t)k < F || (int64_t)k > (int64_t)M - F)
+                    C[k][0] = C[k][1] = 0;
+            fftw_execute(inv);
+            scale = 1.0 / M;
+        }
+        float *re = out + (size_t)2 * r * M, *im = re + M;
+        for (uint32_t n = 0; n < M; n++) {
+            re[n] = (float)(w[n] * c[n][0] * scale);
+            im[n] = (float)(w[n] * c[n][1] * scale);
+        }
+    }
+out:
+    if (fwd)
+        fftw_destroy_plan(fwd);
+    if (inv)
+        fftw_destroy_plan(inv);
+    fftw_free(c);
+    fftw_free(C);
+    return err;
+}
+
 /* Derived arrays for a set of params, built aside so that a failure leaves
  * the engine untouched. */
 typedef struct derived {
     float *window, *masks_filt;
     int32_t *enface_idx[OCT_METHOD_COUNT];
     uint32_t enface_n[OCT_METHOD_COUNT];
+    uint32_t klin_T;
+    int32_t *klin_idx;
+    float *klin_w;
+    float *disp;
+    float *cms_q;
 } derived;
 
 static void derived_free(derived *d)
@@ -353,40 +615,124 @@ static void derived_free(derived *d)
     free(d->masks_filt);
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         free(d->enface_idx[m]);
+    free(d->klin_idx);
+    free(d->klin_w);
+    free(d->disp);
+    free(d->cms_q);
     memset(d, 0, sizeof *d);
 }
 
+static inline int32_t clamp_idx(int64_t i, uint32_t M)
+{
+    return i < 0 ? 0 : i > (int64_t)M - 1 ? (int32_t)M - 1 : (int32_t)i;
+}
+
+/* Interpolation taps of oct_engine.h: weights in double, stored as float. */
+static oct_err klin_build(const oct_engine *eng, derived *d, oct_error *e)
+{
+    const oct_params *p = &eng->params;
+    const uint32_t M = eng->setup.geom.samples;
+    const double pi = 3.14159265358979323846;
+    if (p->klin == OCT_KLIN_OFF)
+        return OCT_OK;
+    const uint32_t T = p->klin == OCT_KLIN_LINEAR ? 2 : p->klin == OCT_KLIN_CUBIC ? 4
+                                                                                  : (uint32_t)p->klin_taps;
+    double *pos = malloc(sizeof(double) * M);
+    d->klin_idx = malloc(sizeof(int32_t) * (size_t)M * T);
+    d->klin_w = malloc(sizeof(float) * (size_t)M * T);
+    if (!pos || !d->klin_idx || !d->klin_w) {
+        free(pos);
+        return oct_error_set(e, OCT_ENOMEM, "klin taps: out of memory (M = %u, T = %u)", M, T);
+    }
+    klin_positions_compute(p, eng->klin_positions, M, pos);
+    oct_err err = klin_positions_check(pos, M, (int)p->klin_source, e);
+    if (err) {
+        free(pos);
+        return err;
+    }
+    for (uint32_t n = 0; n < M; n++) {
+        const double x = pos[n];
+        int32_t *ix = d->klin_idx + (size_t)n * T;
+        float *wt = d->klin_w + (size_t)n * T;
+        if (p->klin == OCT_KLIN_SINC) {
+            int64_t m0 = (int64_t)floor(x - (T - 1) / 2.0 + 0.5);
+            for (uint32_t t = 0; t < T; t++) {
+                double u = x - (double)(m0 + t);
+                ix[t] = clamp_idx(m0 + t, M);
+                wt[t] = (float)(u == 0 ? 1.0 : sin(pi * u) / (pi * u));
+            }
+            continue;
+        }
+        int64_t i = (int64_t)floor(x);
+        double f = x - (double)i;
+        if (p->klin == OCT_KLIN_LINEAR) {
+            ix[0] = clamp_idx(i, M), ix[1] = clamp_idx(i + 1, M);
+            wt[0] = (float)(1 - f), wt[1] = (float)f;
+        } else { /* Catmull-Rom, the formula of oct_engine.h regrouped by sample */
+            double f2 = f * f, f3 = f2 * f;
+            for (int t = 0; t < 4; t++)
+                ix[t] = clamp_idx(i - 1 + t, M);
+            wt[0] = (float)(-0.5 * f + f2 - 0.5 * f3);
+            wt[1] = (float)(1 - 2.5 * f2 + 1.5 * f3);
+            wt[2] = (float)(0.5 * f + 2 * f2 - 1.5 * f3);
+            wt[3] = (float)(-0.5 * f2 + 0.5 * f3);
+        }
+    }
+    free(pos);
+    d->klin_T = T;
+    return OCT_OK;
+}
+
 /* Builds the parts named in `what` (OCT_CHG_WINDOW: window + masks,
- * OCT_CHG_CUTOFF: masks, OCT_CHG_ENFACE: index lists) for eng->params. */
+ * OCT_CHG_CUTOFF: masks, OCT_CHG_ENFACE: index lists, OCT_CHG_KLIN/DISP/CMS)
+ * for eng->params. */
 static oct_err derived_build(oct_engine *eng, unsigned what, derived *d, oct_error *e)
 {
     const uint32_t M = eng->setup.geom.samples, R = eng->setup.mask_count;
     const oct_params *p = &eng->params;
+    oct_err err;
     memset(d, 0, sizeof *d);
-    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)) {
+    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF | OCT_CHG_CMS)) {
+        const uint32_t RC = eng->setup.cms_count;
         double *w = malloc(sizeof(double) * M);
-        d->window = malloc(sizeof(float) * M);
-        if (R)
-            d->masks_filt = malloc(sizeof(float) * (size_t)R * M);
-        if (!w || !d->window || (R && !d->masks_filt)) {
+        bool want_wm = what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF);
+        bool want_q = RC && (what & OCT_CHG_CMS);
+        if (want_wm) {
+            d->window = malloc(sizeof(float) * M);
+            if (R)
+                d->masks_filt = malloc(sizeof(float) * (size_t)R * M);
+        }
+        if (want_q)
+            d->cms_q = malloc(sizeof(float) * 2 * (size_t)RC * M);
+        if (!w || (want_wm && (!d->window || (R && !d->masks_filt))) || (want_q && !d->cms_q)) {
             free(w);
             derived_free(d);
-            return oct_error_set(e, OCT_ENOMEM, "window/masks: out of memory (R = %u, M = %u)",
-                                 R, M);
+            return oct_error_set(e, OCT_ENOMEM,
+                                 "window/masks: out of memory (R = %u, cms R = %u, M = %u)", R,
+                                 RC, M);
         }
         oct_window_compute(w, M, p->window, p->window_param);
-        for (uint32_t n = 0; n < M; n++)
-            d->window[n] = (float)w[n];
-        if (what & OCT_CHG_WINDOW)
-            eng->rebuilds.window++;
-        if (R) {
-            oct_err err = compute_masks_filt(eng, w, d->masks_filt, e);
-            if (err) {
+        if (want_wm) {
+            for (uint32_t n = 0; n < M; n++)
+                d->window[n] = (float)w[n];
+            if (what & OCT_CHG_WINDOW)
+                eng->rebuilds.window++;
+            if (R) {
+                if ((err = compute_masks_filt(eng, w, d->masks_filt, e))) {
+                    free(w);
+                    derived_free(d);
+                    return err;
+                }
+                eng->rebuilds.masks++;
+            }
+        }
+        if (want_q) {
+            if ((err = compute_cms_q(eng, w, d->cms_q, e))) {
                 free(w);
                 derived_free(d);
                 return err;
             }
-            eng->rebuilds.masks++;
+            eng->rebuilds.cms++;
         }
         free(w);
     }
@@ -411,27 +757,55 @@ static oct_err derived_build(oct_engine *eng, unsigned what, derived *d, oct_err
         }
         eng->rebuilds.enface++;
     }
+    if (what & OCT_CHG_KLIN) {
+        if ((err = klin_build(eng, d, e))) {
+            derived_free(d);
+            return err;
+        }
+        eng->rebuilds.klin++;
+    }
+    if ((what & OCT_CHG_DISP) && (p->disp_a2 != 0.0f || p->disp_a3 != 0.0f)) {
+        d->disp = malloc(sizeof(float) * 2 * M);
+        if (!d->disp) {
+            derived_free(d);
+            return oct_error_set(e, OCT_ENOMEM, "dispersion phase: out of memory (M = %u)", M);
+        }
+        const double a2 = p->disp_a2, a3 = p->disp_a3, k0 = p->disp_k0;
+        for (uint32_t n = 0; n < M; n++) {
+            double u = (double)n / M - k0, th = a2 * u * u + a3 * u * u * u;
+            d->disp[2 * n] = (float)cos(th);
+            d->disp[2 * n + 1] = (float)-sin(th);
+        }
+    }
+    if (what & OCT_CHG_DISP)
+        eng->rebuilds.disp++;
     return OCT_OK;
 }
+
+#define SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
 
 /* Swaps the built parts into the engine; d then holds the old ones. */
 static void derived_swap(oct_engine *eng, unsigned what, derived *d)
 {
-    float *tf;
     if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)) {
-        tf = eng->window, eng->window = d->window, d->window = tf;
-        tf = eng->masks_filt, eng->masks_filt = d->masks_filt, d->masks_filt = tf;
+        SWAP(float *, eng->window, d->window);
+        SWAP(float *, eng->masks_filt, d->masks_filt);
     }
     if (what & OCT_CHG_ENFACE) {
         for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            int32_t *ti = eng->enface_idx[m];
-            eng->enface_idx[m] = d->enface_idx[m];
-            d->enface_idx[m] = ti;
-            uint32_t tn = eng->enface_n[m];
-            eng->enface_n[m] = d->enface_n[m];
-            d->enface_n[m] = tn;
+            SWAP(int32_t *, eng->enface_idx[m], d->enface_idx[m]);
+            SWAP(uint32_t, eng->enface_n[m], d->enface_n[m]);
         }
     }
+    if (what & OCT_CHG_KLIN) {
+        SWAP(uint32_t, eng->klin_T, d->klin_T);
+        SWAP(int32_t *, eng->klin_idx, d->klin_idx);
+        SWAP(float *, eng->klin_w, d->klin_w);
+    }
+    if (what & OCT_CHG_DISP)
+        SWAP(float *, eng->disp, d->disp);
+    if ((what & OCT_CHG_CMS) && eng->setup.cms_count)
+        SWAP(float *, eng->cms_q, d->cms_q);
 }
 
 bool oct_product_wanted(const oct_engine *eng, int method, int kind)
@@ -626,7 +1000,40 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         return err;
     if (setup->reference && (err = check_finite(setup->reference, 1, M, "reference", e)))
         return err;
-    err = oct_params_validate(params, g, R, setup->reference != NULL, e);
+    const uint32_t RC = setup->cms_count, KC = setup->cms_cal_count;
+    if (RC) {
+        if (!setup->cms_cal || !setup->cms_depths)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "cms: cms_count = %u but the calibration spectra or their "
+                                 "depths are NULL", RC);
+        if (RC > MASK_COUNT_MAX)
+            return oct_error_set(e, OCT_EINVAL, "cms_count = %u: must be at most %u", RC,
+                                 MASK_COUNT_MAX);
+        if (KC < 2 || KC > MASK_COUNT_MAX)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "cms_cal_count = %u: cms needs at least 2 calibration spectra "
+                                 "(mirror depths), at most %u", KC, MASK_COUNT_MAX);
+        for (uint32_t i = 0; i < KC; i++) {
+            if (!isfinite(setup->cms_depths[i]))
+                return oct_error_set(e, OCT_EINVAL, "cms_depths[%u] = %g: must be finite", i,
+                                     setup->cms_depths[i]);
+            for (uint32_t k = 0; k < i; k++)
+                if (setup->cms_depths[k] == setup->cms_depths[i])
+                    return oct_error_set(e, OCT_EINVAL,
+                                         "cms_depths[%u] = cms_depths[%u] = %g: the calibration "
+                                         "depths must be distinct", k, i, setup->cms_depths[i]);
+        }
+        if ((err = check_finite(setup->cms_cal, KC, M, "cms calibration spectrum", e)))
+            return err;
+        if (!isfinite(setup->cms_start))
+            return oct_error_set(e, OCT_EINVAL, "cms_start = %g: must be finite",
+                                 setup->cms_start);
+        if (RC > 1 && !(isfinite(setup->cms_step) && setup->cms_step != 0.0))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "cms_step = %g: must be finite and non-zero (cms_count = %u)",
+                                 setup->cms_step, RC);
+    }
+    err = params_check_full(params, setup, setup->reference != NULL, e);
     if (err)
         return err;
 
@@ -639,6 +1046,35 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     eng->params = *params;
     eng->depths[OCT_METHOD_CFD] = M / 2 + 1;
     eng->depths[OCT_METHOD_MSI] = R;
+    eng->depths[OCT_METHOD_CMS] = RC;
+    eng->setup.klin_positions = NULL;
+    eng->setup.cms_cal = NULL;
+    eng->setup.cms_depths = NULL;
+    if (!RC)
+        eng->setup.cms_cal_count = 0;
+    if (setup->klin_positions) {
+        if (!(eng->klin_positions = malloc(sizeof(double) * M))) {
+            err = oct_error_set(e, OCT_ENOMEM, "klin positions: out of memory");
+            goto fail;
+        }
+        memcpy(eng->klin_positions, setup->klin_positions, sizeof(double) * M);
+        eng->setup.klin_positions = eng->klin_positions;
+    }
+    if (RC) {
+        eng->cms_cal = malloc(sizeof(float) * (size_t)KC * M);
+        eng->cms_depths = malloc(sizeof(double) * KC);
+        if (!eng->cms_cal || !eng->cms_depths) {
+            err = oct_error_set(e, OCT_ENOMEM, "cms calibration: out of memory (%u x %u)", KC, M);
+            goto fail;
+        }
+        memcpy(eng->cms_cal, setup->cms_cal, sizeof(float) * (size_t)KC * M);
+        memcpy(eng->cms_depths, setup->cms_depths, sizeof(double) * KC);
+        /* the set-up copy points at the engine's own arrays */
+        eng->setup.cms_cal = eng->cms_cal;
+        eng->setup.cms_depths = eng->cms_depths;
+        if ((err = cms_calibrate(eng, e)))
+            goto fail;
+    }
     if (R) {
         eng->masks_raw = malloc(sizeof(float) * (size_t)R * M);
         if (!eng->masks_raw) {
@@ -685,6 +1121,15 @@ void oct_engine_destroy(oct_engine *eng)
     free(eng->masks_filt);
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         free(eng->enface_idx[m]);
+    free(eng->klin_idx);
+    free(eng->klin_w);
+    free(eng->klin_positions);
+    free(eng->disp);
+    free(eng->cms_g);
+    free(eng->cms_h);
+    free(eng->cms_q);
+    free(eng->cms_cal);
+    free(eng->cms_depths);
     free(eng);
 }
 
@@ -710,8 +1155,17 @@ static unsigned params_diff(const oct_params *a, const oct_params *b)
         memcmp(a->contrast, b->contrast, sizeof a->contrast) ||
         memcmp(a->brightness, b->brightness, sizeof a->brightness))
         c |= OCT_CHG_GRAY;
-    if (a->background != b->background)
+    if (a->background != b->background || a->background_param != b->background_param)
         c |= OCT_CHG_BACKGROUND;
+    if (a->klin != b->klin || a->klin_taps != b->klin_taps || a->klin_source != b->klin_source ||
+        memcmp(a->klin_coef, b->klin_coef, sizeof a->klin_coef))
+        c |= OCT_CHG_KLIN;
+    if (memcmp(&a->disp_a2, &b->disp_a2, sizeof(float)) ||
+        memcmp(&a->disp_a3, &b->disp_a3, sizeof(float)) ||
+        memcmp(&a->disp_k0, &b->disp_k0, sizeof(float)))
+        c |= OCT_CHG_DISP;
+    if (c & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF))
+        c |= OCT_CHG_CMS;
     return c;
 }
 
@@ -719,8 +1173,7 @@ oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_err
 {
     if (!eng || !params)
         return oct_error_set(e, OCT_EINVAL, "oct_engine_set_params: NULL argument");
-    oct_err err = oct_params_validate(params, &eng->setup.geom, eng->setup.mask_count,
-                                      eng->reference != NULL, e);
+    oct_err err = params_check_full(params, &eng->setup, eng->reference != NULL, e);
     if (err)
         return err;
     unsigned changed = params_diff(&eng->params, params);

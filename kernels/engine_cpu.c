@@ -31,7 +31,7 @@
 /* cblas.h is not included: through openblas_config.h it pulls in
  * <complex.h>, which changes fftwf_complex and defines I.  The CBLAS enum
  * values are fixed by the CBLAS standard. */
-enum { CblasRowMajor = 101, CblasNoTrans = 111 };
+enum { CblasRowMajor = 101, CblasNoTrans = 111, CblasTrans = 112 };
 typedef void (*sgemm_fn)(int order, int transa, int transb, int m, int n, int k, float alpha,
                          const float *a, int lda, const float *b, int ldb, float beta, float *c,
                          int ldc);
@@ -100,7 +100,14 @@ typedef struct thr_buf {
     float *Icfd;      /* K: CFD intensities of one spectrum */
     float *Imsi;      /* rows_max x max(R, Q): MSI intensities of a block */
     float *C;         /* rows_max x chunk_cols: GEMM output */
-    double t[3];      /* convert, cfd, msi ms */
+    float *P;         /* rows_max x M: x' (no window), for k-lin and CMS */
+    float *Ak;        /* rows_max x M: w . klin(x'), the CFD input with k-lin */
+    float *xpad;      /* M + 2 KPAD: x' with its edge samples repeated */
+    fftwf_complex *Z; /* M: analytic signal (dispersion) */
+    float *Ccms;      /* rows_max x 2 R_cms: CMS GEMM output */
+    double *fd;       /* 4 x M: fpn segment mean, ssd, best ssd, best mean */
+    uint32_t *fseg;   /* M: fpn best segment */
+    double t[3];      /* convert, cfd, msi (+ cms) ms */
 } thr_buf;
 
 typedef struct cpu_state {
@@ -110,8 +117,28 @@ typedef struct cpu_state {
     uint32_t rows_max;
     fftwf_plan r2c, c2r;
     thr_buf *tb;
-    float *bg;        /* M: frame mean */
+    float *bg;        /* M: the background of this frame */
     double *acc;      /* threads x M: frame-mean partial sums */
+    double *meand;    /* M: frame mean in double */
+    float *ones;      /* M: 1.0f, the "no window" of convert_row */
+
+    /* rolling background: the last hist_K frame means (ring) */
+    double *hist;
+    uint32_t hist_K, hist_n, hist_pos;
+    size_t hist_cap;
+
+    /* dispersion: in-place complex plans, made when first needed */
+    fftwf_plan cfwd, cbwd;
+
+    /* k-lin taps as contiguous runs: klin_idx[n*T + t] = clamp(kstart[n] + t),
+     * read from x' padded with repeated edge samples (no gather) */
+    int32_t *kstart;
+    bool kstart_valid, kstart_ok;
+
+    /* CMS */
+    uint32_t RC;              /* cms depths */
+    float *cms_qenf;          /* 2Q x M: the en-face rows of eng->cms_q */
+    bool cms_qenf_valid;
 
     /* spectrum lists for the current params */
     bool lists_valid;
@@ -158,6 +185,13 @@ static void thr_buf_free(thr_buf *b)
     fftwf_free(b->Icfd);
     fftwf_free(b->Imsi);
     fftwf_free(b->C);
+    fftwf_free(b->P);
+    fftwf_free(b->Ak);
+    fftwf_free(b->xpad);
+    fftwf_free(b->Z);
+    fftwf_free(b->Ccms);
+    free(b->fd);
+    free(b->fseg);
 }
 
 static void cpu_destroy(oct_engine *eng)
@@ -173,8 +207,17 @@ static void cpu_destroy(oct_engine *eng)
         fftwf_destroy_plan(s->r2c);
     if (s->c2r)
         fftwf_destroy_plan(s->c2r);
+    if (s->cfwd)
+        fftwf_destroy_plan(s->cfwd);
+    if (s->cbwd)
+        fftwf_destroy_plan(s->cbwd);
     fftwf_free(s->bg);
     free(s->acc);
+    free(s->meand);
+    fftwf_free(s->ones);
+    free(s->hist);
+    free(s->kstart);
+    fftwf_free(s->cms_qenf);
     free(s->full);
     free(s->enf);
     fftwf_free(s->G);
@@ -324,12 +367,84 @@ static float *build_B(oct_engine *eng, cpu_state *s, const int32_t *depth, uint3
     return B;
 }
 
+/* Positions are within [-1, M], so a run starts at >= -2 - T/2 and ends at
+ * <= M + 1 + T/2: KPAD edge samples on each side cover every T allowed. */
+#define KPAD (OCT_SINC_TAPS_MAX / 2 + 4)
+
+/* Recovers each run's start from the clamped indices of engine.c; any
+ * other pattern keeps the general gather (kstart_ok = false). */
+static oct_err build_kstart(oct_engine *eng, cpu_state *s, oct_error *e)
+{
+    const uint32_t M = s->M, T = eng->klin_T;
+    s->kstart_valid = true;
+    s->kstart_ok = false;
+    if (!T)
+        return OCT_OK;
+    if (!s->kstart && !(s->kstart = malloc(sizeof(int32_t) * M)))
+        return oct_error_set(e, OCT_ENOMEM, "cpu: k-lin runs: out of memory");
+    for (uint32_t n = 0; n < M; n++) {
+        const int32_t *ix = eng->klin_idx + (size_t)n * T;
+        int64_t s0 = ix[T - 1] < (int32_t)M - 1 ? (int64_t)ix[T - 1] - (T - 1) : ix[0];
+        if (s0 < -(int64_t)KPAD || s0 + T > (int64_t)M + KPAD)
+            return OCT_OK;
+        for (uint32_t t = 0; t < T; t++) {
+            int64_t i = s0 + t;
+            if (ix[t] != (i < 0 ? 0 : i > (int64_t)M - 1 ? (int64_t)M - 1 : i))
+                return OCT_OK;
+        }
+        s->kstart[n] = (int32_t)s0;
+    }
+    s->kstart_ok = true;
+    return OCT_OK;
+}
+
 /* Builds whatever the current params need and is not valid yet. */
 static oct_err ensure(oct_engine *eng, cpu_state *s, oct_error *e)
 {
     oct_err err;
     if (!s->lists_valid && (err = build_lists(eng, s, e)))
         return err;
+    const oct_params *p = &eng->params;
+    if (p->background == OCT_BG_ROLLING) {
+        size_t need = (size_t)p->background_param * s->M;
+        if (s->hist_cap < need) {
+            double *h = realloc(s->hist, sizeof(double) * need);
+            if (!h)
+                return oct_error_set(e, OCT_ENOMEM,
+                                     "cpu: rolling background of %d frames: out of memory",
+                                     p->background_param);
+            s->hist = h, s->hist_cap = need;
+        }
+        if (s->hist_K != (uint32_t)p->background_param)
+            s->hist_K = (uint32_t)p->background_param, s->hist_n = s->hist_pos = 0;
+    }
+    const bool cfd_on = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0;
+    if (!s->kstart_valid && (err = build_kstart(eng, s, e)))
+        return err;
+    if (cfd_on && eng->disp && !s->cfwd) {
+        /* planned on thread 0's buffer; every Z is fftwf_malloc'd alike */
+        unsigned flags = (eng->setup.flags & OCT_SETUP_QUICK_PLAN) ? FFTW_ESTIMATE : FFTW_MEASURE;
+        fftwf_complex *z = s->tb[0].Z;
+        s->cfwd = fftwf_plan_dft_1d((int)s->M, z, z, FFTW_FORWARD, flags);
+        s->cbwd = fftwf_plan_dft_1d((int)s->M, z, z, FFTW_BACKWARD, flags);
+        if (!s->cfwd || !s->cbwd)
+            return oct_error_set(e, OCT_EBACKEND,
+                                 "cpu: FFTW could not plan %u-point complex transforms", s->M);
+        eng->rebuilds.plans++;
+    }
+    const uint32_t QC = eng->enface_n[OCT_METHOD_CMS];
+    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->n_enf && QC && !s->cms_qenf_valid) {
+        fftwf_free(s->cms_qenf);
+        s->cms_qenf = fftwf_malloc(sizeof(float) * 2 * (size_t)QC * s->M);
+        if (!s->cms_qenf)
+            return oct_error_set(e, OCT_ENOMEM, "cpu: cms en-face matrix: out of memory (Q = %u)",
+                                 QC);
+        for (uint32_t q = 0; q < QC; q++)
+            memcpy(s->cms_qenf + (size_t)2 * q * s->M,
+                   eng->cms_q + (size_t)2 * (uint32_t)eng->enface_idx[OCT_METHOD_CMS][q] * s->M,
+                   sizeof(float) * 2 * s->M);
+        s->cms_qenf_valid = true;
+    }
     if (!(eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
         return OCT_OK;
     s->Lw = (uint32_t)(eng->params.lag_hi - eng->params.lag_lo + 1);
@@ -381,6 +496,12 @@ static oct_err cpu_update(oct_engine *eng, unsigned changed, oct_error *e)
         s->B_enf_valid = false;
     if (changed & (OCT_CHG_LAGS | OCT_CHG_ENFACE | OCT_CHG_METHODS))
         s->path_valid = false;
+    if (changed & (OCT_CHG_CMS | OCT_CHG_ENFACE))
+        s->cms_qenf_valid = false;
+    if (changed & OCT_CHG_KLIN)
+        s->kstart_valid = false;
+    if (changed & OCT_CHG_BACKGROUND) /* the rolling history restarts */
+        s->hist_n = s->hist_pos = 0, s->hist_K = 0;
     /* the lists decide which matrices are needed: rebuild them first */
     return ensure(eng, s, e);
 }
@@ -397,6 +518,7 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
     s->threads = eng->setup.threads > 0 ? eng->setup.threads : omp_get_num_procs();
     s->M = g->samples, s->K = g->samples / 2 + 1, s->N = g->ascans, s->L = g->lines;
     s->R = eng->setup.mask_count;
+    s->RC = eng->setup.cms_count;
     s->nspec = (size_t)g->ascans * g->lines;
     if (s->nspec > UINT32_MAX) {
         cpu_destroy(eng);
@@ -409,16 +531,24 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
     uint32_t rows = (1u << 20) / (M * 4);
     if (s->R && (1u << 20) / (s->R * 4) < rows)
         rows = (1u << 20) / (s->R * 4);
+    if (s->RC && (1u << 20) / (s->RC * 8) < rows)
+        rows = (1u << 20) / (s->RC * 8);
     s->rows_max = rows < 8 ? 8 : rows > 256 ? 256 : rows;
     s->chunk_cols_max = M > 1024 ? M : 1024; /* >= one mask's Lw (< M) */
     uint32_t dmax = s->R > K ? s->R : K;
+    if (s->RC > dmax)
+        dmax = s->RC;
     s->tb = calloc((size_t)s->threads, sizeof(thr_buf));
     s->bg = fftwf_malloc(sizeof(float) * M);
     s->acc = malloc(sizeof(double) * M * (size_t)s->threads);
-    if (!s->tb || !s->bg || !s->acc) {
+    s->meand = malloc(sizeof(double) * M);
+    s->ones = fftwf_malloc(sizeof(float) * M);
+    if (!s->tb || !s->bg || !s->acc || !s->meand || !s->ones) {
         cpu_destroy(eng);
         return oct_error_set(e, OCT_ENOMEM, "cpu: out of memory (%d threads)", s->threads);
     }
+    for (uint32_t n = 0; n < M; n++)
+        s->ones[n] = 1.0f;
     for (int t = 0; t < s->threads; t++) {
         thr_buf *b = &s->tb[t];
         b->A = fftwf_malloc(sizeof(float) * M * s->rows_max);
@@ -428,7 +558,15 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
         b->Icfd = fftwf_malloc(sizeof(float) * K);
         b->Imsi = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * (dmax ? dmax : 1));
         b->C = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * (s->chunk_cols_max + M));
-        if (!b->A || !b->X || !b->Y || !b->p || !b->Icfd || !b->Imsi || !b->C) {
+        b->P = fftwf_malloc(sizeof(float) * M * s->rows_max);
+        b->Ak = fftwf_malloc(sizeof(float) * M * s->rows_max);
+        b->xpad = fftwf_malloc(sizeof(float) * (M + 2 * KPAD));
+        b->Z = fftwf_malloc(sizeof(fftwf_complex) * M);
+        b->Ccms = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * 2 * (s->RC ? s->RC : 1));
+        b->fd = malloc(sizeof(double) * 4 * M);
+        b->fseg = malloc(sizeof(uint32_t) * M);
+        if (!b->A || !b->X || !b->Y || !b->p || !b->Icfd || !b->Imsi || !b->C || !b->P ||
+            !b->Ak || !b->xpad || !b->Z || !b->Ccms || !b->fd || !b->fseg) {
             cpu_destroy(eng);
             return oct_error_set(e, OCT_ENOMEM, "cpu: per-thread buffers: out of memory");
         }
@@ -467,16 +605,20 @@ typedef struct frame_ctx {
     cpu_state *s;
     const void *frame;
     const float *bg; /* NULL: no background */
-    bool cfd, msi;
+    bool cfd, msi, cms;
+    bool klin;       /* CFD input is w . klin(x') */
+    bool raw;        /* x' (no window) is needed: k-lin or CMS */
+    const float *disp;
     int32_t F, W1, W2;
     uint32_t h, v;
     sink k[OCT_METHOD_COUNT];
 } frame_ctx;
 
-static void convert_row(const frame_ctx *c, size_t j, float *restrict dst)
+/* dst = w . (x_j - bg) */
+static void convert_row(const frame_ctx *c, size_t j, float *restrict dst, const float *restrict w)
 {
     const uint32_t M = c->s->M, sh = c->eng->setup.geom.sample_shift;
-    const float *restrict w = c->eng->window, *restrict bg = c->bg;
+    const float *restrict bg = c->bg;
     switch (c->eng->setup.geom.sample_type) {
     case OCT_SAMPLE_U16: {
         const uint16_t *restrict src = (const uint16_t *)c->frame + j * M;
@@ -573,6 +715,30 @@ static inline float lag_sum(const float *restrict p, uint32_t M, int32_t W1, int
     return s;
 }
 
+/* CFD of one spectrum X = DFT(x~) with dispersion: z = IDFT(U.X)/M,
+ * Z = DFT(z . e^(-i theta)); writes |Z[d]| for the wanted depths. */
+static void cfd_disp(const frame_ctx *c, thr_buf *b)
+{
+    const cpu_state *s = c->s;
+    const uint32_t M = s->M, K = s->K;
+    const float inv = 1.0f / (float)M;
+    fftwf_complex *restrict z = b->Z;
+    const int32_t F = c->F;
+    for (uint32_t k = 0; k < M; k++) {
+        bool keep = k < K && (int32_t)k >= F;
+        z[k][0] = keep ? b->X[k][0] : 0.0f;
+        z[k][1] = keep ? b->X[k][1] : 0.0f;
+    }
+    fftwf_execute_dft(s->cbwd, z, z);
+    const float *restrict d = c->disp;
+    for (uint32_t n = 0; n < M; n++) {
+        float re = z[n][0] * inv, im = z[n][1] * inv;
+        z[n][0] = re * d[2 * n] - im * d[2 * n + 1];
+        z[n][1] = re * d[2 * n + 1] + im * d[2 * n];
+    }
+    fftwf_execute_dft(s->cfwd, z, z);
+}
+
 /* One block of rows: list[0..rows-1] are spectrum indices; full says whether
  * every depth is needed. */
 static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint32_t rows,
@@ -581,35 +747,84 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
     cpu_state *s = c->s;
     const uint32_t M = s->M, K = s->K, R = s->R;
     const sink *kc = &c->k[OCT_METHOD_CFD], *km = &c->k[OCT_METHOD_MSI];
+    const sink *kz = &c->k[OCT_METHOD_CMS];
     const bool cfd = c->cfd && (full || kc->Q);
     const bool msi = c->msi && (full || km->Q);
-    if (!cfd && !msi)
+    const bool cms = c->cms && (full || kz->Q);
+    if (!cfd && !msi && !cms)
         return;
     /* MSI depth set of this block and the intensity row stride */
     const uint32_t nd = full ? R : km->Q;
     const int32_t *depth = full ? NULL : km->idx;
     double t0 = oct_now_ms();
-    for (uint32_t i = 0; i < rows; i++)
-        convert_row(c, list[i], b->A + (size_t)i * M);
+    const bool raw = cms || (cfd && c->klin);
+    const bool need_A = msi || (cfd && !c->klin);
+    const float *w = c->eng->window;
+    for (uint32_t i = 0; i < rows; i++) {
+        float *a = b->A + (size_t)i * M;
+        if (!raw) {
+            convert_row(c, list[i], a, w);
+            continue;
+        }
+        float *restrict x = b->P + (size_t)i * M;
+        convert_row(c, list[i], x, s->ones);
+        if (need_A)
+            for (uint32_t n = 0; n < M; n++)
+                a[n] = w[n] * x[n];
+        if (cfd && c->klin) {
+            const uint32_t T = c->eng->klin_T;
+            const float *restrict kw = c->eng->klin_w;
+            float *restrict y = b->Ak + (size_t)i * M;
+            if (s->kstart_ok) {
+                float *restrict xp = b->xpad;
+                for (uint32_t k = 0; k < KPAD; k++)
+                    xp[k] = x[0], xp[KPAD + M + k] = x[M - 1];
+                memcpy(xp + KPAD, x, sizeof(float) * M);
+                const int32_t *restrict ks = s->kstart;
+                for (uint32_t n = 0; n < M; n++) {
+                    const float *restrict xr = xp + KPAD + ks[n], *restrict wr = kw + (size_t)n * T;
+                    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+                    for (uint32_t t = 0; t < T; t++)
+                        sum += wr[t] * xr[t];
+                    y[n] = w[n] * sum;
+                }
+            } else {
+                const int32_t *restrict ix = c->eng->klin_idx;
+                for (uint32_t n = 0; n < M; n++) {
+                    float sum = 0;
+                    for (uint32_t t = 0; t < T; t++)
+                        sum += kw[(size_t)n * T + t] * x[ix[(size_t)n * T + t]];
+                    y[n] = w[n] * sum;
+                }
+            }
+        }
+    }
     double t1 = oct_now_ms();
     b->t[0] += t1 - t0;
 
     const bool msi_fft = msi && s->path == OCT_MSI_FFT;
+    const float *cin = c->klin ? b->Ak : b->A;
     if (cfd || msi_fft) {
         double tc = 0, tm = 0;
         for (uint32_t i = 0; i < rows; i++) {
             double ta = oct_now_ms();
-            fftwf_execute_dft_r2c(s->r2c, b->A + (size_t)i * M, b->X);
             if (cfd) {
+                fftwf_execute_dft_r2c(s->r2c, (float *)cin + (size_t)i * M, b->X);
+                const fftwf_complex *Xd = b->X;
+                if (c->disp) {
+                    cfd_disp(c, b);
+                    Xd = (const fftwf_complex *)b->Z;
+                }
                 float *I = b->Icfd;
                 if (full) {
                     for (uint32_t d = 0; d < K; d++)
-                        I[d] = (int32_t)d < c->F ? 0.0f : cabsf_(b->X[d]);
+                        I[d] = (int32_t)d < c->F ? 0.0f : cabsf_(Xd[d]);
                     scatter_full(c, kc, list[i], I);
                 } else {
                     for (uint32_t q = 0; q < kc->Q; q++) {
                         int32_t d = kc->idx[q];
-                        I[q] = d < c->F ? 0.0f : cabsf_(b->X[d]);
+                        I[q] = d < c->F ? 0.0f : cabsf_(Xd[d]);
                     }
                     scatter_enf(c, kc, list[i], I);
                 }
@@ -617,6 +832,9 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
             double tb = oct_now_ms();
             tc += tb - ta;
             if (msi_fft) {
+                /* the MSI input is w . x' even when CFD used k-lin */
+                if (!cfd || c->klin)
+                    fftwf_execute_dft_r2c(s->r2c, b->A + (size_t)i * M, b->X);
                 float *out = b->Imsi + (size_t)i * nd;
                 for (uint32_t q = 0; q < nd; q++) {
                     const fftwf_complex *restrict g =
@@ -671,6 +889,38 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
                 scatter_full(c, km, list[i], I);
             else
                 scatter_enf(c, km, list[i], I);
+        }
+        b->t[2] += oct_now_ms() - ta;
+    }
+    if (cms) {
+        /* I = |x' . q_r|: one real GEMM (rows x M) x (M x 2nz) against the
+         * stacked Re/Im rows of q, then magnitudes */
+        double ta = oct_now_ms();
+        const uint32_t nz = full ? s->RC : kz->Q;
+        const float *Q = full ? c->eng->cms_q : s->cms_qenf;
+        const int cols = (int)(2 * nz);
+        if (blas.sgemm) {
+            blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, cols, (int)M, 1.0f,
+                       b->P, (int)M, Q, (int)M, 0.0f, b->Ccms, cols);
+        } else {
+            for (uint32_t i = 0; i < rows; i++)
+                for (int col = 0; col < cols; col++) {
+                    const float *x = b->P + (size_t)i * M, *q = Q + (size_t)col * M;
+                    float sum = 0;
+                    for (uint32_t n = 0; n < M; n++)
+                        sum += x[n] * q[n];
+                    b->Ccms[(size_t)i * cols + col] = sum;
+                }
+        }
+        for (uint32_t i = 0; i < rows; i++) {
+            const float *restrict cr = b->Ccms + (size_t)i * cols;
+            float *restrict I = b->Imsi;
+            for (uint32_t r = 0; r < nz; r++)
+                I[r] = sqrtf(cr[2 * r] * cr[2 * r] + cr[2 * r + 1] * cr[2 * r + 1]);
+            if (full)
+                scatter_full(c, kz, list[i], I);
+            else
+                scatter_enf(c, kz, list[i], I);
         }
         b->t[2] += oct_now_ms() - ta;
     }
@@ -729,11 +979,89 @@ static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
             double sum = 0;
             for (int t = 0; t < s->threads; t++)
                 sum += s->acc[(size_t)t * M + n];
-            s->bg[n] = (float)(sum / (double)nspec);
+            s->meand[n] = sum / (double)nspec;
+        }
+        if (c->eng->params.background == OCT_BG_ROLLING) {
+            /* this frame's mean into the ring, b = mean over the ring */
+            memcpy(s->hist + (size_t)s->hist_pos * M, s->meand, sizeof(double) * M);
+            s->hist_pos = (s->hist_pos + 1) % s->hist_K;
+            if (s->hist_n < s->hist_K)
+                s->hist_n++;
+            for (uint32_t n = 0; n < M; n++) {
+                double sum = 0;
+                for (uint32_t k = 0; k < s->hist_n; k++)
+                    sum += s->hist[(size_t)k * M + n];
+                s->bg[n] = (float)(sum / s->hist_n);
+            }
+        } else {
+            for (uint32_t n = 0; n < M; n++)
+                s->bg[n] = (float)s->meand[n];
         }
         c->bg = s->bg;
     }
     return OCT_OK;
+}
+
+/* Fixed-pattern noise (oct_engine.h): per sample n, the mean of the segment
+ * of G spectra with the smallest sum of squared deviations at n (ties: the
+ * lowest segment).  Each thread keeps the best of its segments; the merge
+ * applies the same rule, so the result does not depend on the threads. */
+static void fpn_background(frame_ctx *c)
+{
+    cpu_state *s = c->s;
+    const uint32_t M = s->M;
+    const size_t S = s->nspec, G0 = (size_t)c->eng->params.background_param;
+    const size_t G = S < G0 ? S : G0, nseg = S < G0 ? 1 : S / G0;
+    frame_ctx cc = *c;
+    cc.bg = NULL; /* raw converted samples */
+    for (int t = 0; t < s->threads; t++) {
+        double *bss = s->tb[t].fd + 2 * (size_t)M;
+        for (uint32_t n = 0; n < M; n++)
+            bss[n] = INFINITY, s->tb[t].fseg[n] = UINT32_MAX;
+    }
+#pragma omp parallel num_threads(s->threads)
+    {
+        thr_buf *b = &s->tb[omp_get_thread_num()];
+        double *restrict mean = b->fd, *restrict ssd = b->fd + M, *restrict bss = b->fd + 2 * M,
+                         *restrict bmean = b->fd + 3 * (size_t)M;
+        float *restrict x = b->p; /* M floats of scratch */
+#pragma omp for schedule(static)
+        for (size_t sg = 0; sg < nseg; sg++) {
+            memset(mean, 0, sizeof(double) * M);
+            memset(ssd, 0, sizeof(double) * M);
+            for (size_t j = sg * G; j < (sg + 1) * G; j++) {
+                convert_row(&cc, j, x, s->ones);
+                for (uint32_t n = 0; n < M; n++)
+                    mean[n] += x[n];
+            }
+            for (uint32_t n = 0; n < M; n++)
+                mean[n] /= (double)G;
+            for (size_t j = sg * G; j < (sg + 1) * G; j++) {
+                convert_row(&cc, j, x, s->ones);
+                for (uint32_t n = 0; n < M; n++) {
+                    double d = x[n] - mean[n];
+                    ssd[n] += d * d;
+                }
+            }
+            for (uint32_t n = 0; n < M; n++)
+                if (ssd[n] < bss[n]) /* segments come in increasing order */
+                    bss[n] = ssd[n], bmean[n] = mean[n], b->fseg[n] = (uint32_t)sg;
+        }
+    }
+    for (uint32_t n = 0; n < M; n++) {
+        double best = INFINITY, bm = 0;
+        uint32_t bsg = UINT32_MAX;
+        for (int t = 0; t < s->threads; t++) {
+            const thr_buf *b = &s->tb[t];
+            double v = b->fd[2 * (size_t)M + n];
+            if (b->fseg[n] == UINT32_MAX)
+                continue;
+            if (v < best || (v == best && b->fseg[n] < bsg))
+                best = v, bm = b->fd[3 * (size_t)M + n], bsg = b->fseg[n];
+        }
+        s->bg[n] = (float)bm;
+    }
+    c->bg = s->bg;
 }
 
 static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
@@ -749,6 +1077,9 @@ static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out
     c.eng = eng, c.s = s, c.frame = frame;
     c.cfd = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0;
     c.msi = (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) != 0;
+    c.cms = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) != 0;
+    c.klin = c.cfd && eng->klin_T > 0;
+    c.disp = c.cfd ? eng->disp : NULL;
     c.F = p->freq_cutoff, c.W1 = p->lag_lo, c.W2 = p->lag_hi;
     c.h = (uint32_t)p->xsec_h, c.v = (uint32_t)p->xsec_v;
     c.bg = p->background == OCT_BG_REFERENCE ? eng->reference : NULL;
@@ -784,10 +1115,12 @@ static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out
     double t1 = oct_now_ms();
     double prep_ms = t1 - t0;
 
-    bool mean = p->background == OCT_BG_FRAME_MEAN;
+    bool mean = p->background == OCT_BG_FRAME_MEAN || p->background == OCT_BG_ROLLING;
     if (mean || eng->setup.geom.sample_type == OCT_SAMPLE_F32)
         if ((err = prepass(&c, mean, e)))
             return err;
+    if (p->background == OCT_BG_FPN)
+        fpn_background(&c);
     double t2 = oct_now_ms();
 
     /* blocks: at least one per thread for small lists */

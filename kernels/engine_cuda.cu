@@ -150,47 +150,219 @@ __device__ __forceinline__ float tf32_round(float x)
     return __uint_as_float(u);
 }
 
-/* x~[j][n] = w[n] * (x[j][n] - b[n]); four samples per thread.
- * bgmode 0 none, 1 reference (bg), 2 frame mean (bgsum / S).
- * Outputs (either may be NULL): x (S x M) and x3 (S x 3M: per spectrum
- * [hi | hi | lo] TF32 parts for the split-TF32 GEMM). */
+/* x'[j][n] = x[j][n] - b[n], x~[j][n] = w[n] * x'[j][n]; four samples per
+ * thread.  b: background vector (NULL = none).  Outputs (any may be NULL):
+ * x (S x M: x~), x3 (S x 3M: per spectrum [hi | hi | lo] TF32 parts of x~
+ * for the split-TF32 MSI GEMM), xp (S x M: x', input of the k-linearisation
+ * and of the plain CMS GEMM), xp3 (S x 3M: TF32 parts of x' for the split CMS GEMM). */
+__device__ __forceinline__ void store_split(float *dst, long long j, int n, int M, float4 o)
+{
+    float4 hi, lo;
+    hi.x = tf32_round(o.x); lo.x = tf32_round(o.x - hi.x);
+    hi.y = tf32_round(o.y); lo.y = tf32_round(o.y - hi.y);
+    hi.z = tf32_round(o.z); lo.z = tf32_round(o.z - hi.z);
+    hi.w = tf32_round(o.w); lo.w = tf32_round(o.w - hi.w);
+    float4 *p = reinterpret_cast<float4 *>(dst + j * 3 * M + n);
+    int M4 = M / 4;
+    p[0] = hi;
+    p[M4] = hi;
+    p[2 * M4] = lo;
+}
+
 template <typename T>
 __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
-                               float *__restrict__ x3, long long n4, int M, int sh,
+                               float *__restrict__ x3, float *__restrict__ xp,
+                               float *__restrict__ xp3, long long n4, int M, int sh,
                                const float *__restrict__ w, const float *__restrict__ bg,
-                               const double *__restrict__ bgsum, double invS, int bgmode,
                                int *__restrict__ bad)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
     typename Raw<T>::V v = reinterpret_cast<const typename Raw<T>::V *>(raw)[i];
     int n = (int)((i * 4) & (M - 1));
+    long long j = (i * 4) / M;
     float r[4] = {Raw<T>::cv(v.x, sh), Raw<T>::cv(v.y, sh), Raw<T>::cv(v.z, sh),
                   Raw<T>::cv(v.w, sh)};
-    float4 o;
-    float *op = &o.x;
+    float4 o, d;
+    float *op = &o.x, *dp = &d.x;
 #pragma unroll
     for (int k = 0; k < 4; k++) {
-        float b = 0.0f;
-        if (bgmode == 1) b = bg[n + k];
-        else if (bgmode == 2) b = (float)(bgsum[n + k] * invS);
-        if (!isfinite(r[k])) atomicMin(bad, (int)((i * 4) / M));
-        op[k] = w[n + k] * (r[k] - b);
+        float b = bg ? bg[n + k] : 0.0f;
+        if (!isfinite(r[k])) atomicMin(bad, (int)j);
+        dp[k] = r[k] - b;
+        op[k] = w[n + k] * dp[k];
     }
     if (x) reinterpret_cast<float4 *>(x)[i] = o;
-    if (x3) {
-        float4 hi, lo;
-        hi.x = tf32_round(o.x); lo.x = tf32_round(o.x - hi.x);
-        hi.y = tf32_round(o.y); lo.y = tf32_round(o.y - hi.y);
-        hi.z = tf32_round(o.z); lo.z = tf32_round(o.z - hi.z);
-        hi.w = tf32_round(o.w); lo.w = tf32_round(o.w - hi.w);
-        long long j = (i * 4) / M;
-        float4 *p = reinterpret_cast<float4 *>(x3 + j * 3 * M + n);
-        int M4 = M / 4;
-        p[0] = hi;
-        p[M4] = hi;
-        p[2 * M4] = lo;
+    if (x3) store_split(x3, j, n, M, o);
+    if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
+    if (xp3) store_split(xp3, j, n, M, d);
+}
+
+/* Frame-mean background: b[n] = sum[n] / S (as float, the CPU's order of operations). */
+__global__ void bg_mean_kernel(const double *__restrict__ sum, double invS, int M, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < M) b[n] = (float)(sum[n] * invS);
+}
+
+/* Rolling background, step 1 (before the conversion): b = mean of the kept
+ * history rows and this frame's mean.  state[0] = rows filled f (<= K),
+ * state[1] = row w the next frame writes (when f = K it holds the oldest
+ * frame, which drops out now).  Writes state[2..4] = f', w', w for the
+ * commit step; nobody reads those here. */
+__global__ void roll_mean_kernel(const double *__restrict__ sum, double invS,
+                                 const double *__restrict__ ring, int M, int K,
+                                 int *__restrict__ state, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int f = state[0], w = state[1];
+    if (n < M) {
+        double acc = sum[n] * invS;
+        for (int i = 0; i < f; i++)
+            if (!(f == K && i == w)) acc += ring[(long long)i * M + n];
+        int kept = f < K ? f + 1 : K;
+        b[n] = (float)(acc / kept);
     }
+    if (n == 0) {
+        state[2] = f < K ? f + 1 : K;
+        state[3] = (w + 1) % K;
+        state[4] = w;
+    }
+}
+
+/* Rolling background, step 2 (after the conversion, which flags non-finite
+ * samples): a rejected frame does not enter the history. */
+__global__ void roll_commit_kernel(const double *__restrict__ sum, double invS, double *__restrict__ ring,
+                                   int M, int *__restrict__ state, const int *__restrict__ bad,
+                                   long long S)
+{
+    if (*bad < S) return;
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = state[4];
+    if (n < M) ring[(long long)row * M + n] = sum[n] * invS;
+    if (n == 0) {
+        state[0] = state[2];
+        state[1] = state[3];
+    }
+}
+
+/* Fixed-pattern noise background (minimum-variance mean line): per sample
+ * n, the mean of the segment of G spectra whose sum of squared deviations at
+ * n is smallest (ties: lowest segment).  Block (32, FPN_WARPS): lanes are 32
+ * consecutive samples (coalesced), warps take segments in turn; one-pass
+ * sums in double, shifted by the segment's first value for stability, and
+ * compared as G*ssd = G*sum(d^2) - sum(d)^2 (exact for integer samples
+ * while below 2^53). */
+enum { FPN_WARPS = 16 };
+template <typename T>
+__global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh, int G,
+                           float *__restrict__ b)
+{
+    __shared__ double s_key[FPN_WARPS][32], s_mean[FPN_WARPS][32];
+    __shared__ long long s_seg[FPN_WARPS][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int n = blockIdx.x * 32 + tx;
+    long long nseg = S < G ? 1 : S / G, len = S < G ? S : G;
+    double best = INFINITY, bmean = 0.0;
+    long long bseg = LLONG_MAX;
+    if (n < M) {
+        for (long long sg = ty; sg < nseg; sg += FPN_WARPS) {
+            const T *p = raw + sg * len * M + n;
+            double x0 = Raw<T>::cv(p[0], sh), s1 = 0.0, s2 = 0.0;
+            for (long long i = 1; i < len; i++) {
+                double d = (double)Raw<T>::cv(p[i * M], sh) - x0;
+                s1 += d;
+                s2 += d * d;
+            }
+            double key = (double)len * s2 - s1 * s1;
+            if (key < best) { /* segments ascend per thread: strict < keeps the lowest */
+                best = key;
+                bmean = x0 + s1 / (double)len;
+                bseg = sg;
+            }
+        }
+    }
+    s_key[ty][tx] = best;
+    s_mean[ty][tx] = bmean;
+    s_seg[ty][tx] = bseg;
+    __syncthreads();
+    if (ty == 0 && n < M) {
+        for (int y = 1; y < FPN_WARPS; y++)
+            if (s_key[y][tx] < best || (s_key[y][tx] == best && s_seg[y][tx] < bseg)) {
+                best = s_key[y][tx];
+                bmean = s_mean[y][tx];
+                bseg = s_seg[y][tx];
+            }
+        b[n] = (float)bmean;
+    }
+}
+
+/* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]
+ * (tables tap-major: coalesced).  One block per spectrum (grid-stride), the
+ * spectrum staged in shared memory (M <= 8192 floats = 32 KiB); the tap
+ * tables are shared by all spectra (L1/L2). */
+__global__ void klin_kernel(const float *__restrict__ xp, const int *__restrict__ idx,
+                            const float *__restrict__ wt, int T, const float *__restrict__ win,
+                            int M, long long S, float *__restrict__ xk)
+{
+    extern __shared__ float row[];
+    for (long long j = blockIdx.x; j < S; j += gridDim.x) {
+        const float *src = xp + j * M;
+        for (int n = threadIdx.x; n < M; n += blockDim.x) row[n] = src[n];
+        __syncthreads();
+        for (int n = threadIdx.x; n < M; n += blockDim.x) {
+            float acc = 0.0f;
+            for (int t = 0; t < T; t++) acc += wt[(long long)t * M + n] * row[idx[(long long)t * M + n]];
+            xk[j * M + n] = win[n] * acc;
+        }
+        __syncthreads();
+    }
+}
+
+/* Dispersion, step 1: Z[r][k] = X[r][k] for F <= k <= M/2, else 0 (k < M):
+ * the one-sided spectrum of the analytic signal. */
+__global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int F, long long nrows,
+                                float2 *__restrict__ Z)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nrows * M) return;
+    int k = (int)(i % M);
+    long long r = i / M;
+    Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
+}
+
+/* Dispersion, step 2: z[n] *= e^(-i theta[n]) / M (the IDFT's 1/M folded in). */
+__global__ void disp_phase_kernel(float2 *__restrict__ Z, const float2 *__restrict__ ph, int M,
+                                  long long nrows, float invM)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nrows * M) return;
+    float2 z = Z[i], c = ph[i % M];
+    Z[i] = make_float2((z.x * c.x - z.y * c.y) * invM, (z.x * c.y + z.y * c.x) * invM);
+}
+
+/* CMS matrix: one column (kM floats) per (depth slot, Re/Im):
+ * B[(s*2 + p)*kM + n] = q[(2 r(s) + p)*M + n]; with split the column is
+ * [hi | lo | hi] as for the MSI matrix. */
+__global__ void build_cms_kernel(const float *__restrict__ q, int M, const int *__restrict__ ridx,
+                                 int nslots, int split, float *__restrict__ B)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = split ? 3 * M : M;
+    long long total = (long long)nslots * 2 * kM;
+    if (i >= total) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int p = (int)(c & 1);
+    int s = (int)(c >> 1);
+    int r = ridx ? ridx[s] : s;
+    float v = q[(2ll * r + p) * M + n];
+    if (split) {
+        float hi = tf32_round(v);
+        v = part == 1 ? tf32_round(v - hi) : hi;
+    }
+    B[i] = v;
 }
 
 /* Shifted filtered masks, one column (= kM contiguous floats) per (slot, lag):
@@ -269,6 +441,25 @@ struct SrcGemm {
         float a = 0.0f;
         for (int li = 0; li < nl; li++) a += fabsf(p[li]);
         return a;
+    }
+};
+struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
+    const float *C;
+    int ncol;
+    __device__ __forceinline__ float operator()(long long jl, int s) const
+    {
+        const float *p = C + jl * ncol + 2ll * s;
+        return sqrtf(p[0] * p[0] + p[1] * p[1]);
+    }
+};
+struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */
+    const float2 *Z;
+    int M, F;
+    __device__ __forceinline__ float operator()(long long jl, int d) const
+    {
+        if (d < F) return 0.0f;
+        float2 z = Z[jl * M + d];
+        return sqrtf(z.x * z.x + z.y * z.y);
     }
 };
 struct SrcFft {
@@ -376,7 +567,7 @@ struct ProdBuf {
     size_t off;  /* offset of this product in the pinned output staging (pixels) */
 };
 
-enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_PROD, EV_COUNT };
+enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
 
 /* What one frame in flight owns. */
 struct Slot {
@@ -420,6 +611,7 @@ struct CudaState {
 
     /* geometry */
     int M, K, N, L, R;
+    int RC;           /* CMS depths (setup.cms_count), 0 = no CMS */
     long long S;
     size_t frame_bytes;
 
@@ -445,6 +637,33 @@ struct CudaState {
     int *d_eidx[OCT_METHOD_COUNT];
     size_t eidx_cap[OCT_METHOD_COUNT];
     bool matrices_ok; /* d_Bfull/d_Benf/d_Mf current */
+
+    /* background (issue 7): b of this frame, rolling history ring (K rows of
+     * frame means, double) and its device-side state (see roll_mean_kernel) */
+    float *d_bcur;
+    double *d_ring;
+    int *d_roll;
+    bool roll_active; /* the history belongs to the current mode and K */
+    int roll_K;
+
+    /* k-linearisation (CFD): tap tables, x' and the resampled windowed spectra */
+    int *d_kidx;
+    float *d_kw;
+    int klin_T;       /* taps of the uploaded tables, 0 = off */
+    float *d_xp, *d_xk;
+
+    /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
+    float2 *d_disp, *d_Z;
+    bool disp_on;
+    long long DB;     /* spectra per dispersion chunk (the plan's batch) */
+    cufftHandle plan_d;
+    bool have_plan_d;
+
+    /* CMS: q (2RC x M), its GEMM matrices (all depths / en-face depths),
+     * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
+    float *d_cq, *d_Qfull, *d_Qenf, *d_xp3, *d_xgc, *d_Cc;
+    size_t Cc_cap;
+    bool cms_ok;
 
     /* products */
     size_t out_pixels, h_out_bytes;
@@ -500,6 +719,13 @@ inline unsigned blocks_for(long long n, int threads) { return (unsigned)((n + th
 
 bool msi_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) != 0; }
 bool cfd_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0; }
+bool cms_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) != 0; }
+
+/* Depths of a method for this geometry and set-up (buffer sizes). */
+int method_depth(const CudaState *s, int m)
+{
+    return m == OCT_METHOD_CFD ? s->K : m == OCT_METHOD_MSI ? s->R : s->RC;
+}
 int lag_count(const oct_engine *eng) { return eng->params.lag_hi - eng->params.lag_lo + 1; }
 
 /* Pixels a product can take for this geometry, for any control values. */
@@ -570,6 +796,55 @@ oct_err refresh(oct_engine *eng, unsigned changed, oct_error *e)
                            cudaMemcpyHostToDevice, s->s_comp));
     if (s->R > 0 && (changed & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF | OCT_CHG_LAGS | OCT_CHG_ENFACE)))
         s->matrices_ok = false;
+    if (changed & OCT_CHG_KLIN) {
+        uint32_t T = eng->klin_T;
+        if (T > 0 && (!eng->klin_idx || !eng->klin_w || T > OCT_SINC_TAPS_MAX))
+            return oct_error_set(e, OCT_EINVAL, "cuda: k-linearisation with %u taps (1..%d, tables %s)", T,
+                                 OCT_SINC_TAPS_MAX, eng->klin_idx && eng->klin_w ? "present" : "missing");
+        size_t nt = (size_t)s->M * T;
+        for (size_t i = 0; i < nt; i++) /* the kernel indexes shared memory with these */
+            if (eng->klin_idx[i] < 0 || eng->klin_idx[i] >= s->M)
+                return oct_error_set(e, OCT_EINVAL, "cuda: k-linearisation index %d at sample %zu tap %zu outside [0, %d]",
+                                     eng->klin_idx[i], i / T, i % T, s->M - 1);
+        if (T > 0) {
+            /* tap-major ([t][n]) on the device: a warp's loads of one tap are coalesced */
+            int32_t *ti = (int32_t *)malloc(nt * sizeof(int32_t));
+            float *tw = (float *)malloc(nt * sizeof(float));
+            if (!ti || !tw) {
+                free(ti);
+                free(tw);
+                return oct_error_set(e, OCT_ENOMEM, "cuda: out of memory for %zu k-linearisation taps", nt);
+            }
+            for (size_t n = 0; n < (size_t)s->M; n++)
+                for (size_t t = 0; t < T; t++) {
+                    ti[t * s->M + n] = eng->klin_idx[n * T + t];
+                    tw[t * s->M + n] = eng->klin_w[n * T + t];
+                }
+            /* on the compute stream: after the frames in flight (their CFD joins it) */
+            cudaError_t r1 = cudaMemcpyAsync(s->d_kidx, ti, nt * sizeof(int32_t), cudaMemcpyHostToDevice, s->s_comp);
+            cudaError_t r2 = r1 == cudaSuccess ? cudaMemcpyAsync(s->d_kw, tw, nt * sizeof(float),
+                                                                 cudaMemcpyHostToDevice, s->s_comp) : r1;
+            cudaError_t r3 = cudaStreamSynchronize(s->s_comp); /* before the host tables go */
+            if (r2 == cudaSuccess) r2 = r3;
+            free(ti);
+            free(tw);
+            CU(r2);
+        }
+        s->klin_T = (int)T;
+    }
+    if (changed & OCT_CHG_DISP) {
+        s->disp_on = eng->disp != NULL;
+        if (s->disp_on)
+            CU(cudaMemcpyAsync(s->d_disp, eng->disp, (size_t)s->M * sizeof(float2), cudaMemcpyHostToDevice,
+                               s->s_comp));
+    }
+    if (s->RC > 0 && (changed & OCT_CHG_CMS)) {
+        if (!eng->cms_q) return oct_error_set(e, OCT_EINVAL, "cuda: CMS set up but no CMS mask matrix");
+        CU(cudaMemcpyAsync(s->d_cq, eng->cms_q, (size_t)2 * s->RC * s->M * sizeof(float),
+                           cudaMemcpyHostToDevice, s->s_comp));
+    }
+    if (s->RC > 0 && (changed & (OCT_CHG_CMS | OCT_CHG_ENFACE))) s->cms_ok = false;
+    if (changed & OCT_CHG_BACKGROUND) s->roll_active = false; /* history restarts */
     /* the host arrays may change after we return: finish the copies */
     CU(cudaStreamSynchronize(s->s_comp));
     return OCT_OK;
@@ -603,6 +878,29 @@ oct_err prepare_msi(oct_engine *eng, oct_error *e)
     return OCT_OK;
 }
 
+/* CMS matrices for the current values (lazily, on the compute stream). */
+oct_err prepare_cms(oct_engine *eng, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    if (s->cms_ok || s->RC == 0) return OCT_OK;
+    int split = s->gemm_mode == GEMM_SPLIT;
+    long long tot = (long long)s->RC * 2 * s->kM;
+    build_cms_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(s->d_cq, s->M, NULL, s->RC, split,
+                                                                  s->d_Qfull);
+    LAUNCHED("build_cms");
+    uint32_t Q = eng->enface_n[OCT_METHOD_CMS];
+    if (Q > 0 && s->L > 1) {
+        if (Q > (uint32_t)s->RC)
+            return oct_error_set(e, OCT_EINVAL, "cuda: %u CMS en-face depths exceed the %d depths", Q, s->RC);
+        tot = (long long)Q * 2 * s->kM;
+        build_cms_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+            s->d_cq, s->M, s->d_eidx[OCT_METHOD_CMS], (int)Q, split, s->d_Qenf);
+        LAUNCHED("build_cms");
+    }
+    s->cms_ok = true;
+    return OCT_OK;
+}
+
 void free_state(CudaState *s)
 {
     if (!s) return;
@@ -610,10 +908,13 @@ void free_state(CudaState *s)
     if (s->have_plan_x) cufftDestroy(s->plan_x);
     if (s->have_plan_m) cufftDestroy(s->plan_m);
     if (s->have_plan_c2r) cufftDestroy(s->plan_c2r);
+    if (s->have_plan_d) cufftDestroy(s->plan_d);
     if (s->have_blas) cublasDestroy(s->blas);
     void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
-                   s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1]};
+                   s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
+                   s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
+                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
     for (void *p : dev) cudaFree(p);
     for (int i = 0; i < DEPTH; i++) {
         Slot *sl = &s->slot[i];
@@ -655,6 +956,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     s->L = (int)g->lines;
     s->S = (long long)g->ascans * g->lines;
     s->R = (int)eng->setup.mask_count;
+    s->RC = (int)eng->setup.cms_count; /* engine.c keeps the calibration (eng->cms_cal) */
     s->frame_bytes = (size_t)oct_geometry_frame_bytes(g);
     if (s->S > INT_MAX / 32)
         return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: %lld spectra per frame exceed the CUDA backend's limit of %d",
@@ -691,6 +993,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
             eng->msi_path = OCT_MSI_FFT;
     }
     bool gemm = s->R > 0 && eng->msi_path == OCT_MSI_GEMM;
+    bool blas = gemm || s->RC > 0; /* CMS is always one GEMM */
 
     /* work buffers; x3 only for the split-TF32 GEMM */
     TRY(dmalloc(s, &s->d_x, (size_t)s->S * s->M, "the windowed spectra", e));
@@ -700,6 +1003,35 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_bg, (size_t)s->M, "the background", e));
     TRY(dmalloc(s, &s->d_bgsum, (size_t)s->M, "the frame-mean sums", e));
     TRY(dmalloc(s, &s->d_X, (size_t)s->S * s->K, "the spectra's DFT", e));
+    /* issue 7: every option can be switched on live, so its buffers are made
+     * now (control changes never allocate): background vector and rolling
+     * history, k-lin tables and spectra, dispersion phase and chunk */
+    TRY(dmalloc(s, &s->d_bcur, (size_t)s->M, "the background", e));
+    TRY(dmalloc(s, &s->d_ring, (size_t)OCT_ROLLING_MAX * s->M, "the rolling background history", e));
+    TRY(dmalloc(s, &s->d_roll, 8, "the rolling background state", e));
+    CU(cudaMemset(s->d_roll, 0, 8 * sizeof(int)));
+    TRY(dmalloc(s, &s->d_kidx, (size_t)OCT_SINC_TAPS_MAX * s->M, "the k-linearisation indices", e));
+    TRY(dmalloc(s, &s->d_kw, (size_t)OCT_SINC_TAPS_MAX * s->M, "the k-linearisation weights", e));
+    TRY(dmalloc(s, &s->d_xp, (size_t)s->S * s->M, "the background-subtracted spectra", e));
+    TRY(dmalloc(s, &s->d_xk, (size_t)s->S * s->M, "the k-linearised spectra", e));
+    TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
+    /* dispersion chunk: ~64 MiB of complex spectra */
+    s->DB = std::max(1ll, std::min(s->S, (64ll << 20) / (s->M * (long long)sizeof(float2))));
+    TRY(dmalloc(s, &s->d_Z, (size_t)s->DB * s->M, "the dispersion work spectra", e));
+    if (s->RC > 0) {
+        size_t qn = (size_t)2 * s->RC;
+        TRY(dmalloc(s, &s->d_cq, qn * s->M, "the CMS masks", e));
+        TRY(dmalloc(s, &s->d_Qfull, qn * s->kM, "the CMS matrix", e));
+        if (s->L > 1) TRY(dmalloc(s, &s->d_Qenf, qn * s->kM, "the CMS en-face matrix", e));
+        if (s->gemm_mode == GEMM_SPLIT)
+            TRY(dmalloc(s, &s->d_xp3, (size_t)s->S * s->kM, "the TF32 parts of the CMS spectra", e));
+        TRY(dmalloc(s, &s->d_xgc, ((size_t)s->N + s->L) * s->kM, "the CMS cross-section spectra", e));
+        int l2 = 0;
+        CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device));
+        size_t cap = std::max((size_t)l2 * 3 / 4 / sizeof(float), qn * 32);
+        s->Cc_cap = std::min(cap, (size_t)s->S * qn);
+        TRY(dmalloc(s, &s->d_Cc, s->Cc_cap, "the CMS GEMM output", e));
+    }
     if (eng->reference)
         CU(cudaMemcpy(s->d_bg, eng->reference, (size_t)s->M * sizeof(float), cudaMemcpyHostToDevice));
     else
@@ -716,6 +1048,14 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     FFT(cufftMakePlanMany64(s->plan_x, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S, &wx));
     s->x_on_comp = eng->msi_path == OCT_MSI_FFT && s->R > 0;
     FFT(cufftSetStream(s->plan_x, s->x_on_comp ? s->s_comp : s->s_cfd));
+    /* dispersion C2C (in place, both directions); runs after plan_x on the
+     * CFD path, so it shares plan_x's work area */
+    size_t wd = 0;
+    FFT(cufftCreate(&s->plan_d));
+    s->have_plan_d = true;
+    FFT(cufftSetAutoAllocation(s->plan_d, 0));
+    FFT(cufftMakePlanMany64(s->plan_d, 1, &n, NULL, 1, n, NULL, 1, n, CUFFT_C2C, s->DB, &wd));
+    wx = std::max(wx, wd);
 
     /* per slot: input, flags, products, events */
     size_t out_pixels = 0;
@@ -732,7 +1072,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         CU(cudaEventCreate(&sl->ev_d2h1));
         out_pixels = 0;
         for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            int D = m == OCT_METHOD_CFD ? s->K : s->R;
+            int D = method_depth(s, m);
             if (D == 0) continue;
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
                 ProdBuf *pb = &sl->prod[m][k];
@@ -745,7 +1085,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         }
     }
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-        int D = m == OCT_METHOD_CFD ? s->K : s->R;
+        int D = method_depth(s, m);
         if (D == 0) continue;
         s->eidx_cap[m] = (size_t)D;
         TRY(dmalloc(s, &s->d_eidx[m], (size_t)D, "the en-face indices", e));
@@ -786,19 +1126,22 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         } else {
             TRY(ensure_matrices(eng, lag_count(eng), e));
             TRY(dmalloc(s, &s->d_xg, ng * s->kM, "the cross-section spectra", e));
-            BLAS(cublasCreate(&s->blas));
-            s->have_blas = true;
-            BLAS(cublasSetStream(s->blas, s->s_comp));
-            /* our own workspace, so cuBLAS never allocates behind our back */
-            s->blas_work_bytes = 32u << 20;
-            TRY(dmalloc(s, (uint8_t **)&s->blas_work, s->blas_work_bytes, "the cuBLAS workspace", e));
-            BLAS(cublasSetWorkspace(s->blas, s->blas_work, s->blas_work_bytes));
-            BLAS(cublasSetMathMode(s->blas, s->gemm_mode == GEMM_SGEMM ? CUBLAS_PEDANTIC_MATH
-                                                                       : CUBLAS_TF32_TENSOR_OP_MATH));
         }
+    }
+    if (blas) {
+        BLAS(cublasCreate(&s->blas));
+        s->have_blas = true;
+        BLAS(cublasSetStream(s->blas, s->s_comp));
+        /* our own workspace, so cuBLAS never allocates behind our back */
+        s->blas_work_bytes = 32u << 20;
+        TRY(dmalloc(s, (uint8_t **)&s->blas_work, s->blas_work_bytes, "the cuBLAS workspace", e));
+        BLAS(cublasSetWorkspace(s->blas, s->blas_work, s->blas_work_bytes));
+        BLAS(cublasSetMathMode(s->blas, s->gemm_mode == GEMM_SGEMM ? CUBLAS_PEDANTIC_MATH
+                                                                   : CUBLAS_TF32_TENSOR_OP_MATH));
     }
     TRY(dmalloc(s, (uint8_t **)&s->fft_work_x, std::max(wx, (size_t)256), "the cuFFT work area", e));
     FFT(cufftSetWorkArea(s->plan_x, s->fft_work_x));
+    FFT(cufftSetWorkArea(s->plan_d, s->fft_work_x));
     if (wmax > 0 || s->have_plan_m) {
         TRY(dmalloc(s, (uint8_t **)&s->fft_work, std::max(wmax, (size_t)256), "the cuFFT work area", e));
         if (s->have_plan_m) FFT(cufftSetWorkArea(s->plan_m, s->fft_work));
@@ -807,6 +1150,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
 
     TRY(refresh(eng, OCT_CHG_ALL, e));
     TRY(prepare_msi(eng, e));
+    TRY(prepare_cms(eng, e));
     CU(cudaStreamSynchronize(s->s_comp));
     return OCT_OK;
 }
@@ -927,28 +1271,60 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
     return OCT_OK;
 }
 
-/* The device work of one frame already in (or queued for) sl->d_raw:
- * compute stream, CFD forked onto its own stream and joined at the end. */
-oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
-                   oct_error *e)
+/* One CMS pass (GEMM with the stacked Re/Im rows of q, then |.|) over
+ * nrows rows: spectra, or gathered cross-section spectra (MODE_XS). */
+oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int nh, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    bool sub = mode == MODE_SUB, xs = mode == MODE_XS;
+    int nslots = sub ? k.Q : s->RC;
+    if (nrows <= 0 || nslots <= 0) return OCT_OK;
+    const float *A = sub ? s->d_Qenf : s->d_Qfull;
+    const float *X = xs ? s->d_xgc : (s->gemm_mode == GEMM_SPLIT ? s->d_xp3 : s->d_xp);
+    int ncol = 2 * nslots, kM = s->kM;
+    long long cs_max = std::max(1ll, (long long)(s->Cc_cap / ncol));
+    long long nch = (nrows + cs_max - 1) / cs_max;
+    long long cs = (nrows + nch - 1) / nch;
+    const float one = 1.0f, zero = 0.0f;
+    for (long long j0 = 0; j0 < nrows; j0 += cs) {
+        long long nj = std::min(cs, nrows - j0);
+        /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
+        if (s->gemm_mode == GEMM_SGEMM)
+            BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, kM,
+                             X + j0 * kM, kM, &zero, s->d_Cc, ncol));
+        else
+            BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, CUDA_R_32F,
+                              kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_Cc, CUDA_R_32F, ncol,
+                              CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+        SrcCms src = {s->d_Cc, ncol};
+        TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
+    }
+    return OCT_OK;
+}
+
+/* Background of this frame into s->d_bcur (NULL: none), on the compute
+ * stream, which orders the rolling history across frames in submission
+ * order.  *commit: the rolling history must take this frame's mean after
+ * the conversion. */
+oct_err background(oct_engine *eng, Slot *sl, bool replay, const float **bvec, bool *commit, oct_error *e)
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
     const oct_geometry *g = &eng->setup.geom;
-    int sh = (int)g->sample_shift;
-    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
-    bool fft_path = eng->msi_path == OCT_MSI_FFT;
-    CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
-
-    /* conversion + background + window; x for CFD / FFT path / SGEMM, x3 for split TF32 */
-    bool split = msi && !fft_path && s->gemm_mode == GEMM_SPLIT;
-    float *x = (cfd || (msi && !split)) ? s->d_x : NULL;
-    float *x3 = split ? s->d_x3 : NULL;
-    CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
-    int bgmode = p->background == OCT_BG_REFERENCE ? 1 : p->background == OCT_BG_FRAME_MEAN ? 2 : 0;
-    long long n4 = s->S * s->M / 4;
+    int sh = g->sample_type == OCT_SAMPLE_F32 ? 0 : (int)g->sample_shift;
     double invS = 1.0 / (double)s->S;
-    if (bgmode == 2) {
+    unsigned mb = blocks_for(s->M, 256);
+    *bvec = NULL;
+    *commit = false;
+    if (p->background != OCT_BG_ROLLING) s->roll_active = false;
+    switch (p->background) {
+    case OCT_BG_NONE: return OCT_OK;
+    case OCT_BG_REFERENCE:
+        if (!eng->reference) return oct_error_set(e, OCT_EINVAL, "cuda: reference background without a reference");
+        *bvec = s->d_bg;
+        return OCT_OK;
+    case OCT_BG_FRAME_MEAN:
+    case OCT_BG_ROLLING: {
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         dim3 grid(blocks_for(s->M, 256), (unsigned)std::min(s->S, 512ll));
         switch (g->sample_type) {
@@ -957,43 +1333,161 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, s->d_bgsum); break;
         }
         LAUNCHED("colsum");
+        if (p->background == OCT_BG_FRAME_MEAN) {
+            bg_mean_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_bgsum, invS, s->M, s->d_bcur);
+            LAUNCHED("bg_mean");
+        } else {
+            int K = p->background_param;
+            if (K < 1 || K > OCT_ROLLING_MAX)
+                return oct_error_set(e, OCT_EINVAL, "cuda: rolling background over %d frames (1..%d)", K,
+                                     OCT_ROLLING_MAX);
+            if (!s->roll_active || s->roll_K != K) { /* (re)start the history */
+                CU(cudaMemsetAsync(s->d_roll, 0, 8 * sizeof(int), s->s_comp));
+                s->roll_active = true;
+                s->roll_K = K;
+            }
+            roll_mean_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_bgsum, invS, s->d_ring, s->M, K, s->d_roll,
+                                                        s->d_bcur);
+            LAUNCHED("roll_mean");
+            *commit = !replay; /* a timing replay is not a new frame */
+        }
+        *bvec = s->d_bcur;
+        return OCT_OK;
     }
+    case OCT_BG_FPN: {
+        int G = p->background_param;
+        if (G < 2 || G > OCT_FPN_SEGMENT_MAX)
+            return oct_error_set(e, OCT_EINVAL, "cuda: fixed-pattern segment of %d spectra (2..%d)", G,
+                                 OCT_FPN_SEGMENT_MAX);
+        dim3 blk(32, FPN_WARPS);
+        unsigned gb = blocks_for(s->M, 32);
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
+        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
+        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur); break;
+        }
+        LAUNCHED("fpn");
+        *bvec = s->d_bcur;
+        return OCT_OK;
+    }
+    default:
+        return oct_error_set(e, OCT_EINVAL, "cuda: background mode %u unknown", p->background);
+    }
+}
+
+/* CFD of the frame on stream st (after x~ or x' is ready there): [k-lin]
+ * -> R2C (unless done on the compute stream already) -> plain |X| or the
+ * dispersion chain -> sink. */
+oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
+                const bool want[OCT_KIND_COUNT], oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    bool klin = s->klin_T > 0;
+    if (klin) {
+        unsigned gb = (unsigned)std::min(s->S, 1ll << 20);
+        klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), st>>>(s->d_xp, s->d_kidx, s->d_kw, s->klin_T,
+                                                                  s->d_win, s->M, s->S, s->d_xk);
+        LAUNCHED("klin");
+    }
+    if (!r2c_done) /* plan_x is bound to st (see run_device) */
+        FFT(cufftExecR2C(s->plan_x, klin ? s->d_xk : s->d_x, (cufftComplex *)s->d_X));
+    Sink k = make_sink(eng, sl, OCT_METHOD_CFD, want);
+    if (!s->disp_on) {
+        SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
+        return launch_sink(st, src, k, MODE_ALL, 0, s->S, 0, e);
+    }
+    FFT(cufftSetStream(s->plan_d, st));
+    long long nch = (s->S + s->DB - 1) / s->DB;
+    long long cs = (s->S + nch - 1) / nch;
+    for (long long j0 = 0; j0 < s->S; j0 += cs) {
+        long long nj = std::min(cs, s->S - j0);
+        long long tot = nj * s->M;
+        /* rows nj..DB-1 of the batch are stale: transformed, never read */
+        disp_pad_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_X + j0 * s->K, s->K, s->M, p->freq_cutoff,
+                                                             nj, s->d_Z);
+        LAUNCHED("disp_pad");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_INVERSE));
+        disp_phase_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_Z, s->d_disp, s->M, nj,
+                                                               1.0f / (float)s->M);
+        LAUNCHED("disp_phase");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_FORWARD));
+        SrcDisp src = {s->d_Z, s->M, p->freq_cutoff};
+        TRY(launch_sink(st, src, k, MODE_ALL, j0, nj, 0, e));
+    }
+    return OCT_OK;
+}
+
+/* The device work of one frame already in (or queued for) sl->d_raw:
+ * compute stream, CFD forked onto its own stream and joined at the end.
+ * replay: a timing re-run of the last frame (the rolling history is kept). */
+oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                   bool replay, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_geometry *g = &eng->setup.geom;
+    int sh = (int)g->sample_shift;
+    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
+    bool fft_path = eng->msi_path == OCT_MSI_FFT;
+    bool klin = cfd && s->klin_T > 0;
+    CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
+
+    /* background, then conversion + background + window: x~ for CFD (no
+     * k-lin) / FFT path / SGEMM, its TF32 parts for the split MSI GEMM, x'
+     * for k-lin and the plain CMS GEMM, its TF32 parts for the split CMS GEMM */
+    bool split = s->gemm_mode == GEMM_SPLIT;
+    bool msplit = msi && !fft_path && split;
+    float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
+    float *x3 = msplit ? s->d_x3 : NULL;
+    float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
+    float *xp3 = cms && split ? s->d_xp3 : NULL;
+    CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
+    const float *bvec = NULL;
+    bool commit = false;
+    TRY(background(eng, sl, replay, &bvec, &commit, e));
+    long long n4 = s->S * s->M / 4;
     unsigned nb = blocks_for(n4, 256);
     switch (g->sample_type) {
     case OCT_SAMPLE_U16:
-        convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, x, x3, n4, s->M,
-                                                             sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
+        convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
+                                                             sh, s->d_win, bvec, sl->d_bad);
         break;
     case OCT_SAMPLE_I16:
-        convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, x, x3, n4, s->M,
-                                                            sh, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
+        convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
+                                                            sh, s->d_win, bvec, sl->d_bad);
         break;
     default:
-        convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw, x, x3, n4, s->M,
-                                                          0, s->d_win, s->d_bg, s->d_bgsum, invS, bgmode, sl->d_bad);
+        convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
+                                                          0, s->d_win, bvec, sl->d_bad);
         break;
     }
     LAUNCHED("convert");
+    if (commit) {
+        roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
+                                                                        s->d_ring, s->M, s->d_roll,
+                                                                        sl->d_bad, s->S);
+        LAUNCHED("roll_commit");
+    }
     CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
     CU(cudaEventRecord(sl->ev[EV_CONV], s->s_comp));
 
-    /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound GEMM */
-    /* the spectra's R2C: on the compute stream where the FFT-path MSI needs
-     * it (plan bound there in create), else on the CFD stream */
+    /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound
+     * GEMMs.  On the FFT-path MSI the spectra's R2C runs on the compute stream
+     * (the MSI needs it; plan bound there in create); with k-lin the CFD then
+     * needs its own R2C of other spectra into the same d_X, so it runs on the
+     * compute stream after the MSI ("late"). */
     bool x_on_comp = s->x_on_comp;
-    if (x_on_comp && (cfd || msi)) {
+    bool late = cfd && klin && x_on_comp;
+    if (x_on_comp && (msi || (cfd && !klin))) {
         FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
         CU(cudaEventRecord(s->ev_fork, s->s_comp));
     }
-    if (cfd) {
+    if (cfd && !late) {
         CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
-        if (!x_on_comp) FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
-        Sink k = make_sink(eng, sl, OCT_METHOD_CFD, want[OCT_METHOD_CFD]);
-        SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
-        TRY(launch_sink(s->s_cfd, src, k, MODE_ALL, 0, s->S, 0, e));
+        TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
         CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
-    } else {
-        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
+    } else if (!cfd) {
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
     }
 
     if (msi) {
@@ -1019,6 +1513,37 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         }
     }
     CU(cudaEventRecord(sl->ev[EV_MSI], s->s_comp));
+
+    if (cms) { /* as the MSI GEMM path, with |Re, Im| pairs */
+        TRY(prepare_cms(eng, e));
+        const bool *w = want[OCT_METHOD_CMS];
+        Sink k = make_sink(eng, sl, OCT_METHOD_CMS, w);
+        bool full = s->L == 1 ? w[OCT_KIND_BSCAN] : w[OCT_KIND_VOLUME];
+        if (full) {
+            TRY(cms_pass(eng, k, MODE_ALL, s->S, 0, e));
+        } else if (s->L > 1) {
+            if (k.en_f || k.cf_f) {
+                Sink ke = k;
+                ke.xh_f = ke.xv_f = NULL;
+                TRY(cms_pass(eng, ke, MODE_SUB, s->S, 0, e));
+            }
+            if (k.xh_f || k.xv_f) {
+                int nh = k.xh_f ? s->N : 0, nv = k.xv_f ? s->L : 0;
+                long long tot = (long long)(nh + nv) * s->kM;
+                gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                    split ? s->d_xp3 : s->d_xp, s->kM, s->N, eng->params.xsec_h, eng->params.xsec_v, nh,
+                    nh + nv, s->d_xgc);
+                LAUNCHED("gather");
+                TRY(cms_pass(eng, k, MODE_XS, nh + nv, nh, e));
+            }
+        }
+    }
+    CU(cudaEventRecord(sl->ev[EV_CMS], s->s_comp));
+
+    if (late) {
+        TRY(cfd_run(eng, sl, s->s_comp, false, want[OCT_METHOD_CFD], e));
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
+    }
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev[EV_CFD], 0)); /* join */
     CU(cudaEventRecord(sl->ev[EV_PROD], s->s_comp));
     return OCT_OK;
@@ -1039,7 +1564,7 @@ void device_times(const Slot *sl, oct_stage_times *t)
 {
     t->convert_ms = ev_ms(sl->ev[EV_START], sl->ev[EV_CONV]);
     t->cfd_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_CFD]);
-    t->msi_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_MSI]);
+    t->msi_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_CMS]); /* MSI + CMS: both matrix products */
     t->products_ms = 0.0; /* fused into the sinks */
     t->device_ms = ev_ms(sl->ev[EV_START], sl->ev[EV_PROD]);
 }
@@ -1149,7 +1674,7 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     /* compute after the input copy and after the slot's last download */
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev_h2d1, 0));
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev_d2h1, 0));
-    TRY(run_device(eng, sl, sl->want, e));
+    TRY(run_device(eng, sl, sl->want, false, e));
 
     /* products -> host (own stream: overlaps the next frame's compute) */
     float *h_f32 = (float *)sl->h_out;
@@ -1466,7 +1991,7 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_s
     }
     oct_err err = OCT_OK;
     for (int r = 0; r < reps && err == OCT_OK; r++) {
-        err = run_device(eng, sl, want, e);
+        err = run_device(eng, sl, want, true, e);
         if (err == OCT_OK && cudaEventSynchronize(sl->ev[EV_PROD]) != cudaSuccess)
             err = oct_error_set(e, OCT_EDEVICE, "cuda: %s", cudaGetErrorString(cudaGetLastError()));
         memset(&ts[r], 0, sizeof ts[r]);

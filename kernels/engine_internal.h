@@ -28,8 +28,11 @@ extern "C" {
 #define OCT_CHG_XSEC     (1u << 5)
 #define OCT_CHG_PRODUCTS (1u << 6)
 #define OCT_CHG_GRAY     (1u << 7) /* scale, gsc, contrast, brightness */
-#define OCT_CHG_BACKGROUND (1u << 8)
-#define OCT_CHG_ALL      0x1ffu
+#define OCT_CHG_BACKGROUND (1u << 8) /* background or background_param (rolling history restarts) */
+#define OCT_CHG_KLIN     (1u << 9)  /* klin, klin_taps, klin_source, klin_coef: eng->klin_* are new */
+#define OCT_CHG_DISP     (1u << 10) /* disp_a2/a3/k0: eng->disp is new (or NULL) */
+#define OCT_CHG_CMS      (1u << 11) /* window or freq_cutoff changed: eng->cms_q is new */
+#define OCT_CHG_ALL      0xfffu
 
 typedef struct oct_backend_ops {
     const char *name; /* "cpu", "cuda" */
@@ -74,6 +77,24 @@ struct oct_engine {
     uint32_t enface_n[OCT_METHOD_COUNT];    /* Q actually used per method */
     oct_msi_path msi_path;    /* FFT or GEMM, chosen by the backend */
 
+    /* k-linearisation (CFD), built by engine.c from params (+ klin_positions):
+     * y[n] = sum_{t<klin_T} klin_w[n*klin_T+t] * x'[klin_idx[n*klin_T+t]],
+     * indices already clamped to [0, M-1].  klin_T = 0: off (arrays NULL). */
+    uint32_t klin_T;
+    int32_t *klin_idx;        /* M x klin_T */
+    float *klin_w;            /* M x klin_T */
+    double *klin_positions;   /* owned copy of setup positions (M), NULL when none */
+    /* dispersion (CFD): e^(-i theta[n]) as interleaved (cos, -sin) = (re, im)
+     * float pairs, 2M floats; NULL when a2 = a3 = 0 (plain real path). */
+    float *disp;
+    /* CMS: g, h from the calibration (double, M each, computed once at create);
+     * q: 2R x M floats, row 2r = Re q_r, row 2r+1 = Im q_r (window and F
+     * folded in, see oct_setup).  R = setup.cms_count. */
+    double *cms_g, *cms_h;
+    float *cms_q;
+    float *cms_cal;           /* owned copy of the calibration spectra, K x M */
+    double *cms_depths;       /* owned copy, K */
+
     oct_stage_times times;    /* filled by the backend */
     uint64_t tickets;         /* frames submitted so far (the last ticket) */
     oct_products *sync_done;  /* fallback pipeline: the processed frame not yet completed */
@@ -83,7 +104,7 @@ struct oct_engine {
      * engine.c counts window/masks/enface rebuilds, a backend its FFT plans and
      * MSI matrices (filter spectra or shifted-mask matrices). */
     struct {
-        uint32_t window, masks, enface, plans, msi_matrix;
+        uint32_t window, masks, enface, plans, msi_matrix, klin, disp, cms;
     } rebuilds;
 };
 

@@ -23,9 +23,12 @@ extern "C" {
 #endif
 
 /* ---- enumerations, numbered as in the control block (SPEC 3.2) ---- */
-enum oct_method { OCT_METHOD_CFD = 0, OCT_METHOD_MSI = 1, OCT_METHOD_COUNT = 2 };
+/* CMS: Complex Master/Slave (Rivet et al. 2016), control block ABI 1.1 bit 2. */
+enum oct_method { OCT_METHOD_CFD = 0, OCT_METHOD_MSI = 1, OCT_METHOD_CMS = 2, OCT_METHOD_COUNT = 3 };
 #define OCT_METHOD_BIT(m) (1u << (m))
-#define OCT_METHODS_ALL (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI))
+#define OCT_METHODS_ALL                                                                    \
+    (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI) |                     \
+     OCT_METHOD_BIT(OCT_METHOD_CMS))
 
 enum oct_window {
     OCT_WINDOW_RECT = 0,
@@ -39,11 +42,55 @@ enum oct_window {
 
 enum oct_scale { OCT_SCALE_LINEAR = 0, OCT_SCALE_LOG = 1 };
 
+/* Background b[n] subtracted from every spectrum (before everything else).
+ * ABI 1.1 adds (param = oct_params.background_param):
+ *  ROLLING: b = mean, over the last K frames processed (this one included;
+ *           fewer until K were seen), of each frame's mean spectrum; K = param
+ *           in [1, OCT_ROLLING_MAX].  The history restarts when the mode or K
+ *           changes.  Frames are counted in submission order.
+ *  FPN:     fixed-pattern noise, minimum-variance mean line (after Moon et
+ *           al. 2010, on spectra): the frame's S = N*L spectra are cut into
+ *           floor(S/G) segments of G = param consecutive spectra (one segment
+ *           of all S when S < G; spectra past the last whole segment are in
+ *           none); per sample n, b[n] is the mean at n of the segment whose
+ *           sum of squared deviations at n is smallest (ties: lowest segment).
+ *           G in [2, 65536]. */
 enum oct_background {
     OCT_BG_NONE = 0,
     OCT_BG_REFERENCE = 1,
-    OCT_BG_FRAME_MEAN = 2
+    OCT_BG_FRAME_MEAN = 2,
+    OCT_BG_ROLLING = 3,
+    OCT_BG_FPN = 4
 };
+#define OCT_ROLLING_MAX 1024
+#define OCT_FPN_SEGMENT_MAX 65536
+
+/* k-linearisation of CFD (ABI 1.1).  Resampling positions p[n], n = 0..M-1,
+ * in input-sample units: from the polynomial
+ *     p[n] = c0 + c1*t + c2*t^2 + c3*t^3,  t = n/M   (identity: c1 = M)
+ * or from the set-up's position file.  They must be finite, strictly
+ * increasing and within [-1, M]; samples outside [0, M-1] read the nearest
+ * edge sample (index clamped).  With i = floor(p), f = p - i:
+ *  LINEAR: y = (1-f) x[i] + f x[i+1]
+ *  CUBIC:  Catmull-Rom through x[i-1], x[i], x[i+1], x[i+2]:
+ *          y = x[i] + f/2 (x[i+1]-x[i-1]) + f^2/2 (2x[i-1]-5x[i]+4x[i+1]-x[i+2])
+ *              + f^3/2 (3x[i]-x[i-1]-3x[i+1]+x[i+2])
+ *  SINC:   time-domain interpolation with cut-off length T = klin_taps
+ *          (Li, Shi, Zhang 2011): y = sum_{m=m0}^{m0+T-1} x[m] sinc(p - m),
+ *          m0 = floor(p - (T-1)/2 + 1/2), sinc(u) = sin(pi u)/(pi u), sinc(0) = 1.
+ * The CFD spectrum is then x~[n] = w[n] * y[n] (window after resampling);
+ * MSI and CMS always use the spectra as acquired (their masks carry the k-map). */
+enum oct_klin { OCT_KLIN_OFF = 0, OCT_KLIN_LINEAR = 1, OCT_KLIN_CUBIC = 2, OCT_KLIN_SINC = 3 };
+enum oct_klin_source { OCT_KLIN_POLY = 0, OCT_KLIN_FILE = 1 };
+#define OCT_SINC_TAPS_MIN 2
+#define OCT_SINC_TAPS_MAX 64
+
+/* Numerical dispersion compensation of CFD (ABI 1.1), active when a2 or a3
+ * is non-zero: with X = DFT(x~) (after k-linearisation and window),
+ *     z = IDFT(U . X) / M,  U[k] = 1 for F <= k <= M/2, else 0   (analytic signal)
+ *     theta[n] = a2 (n/M - k0)^2 + a3 (n/M - k0)^3            (radians)
+ *     I_cfd[d] = |sum_n z[n] e^(-i theta[n]) e^(-2 pi i d n / M)|,  d = F..M/2
+ * (0 for d < F).  With a2 = a3 = 0 this is exactly SPEC 2.2. */
 
 /* Gray-scale classes (index of gsc/contrast/brightness). */
 enum oct_class { OCT_CLASS_BSCAN = 0, OCT_CLASS_ENFACE = 1, OCT_CLASS_CONFOCAL = 2, OCT_CLASS_COUNT = 3 };
@@ -88,11 +135,21 @@ typedef struct oct_params {
     float contrast[OCT_CLASS_COUNT];
     float brightness[OCT_CLASS_COUNT];
     uint32_t products;     /* OCT_PRODUCT_BIT(...) | OCT_PRODUCT_F32 */
+    /* ABI 1.1 */
+    int32_t background_param; /* ROLLING: K frames; FPN: G spectra per segment */
+    uint32_t klin;            /* enum oct_klin */
+    int32_t klin_taps;        /* SINC: T in [OCT_SINC_TAPS_MIN, OCT_SINC_TAPS_MAX] */
+    uint32_t klin_source;     /* enum oct_klin_source */
+    double klin_coef[4];      /* c0..c3 of the position polynomial (samples) */
+    float disp_a2, disp_a3;   /* radians */
+    float disp_k0;            /* centre, as a fraction of M */
 } oct_params;
 
 /* Defaults: CFD only, hann, F = 0, lags [0, 0], linear, no background,
  * en-face start 0 step 1 count 1, xsec 0/0, gsc = contrast = 1, brightness 0,
- * products bscan|enface|confocal|xsec_h|xsec_v. */
+ * products bscan|enface|confocal|xsec_h|xsec_v; background_param 16,
+ * klin off, taps 21, polynomial source, coefficients 0 (set c1 = M for the
+ * identity), a2 = a3 = 0, k0 = 0.5. */
 void oct_params_default(oct_params *p);
 
 /* Validates a whole set of values against a geometry and what the engine was
@@ -100,6 +157,11 @@ void oct_params_default(oct_params *p);
  * SPEC 3.2/2 is checked; the message names the field and the allowed range. */
 oct_err oct_params_validate(const oct_params *p, const oct_geometry *g,
                             uint32_t mask_count, bool have_reference, oct_error *e);
+struct oct_setup;
+/* The full check against an engine set-up: as oct_params_validate, plus CMS
+ * (needs cms_count > 0), the k-linearisation positions (file source needs
+ * setup->klin_positions; every position finite, increasing, in [-1, M]). */
+oct_err oct_params_check(const oct_params *p, const struct oct_setup *s, oct_error *e);
 
 /* ---- set-up: what is fixed for the life of an engine ---- */
 typedef enum oct_backend { OCT_BACKEND_AUTO = 0, OCT_BACKEND_CPU = 1, OCT_BACKEND_CUDA = 2 } oct_backend;
@@ -127,6 +189,26 @@ typedef struct oct_setup {
     oct_precision precision;
     oct_msi_path msi_path;
     uint32_t flags;          /* OCT_SETUP_* */
+    /* k-linearisation positions from a file (klin_source = FILE): M values (copied) */
+    const double *klin_positions;
+    /* CMS calibration (Rivet et al. 2016): K >= 2 spectra of a mirror at known
+     * depths z_i (distinct, any unit); the depth grid z_r = cms_start +
+     * cms_step * r, r < cms_count, is in the same unit.  Per spectrum c_i:
+     * C = DFT(c_i - mean(c_i)); kp = argmax |C[k]| over 1 <= k < M/2 (first
+     * maximum); a_i = IDFT(A)/M with A[k] = C[k] for max(1, floor(kp/4)) <= k
+     * < M/2, else 0; phi_i = arg(a_i) unwrapped along n (a jump of more than
+     * pi gets -+2 pi).  Per n, least squares over i: phi_i[n] ~ z_i g[n] + h[n].
+     * Mask r: c_r[n] = exp(-i (z_r g[n] + h[n])); with P = IDFT . H . DFT (the
+     * F cut-off of SPEC 2.3) and the window, q_r[n] = w[n] (P c_r)[n], and
+     *     I_cms[j][r] = |sum_n x'_j[n] q_r[n]|   (x' = background-subtracted),
+     * computed as one real GEMM with the stacked Re/Im rows of q.  Depths
+     * d = 0..cms_count-1 are grid indices.  With a linear k (phi = 2 pi z n / M)
+     * CMS equals CFD at integer depths. */
+    const float *cms_cal;     /* K x M (copied); NULL = no CMS */
+    uint32_t cms_cal_count;   /* K */
+    const double *cms_depths; /* K depths of the calibration spectra */
+    double cms_start, cms_step;
+    uint32_t cms_count;       /* R of CMS; 0 = no CMS */
 } oct_setup;
 
 void oct_setup_default(oct_setup *s);
@@ -185,7 +267,7 @@ oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_byte
 const char *oct_engine_backend_name(const oct_engine *eng); /* "cpu", "cuda" */
 const char *oct_engine_device_name(const oct_engine *eng);  /* CPU model or GPU name */
 oct_msi_path oct_engine_msi_path(const oct_engine *eng);    /* path in use (FFT or GEMM) */
-/* Number of depths D of a method: M/2+1 for CFD, R for MSI. */
+/* Number of depths D of a method: M/2+1 for CFD, R for MSI, cms_count for CMS. */
 uint32_t oct_engine_depths(const oct_engine *eng, int method);
 
 /* Whether the CUDA backend was built in, and whether a device is usable

@@ -327,7 +327,7 @@ START_TEST(profile_full)
     ck_assert_uint_eq(p.geom.sample_type, OCT_SAMPLE_I16);
     ck_assert_uint_eq(p.geom.sample_shift, 2);
     const oct_params *q = &p.params;
-    ck_assert_uint_eq(q->methods, OCT_METHODS_ALL);
+    ck_assert_uint_eq(q->methods, OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI));
     ck_assert_uint_eq(q->window, OCT_WINDOW_TUKEY);
     ck_assert_float_eq(q->window_param, 0.25f);
     ck_assert_int_eq(q->freq_cutoff, 8);
@@ -447,6 +447,47 @@ static const prof_case prof_cases[] = {
     {"? [a, b]\n: 1\n", OCT_EPARSE, "p.yaml:1:", "key"},
     {"scale: log\n---\nscale: linear\n", OCT_EPARSE, "p.yaml:2:", "second YAML document"},
     {"enface: {start: 99999999999999999999}\n", OCT_EPARSE, "p.yaml:1:", "enface.start"},
+    /* issue 7: background rolling/fpn, klin, dispersion, cms */
+    {"background: {mode: rolling, frames: 0}\n", OCT_EINVAL, "p.yaml:1:", "background.frames"},
+    {"background: {mode: rolling, frames: 1025}\n", OCT_EINVAL, "p.yaml:1:", "background.frames"},
+    {"background: {mode: fpn, segment: 1}\n", OCT_EINVAL, "p.yaml:1:", "background.segment"},
+    {"background:\n  mode: fpn\n  frames: 4\n", OCT_EINVAL, "p.yaml:3:", "background.frames"},
+    {"background:\n  mode: rolling\n  segment: 4\n", OCT_EINVAL, "p.yaml:3:", "background.segment"},
+    {"background: {mode: rollin}\n", OCT_EINVAL, "p.yaml:1:", "background.mode"},
+    {"klin: {interp: spline}\n", OCT_EINVAL, "p.yaml:1:", "klin.interp"},
+    {"klin:\n  interp: sinc\n", OCT_EINVAL, "p.yaml:2:", "klin.coefs"},
+    {"klin: {interp: sinc, taps: 1, coefs: [0, 64, 0, 0]}\n", OCT_EINVAL, "p.yaml:1:", "klin.taps"},
+    {"klin: {interp: sinc, taps: 65, coefs: [0, 64, 0, 0]}\n", OCT_EINVAL, "p.yaml:1:", "klin.taps"},
+    {"klin: {interp: cubic, coefs: [0, 64, 0]}\n", OCT_EINVAL, "p.yaml:1:", "klin.coefs"},
+    {"klin:\n  interp: cubic\n  coefs: [0, 64, .nan, 0]\n", OCT_EINVAL, "p.yaml:3:", "klin.coefs[2]"},
+    {"klin: {interp: cubic, coefs: [0, 64, x, 0]}\n", OCT_EPARSE, "p.yaml:1:", "klin.coefs[2]"},
+    {"klin:\n  coefs: [0, 64, 0, 0]\n  positions: p.npy\n", OCT_EINVAL, "p.yaml:3:", "klin.positions"},
+    {"klin: {interp: linear, positions: \"\"}\n", OCT_EINVAL, "p.yaml:1:", "klin.positions"},
+    {"klin: {order: 3}\n", OCT_EPARSE, "p.yaml:1:", "klin.order"},
+    {"geometry: {samples: 64, ascans: 1, lines: 1}\nklin: {interp: linear, coefs: [0, -64, 0, 0]}\n",
+     OCT_EINVAL, "p.yaml:2:", "klin.coefs"},
+    {"geometry: {samples: 64, ascans: 1, lines: 1}\nklin: {interp: linear, coefs: [0, 80, 0, 0]}\n",
+     OCT_EINVAL, "p.yaml:2:", "out of range"},
+    {"dispersion: {a2: .inf}\n", OCT_EINVAL, "p.yaml:1:", "dispersion.a2"},
+    {"dispersion:\n  a3: \"1\"\n", OCT_EPARSE, "p.yaml:2:", "dispersion.a3"},
+    {"dispersion: {a4: 1}\n", OCT_EPARSE, "p.yaml:1:", "dispersion.a4"},
+    {"methods: [cfd, cms]\n", OCT_EINVAL, "p.yaml:1:", "cms.calibration"},
+    {"methods: [cms, cms]\n", OCT_EINVAL, "p.yaml:1:", "methods[1]"},
+    {"cms:\n  calibration: c.npy\n  depths: [10]\n", OCT_EINVAL, "p.yaml:3:", "cms.depths"},
+    {"cms:\n  calibration: c.npy\n  depths: [10, 20, 10]\n", OCT_EINVAL, "p.yaml:3:", "twice"},
+    {"cms:\n  calibration: c.npy\n  depths: [10, 20]\n", OCT_EINVAL, "p.yaml:2:", "cms.grid"},
+    {"cms:\n  depths: [10, 20]\n  grid: {start: 0, step: 1, count: 8}\n", OCT_EINVAL, "p.yaml:2:",
+     "cms.calibration"},
+    {"cms:\n  calibration: c.npy\n  depths: [1, 2]\n  grid: {start: 0, step: 0, count: 8}\n",
+     OCT_EINVAL, "p.yaml:4:", "cms.grid.step"},
+    {"cms:\n  calibration: c.npy\n  depths: [1, 2]\n  grid: {start: 0, step: 1}\n",
+     OCT_EINVAL, "p.yaml:2:", "cms.grid.count"},
+    {"cms:\n  calibration: c.npy\n  depths: [1, 2]\n  grid: {start: 0, step: 1, count: 0}\n",
+     OCT_EINVAL, "p.yaml:4:", "cms.grid.count"},
+    {"cms:\n  calibration: c.npy\n  depths: [1, 2]\n  grid: {start: 0, stride: 1, count: 3}\n",
+     OCT_EPARSE, "p.yaml:4:", "cms.grid.stride"},
+    {"cms:\n  calibration: c.npy\n  sample_type: f64\n", OCT_EINVAL, "p.yaml:3:", "cms.sample_type"},
+    {"cms:\n  calibration: [c.npy]\n", OCT_EPARSE, "p.yaml:2:", "cms.calibration"},
 };
 
 START_TEST(profile_errors)
@@ -552,6 +593,143 @@ START_TEST(profile_files_and_data)
         ck_assert_float_eq(data.masks[i], (float)raw[i]);
     ck_assert(memcmp(data.reference, ref, sizeof ref) == 0);
     oct_profile_data_free(&data);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
+/* issue 7: every new key's value, the arrays they name, and the set-up. */
+START_TEST(profile_abi_1_1_keys)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX], fp[OCT_PATH_MAX];
+    oct_profile *prof = calloc(1, sizeof *prof);
+    oct_profile_data data;
+    oct_error e = {{0}};
+    enum { M = 64, K = 3 };
+    const char *t =
+        "geometry: {samples: 64, ascans: 4, lines: 1}\n"
+        "methods: [cfd, cms]\n"
+        "background: {mode: rolling, frames: 7}\n"
+        "klin: {interp: sinc, taps: 31, positions: sub/pos.npy}\n"
+        "dispersion: {a2: -12.5, a3: 3.25, k0: 0.4}\n"
+        "cms:\n"
+        "  calibration: cal.raw\n"
+        "  sample_type: i16\n"
+        "  depths: [4.5, 9, 13.25]\n"
+        "  grid: {start: 1.5, step: 0.5, count: 40}\n";
+    snprintf(p, sizeof p, "%s/p.yaml", d);
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_profile_load(prof, p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(prof->params.methods,
+                      OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_CMS));
+    ck_assert_uint_eq(prof->params.background, OCT_BG_ROLLING);
+    ck_assert_int_eq(prof->params.background_param, 7);
+    ck_assert_uint_eq(prof->params.klin, OCT_KLIN_SINC);
+    ck_assert_int_eq(prof->params.klin_taps, 31);
+    ck_assert_uint_eq(prof->params.klin_source, OCT_KLIN_FILE);
+    ck_assert(prof->params.disp_a2 == -12.5f && prof->params.disp_a3 == 3.25f &&
+              prof->params.disp_k0 == 0.4f);
+    snprintf(fp, sizeof fp, "%s/sub/pos.npy", d);
+    ck_assert_str_eq(prof->klin_path, fp);
+    snprintf(fp, sizeof fp, "%s/cal.raw", d);
+    ck_assert_str_eq(prof->cms_path, fp);
+    ck_assert_uint_eq(prof->cms_type, OCT_SAMPLE_I16);
+    ck_assert_uint_eq(prof->cms_cal_count, K);
+    ck_assert(prof->cms_depths[0] == 4.5 && prof->cms_depths[1] == 9 && prof->cms_depths[2] == 13.25);
+    ck_assert(prof->cms_start == 1.5 && prof->cms_step == 0.5);
+    ck_assert_uint_eq(prof->cms_count, 40);
+
+    /* missing positions file: named, with the key */
+    expect_err(oct_profile_load_data(prof, M, &data, &e), OCT_ENOENT, &e, "pos missing", "pos.npy",
+               "klin.positions", NULL);
+    char sub[OCT_PATH_MAX];
+    snprintf(sub, sizeof sub, "%s/sub", d);
+    ck_assert_int_eq(mkdir(sub, 0700), 0);
+    /* positions: a (M+1,) .npy is refused naming both sizes; then f64 .npy */
+    double pos[M + 1];
+    for (int n = 0; n <= M; n++)
+        pos[n] = n + 0.3 * sin(0.2 * n);
+    snprintf(fp, sizeof fp, "%s/sub/pos.npy", d);
+    uint64_t sh1[1] = {M + 1};
+    ck_assert_msg(oct_npy_save(fp, OCT_DTYPE_F64, 1, sh1, pos, &e) == OCT_OK, "%s", e.msg);
+    expect_err(oct_profile_load_data(prof, M, &data, &e), OCT_ESIZE, &e, "pos size", "pos.npy",
+               "65 values", "64 positions", NULL);
+    sh1[0] = M;
+    ck_assert_msg(oct_npy_save(fp, OCT_DTYPE_F64, 1, sh1, pos, &e) == OCT_OK, "%s", e.msg);
+    /* calibration: raw i16, K x M expected; K+1 rows given -> sizes named */
+    int16_t cal[(K + 1) * M];
+    for (int i = 0; i < (K + 1) * M; i++)
+        cal[i] = (int16_t)(i * 13 - 900);
+    snprintf(fp, sizeof fp, "%s/cal.raw", d);
+    write_file(fp, cal, sizeof cal);
+    expect_err(oct_profile_load_data(prof, M, &data, &e), OCT_ESIZE, &e, "cal size", "cal.raw",
+               "512 bytes", "384 bytes", "cms.calibration", NULL);
+    ck_assert_ptr_null(data.klin_positions); /* nothing half-loaded */
+    write_file(fp, cal, K * M * sizeof *cal);
+    ck_assert_msg(oct_profile_load_data(prof, M, &data, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(data.cms_cal_count, K);
+    for (int i = 0; i < K * M; i++)
+        ck_assert(data.cms_cal[i] == (float)cal[i]);
+    ck_assert(memcmp(data.klin_positions, pos, M * sizeof(double)) == 0);
+    /* into a set-up */
+    oct_setup s;
+    oct_setup_default(&s);
+    oct_profile_setup(prof, &data, &s);
+    ck_assert_ptr_eq(s.klin_positions, data.klin_positions);
+    ck_assert_ptr_eq(s.cms_cal, data.cms_cal);
+    ck_assert_uint_eq(s.cms_cal_count, K);
+    ck_assert(s.cms_depths[2] == 13.25 && s.cms_start == 1.5 && s.cms_step == 0.5);
+    ck_assert_uint_eq(s.cms_count, 40);
+    ck_assert_ptr_null(s.masks);
+    oct_profile_data_free(&data);
+    ck_assert_ptr_null(data.cms_cal);
+
+    /* raw positions: f32 (4M bytes) and f64 (8M bytes) by size, other sizes refused */
+    float pf[M];
+    for (int n = 0; n < M; n++)
+        pf[n] = (float)pos[n];
+    snprintf(fp, sizeof fp, "%s/pos.f32", d);
+    write_file(fp, pf, sizeof pf);
+    double *got = NULL;
+    ck_assert_msg(oct_load_positions(fp, M, &got, &e) == OCT_OK, "%s", e.msg);
+    for (int n = 0; n < M; n++)
+        ck_assert(got[n] == (double)pf[n]);
+    free(got);
+    snprintf(fp, sizeof fp, "%s/pos.f64", d);
+    write_file(fp, pos, M * sizeof(double));
+    ck_assert_msg(oct_load_positions(fp, M, &got, &e) == OCT_OK, "%s", e.msg);
+    ck_assert(memcmp(got, pos, M * sizeof(double)) == 0);
+    free(got);
+    write_file(fp, pos, 10 * sizeof(double));
+    expect_err(oct_load_positions(fp, M, &got, &e), OCT_ESIZE, &e, "raw pos", "pos.f64",
+               "80 bytes", "512 bytes", "256 bytes", NULL);
+    pos[5] = NAN;
+    write_file(fp, pos, M * sizeof(double));
+    expect_err(oct_load_positions(fp, M, &got, &e), OCT_EINVAL, &e, "nan pos", "pos.f64",
+               "position 5", NULL);
+    ck_assert_ptr_null(got);
+
+    /* polynomial coefficients and fpn */
+    t = "geometry: {samples: 64, ascans: 4, lines: 1}\n"
+        "background: {mode: fpn, segment: 2}\n"
+        "klin: {interp: cubic, coefs: [0.5, 62, 1.0, -0.5]}\n";
+    ck_assert_msg(oct_profile_parse(prof, t, strlen(t), p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(prof->params.background, OCT_BG_FPN);
+    ck_assert_int_eq(prof->params.background_param, 2);
+    ck_assert_uint_eq(prof->params.klin_source, OCT_KLIN_POLY);
+    ck_assert(prof->params.klin_coef[0] == 0.5 && prof->params.klin_coef[1] == 62 &&
+              prof->params.klin_coef[2] == 1.0 && prof->params.klin_coef[3] == -0.5);
+    ck_assert_str_eq(prof->klin_path, "");
+    ck_assert_uint_eq(prof->cms_count, 0);
+    /* defaults of the new fields */
+    t = "scale: log\n";
+    ck_assert_msg(oct_profile_parse(prof, t, strlen(t), p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(prof->params.background_param, 16);
+    ck_assert_uint_eq(prof->params.klin, OCT_KLIN_OFF);
+    ck_assert_int_eq(prof->params.klin_taps, 21);
+    ck_assert(prof->params.disp_a2 == 0 && prof->params.disp_k0 == 0.5f);
+    free(prof);
     rm_rf(d);
     free(d);
 }
@@ -976,6 +1154,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, profile_defaults);
     tcase_add_loop_test(tc, profile_errors, 0, (int)(sizeof prof_cases / sizeof *prof_cases));
     tcase_add_test(tc, profile_files_and_data);
+    tcase_add_test(tc, profile_abi_1_1_keys);
     tcase_add_test(tc, profile_mutations);
     suite_add_tcase(s, tc);
     tc = tcase_create("npy");

@@ -110,7 +110,7 @@ START_TEST(t_cpu_pipeline)
     s.mask_count = R;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL;
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
     p.lag_lo = -2, p.lag_hi = 1;
     p.enface_start = 1, p.enface_step = 2, p.enface_count = 4;
     p.xsec_h = 3, p.xsec_v = 7;
@@ -217,7 +217,7 @@ static void fixture_make(fixture *f, const tcase_cfg *c, uint64_t seed)
     oct_params *p = &f->p;
     oct_params_default(p);
     int M = (int)c->g.samples;
-    p->methods = OCT_METHODS_ALL;
+    p->methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI); /* CMS: t_issue7_* */
     p->window = (uint32_t)(tu_rng_next(&rng) % OCT_WINDOW_COUNT);
     p->window_param = p->window == OCT_WINDOW_GAUSSIAN ? 0.2f : 0.5f;
     p->freq_cutoff = (int)(tu_rng_next(&rng) % 6);
@@ -739,6 +739,349 @@ START_TEST(t_pipeline_errors)
 }
 END_TEST
 
+/* ---- issue 7: k-linearisation, dispersion, rolling/FPN background, CMS ---- */
+
+typedef struct i7_case {
+    oct_geometry g;
+    oct_msi_path path;
+    oct_precision prec;
+    uint32_t flags;
+    uint32_t klin;      /* enum oct_klin */
+    int taps;
+    bool disp;
+    uint32_t bg;        /* enum oct_background */
+    int bg_param;
+    bool cms;
+    bool volume_off;    /* en-face + gathered cross-section passes */
+    int depth;          /* frames in flight (rolling history order) */
+} i7_case;
+
+static const i7_case g_i7[] = {
+    {{256, 24, 1, OCT_SAMPLE_U16, 2}, OCT_MSI_GEMM, OCT_PRECISION_FP32, 0, OCT_KLIN_LINEAR, 2, false, OCT_BG_NONE, 16, false, false, 1},
+    {{256, 20, 12, OCT_SAMPLE_U16, 0}, OCT_MSI_GEMM, OCT_PRECISION_FP32, 0, OCT_KLIN_CUBIC, 4, true, OCT_BG_FRAME_MEAN, 16, true, false, 1},
+    {{512, 16, 10, OCT_SAMPLE_I16, 1}, OCT_MSI_FFT, OCT_PRECISION_FP32, 0, OCT_KLIN_SINC, 21, true, OCT_BG_REFERENCE, 16, true, true, 1},
+    {{256, 30, 1, OCT_SAMPLE_F32, 0}, OCT_MSI_GEMM, OCT_PRECISION_FP32, OCT_SETUP_PLAIN_SGEMM, OCT_KLIN_OFF, 21, true, OCT_BG_ROLLING, 3, true, false, 3},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, OCT_MSI_GEMM, OCT_PRECISION_FP32, 0, OCT_KLIN_SINC, 11, false, OCT_BG_ROLLING, 4, true, true, 2},
+    {{256, 20, 12, OCT_SAMPLE_U16, 0}, OCT_MSI_GEMM, OCT_PRECISION_FP32, 0, OCT_KLIN_OFF, 21, false, OCT_BG_FPN, 7, true, false, 1},
+    {{512, 37, 1, OCT_SAMPLE_I16, 0}, OCT_MSI_FFT, OCT_PRECISION_FP32, 0, OCT_KLIN_CUBIC, 4, false, OCT_BG_FPN, 64, true, false, 1},
+    {{256, 20, 12, OCT_SAMPLE_U16, 0}, OCT_MSI_GEMM, OCT_PRECISION_TF32, 0, OCT_KLIN_LINEAR, 2, true, OCT_BG_ROLLING, 2, true, true, 3},
+    /* M = 8192: dispersion in two chunks of 1024 spectra, 32 KiB k-lin rows */
+    {{8192, 1500, 1, OCT_SAMPLE_U16, 0}, OCT_MSI_GEMM, OCT_PRECISION_FP32, 0, OCT_KLIN_SINC, 21, true, OCT_BG_FPN, 100, true, false, 2},
+};
+#define N_I7 (int)(sizeof g_i7 / sizeof g_i7[0])
+
+/* Mirror spectra with a non-linear k and dispersion: CMS calibration. */
+static float *i7_mirror(uint32_t M, const double *z, uint32_t K)
+{
+    float *c = malloc(sizeof(float) * M * K);
+    ck_assert_ptr_nonnull(c);
+    for (uint32_t i = 0; i < K; i++)
+        for (uint32_t n = 0; n < M; n++) {
+            double t = (double)n / M, k = t + 0.06 * t * t - 0.03 * t * t * t;
+            double ph = 2 * M_PI * z[i] * k + 4.0 * (t - 0.5) * (t - 0.5);
+            c[(size_t)i * M + n] = (float)(2000.0 + 800.0 * exp(-8 * (t - 0.5) * (t - 0.5)) * cos(ph));
+        }
+    return c;
+}
+
+/* CUDA against the CPU engine on a sequence of different frames (rolling
+ * background history), each issue-7 option, compared per frame within 2x
+ * the fp32 (tf32) tolerance; CUDA frames pipelined up to c->depth deep. */
+START_TEST(t_issue7_agree)
+{
+    const i7_case *c = &g_i7[_i];
+    const uint32_t M = c->g.samples, R = 24, nframes = 5;
+    tu_rng rng;
+    tu_rng_seed(&rng, 7700 + (uint64_t)_i);
+    float *masks = tu_masks_random(M, R, 7701 + (uint64_t)_i);
+    float *ref = tu_reference_random(&c->g, 7702 + (uint64_t)_i);
+    const double zc[3] = {0.11 * M, 0.23 * M, 0.34 * M};
+    float *cal = i7_mirror(M, zc, 3);
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = c->g;
+    s.flags = OCT_SETUP_QUICK_PLAN | c->flags;
+    s.msi_path = c->path;
+    s.precision = c->prec;
+    s.masks = masks;
+    s.mask_count = R;
+    s.reference = ref;
+    if (c->cms) {
+        s.cms_cal = cal;
+        s.cms_cal_count = 3;
+        s.cms_depths = zc;
+        s.cms_start = 4.0;
+        s.cms_step = 1.5;
+        s.cms_count = 40;
+    }
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI) |
+                (c->cms ? OCT_METHOD_BIT(OCT_METHOD_CMS) : 0);
+    p.window = (uint32_t)(tu_rng_next(&rng) % OCT_WINDOW_COUNT);
+    p.window_param = p.window == OCT_WINDOW_GAUSSIAN ? 0.2f : 0.5f;
+    p.freq_cutoff = 1 + (int)(tu_rng_next(&rng) % 5);
+    p.lag_lo = -2, p.lag_hi = 1;
+    p.background = c->bg;
+    p.background_param = c->bg_param;
+    p.klin = c->klin;
+    p.klin_taps = c->taps;
+    p.klin_source = OCT_KLIN_POLY;
+    p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+    if (c->disp) p.disp_a2 = 30.0f, p.disp_a3 = -20.0f, p.disp_k0 = 0.45f;
+    p.enface_start = 2, p.enface_step = 3, p.enface_count = 6;
+    p.xsec_h = (int)(c->g.lines / 2);
+    p.xsec_v = (int)(c->g.ascans - 1);
+    p.products = 0x3fu | OCT_PRODUCT_F32;
+    if (c->volume_off) p.products &= ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+    for (int k = 0; k < OCT_CLASS_COUNT; k++) p.gsc[k] = (float)(40.0 / (M * 200.0));
+
+    oct_error e = {{0}};
+    oct_engine *gpu = NULL, *cpu = NULL;
+    s.backend = OCT_BACKEND_CUDA;
+    ck_assert_msg(oct_engine_create(&gpu, &s, &p, &e) == OCT_OK, "case %d: cuda create: %s", _i, e.msg);
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 2;
+    ck_assert_msg(oct_engine_create(&cpu, &s, &p, &e) == OCT_OK, "case %d: cpu create: %s", _i, e.msg);
+    if (c->cms) ck_assert_uint_eq(oct_engine_depths(gpu, OCT_METHOD_CMS), 40);
+    uint64_t allocs = 0;
+
+    void *frames[5];
+    size_t bytes = 0;
+    oct_products *oc[5], *og[5];
+    for (uint32_t i = 0; i < nframes; i++) {
+        frames[i] = tu_frame_random(&c->g, 7800 + 13 * (uint64_t)i + (uint64_t)_i, &bytes);
+        ck_assert_ptr_nonnull(frames[i]);
+        oc[i] = oct_products_create();
+        og[i] = oct_products_create();
+        ck_assert_msg(oct_engine_process(cpu, frames[i], bytes, oc[i], &e) == OCT_OK, "cpu: %s", e.msg);
+    }
+    /* CUDA: frames pipelined depth-deep, poisoned outputs */
+    uint32_t next = 0, got = 0;
+    while (got < nframes) {
+        while (next < nframes && oct_engine_inflight(gpu) < c->depth) {
+            for (int m = 0; m < OCT_METHOD_COUNT; m++)
+                for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                    const oct_image *r = &oc[next]->img[m][k];
+                    if (r->present)
+                        ck_assert_int_eq(tu_poison_image(&og[next]->img[m][k], r->count, true,
+                                                         r->n_indices + 1, r->u8), OCT_OK);
+                }
+            ck_assert_msg(oct_engine_submit(gpu, frames[next], bytes, og[next], &e) == OCT_OK, "submit: %s", e.msg);
+            next++;
+        }
+        oct_products *done = NULL;
+        ck_assert_msg(oct_engine_complete(gpu, &done, -1, &e) == OCT_OK, "complete: %s", e.msg);
+        ck_assert_ptr_eq(done, og[got]);
+        got++;
+    }
+    if (!allocs) allocs = oct_cuda_alloc_count(gpu);
+    char label[160], msg[1024];
+    double tol = c->prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
+    int compared = 0;
+    for (uint32_t i = 0; i < nframes; i++)
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                const oct_image *a = &og[i]->img[m][k], *b = &oc[i]->img[m][k];
+                snprintf(label, sizeof label, "issue7 case %d frame %u %s/%s (M=%u N=%u L=%u klin %u disp %d bg %u cms %d)",
+                         _i, i, oct_kind_name(k), oct_method_name(m), M, c->g.ascans, c->g.lines, c->klin,
+                         c->disp, c->bg, c->cms);
+                ck_assert_msg(a->present == b->present, "%s: present %d vs cpu %d", label, a->present, b->present);
+                if (!a->present) continue;
+                ck_assert_uint_eq(a->count, b->count);
+                ck_assert_msg(tu_check_f32_pair(label, a->f32, b->f32, a->count, a->ndim, a->shape, 2 * tol, msg,
+                                                sizeof msg), "%s", msg);
+                if (c->prec == OCT_PRECISION_FP32)
+                    ck_assert_msg(tu_check_gray_pair(label, a->u8, b->u8, a->count, a->ndim, a->shape, msg,
+                                                     sizeof msg), "%s", msg);
+                ck_assert_uint_eq(a->n_indices, b->n_indices);
+                compared++;
+            }
+    ck_assert_int_gt(compared, (int)nframes);
+    if (c->cms) ck_assert(og[0]->img[OCT_METHOD_CMS][c->g.lines == 1 ? OCT_KIND_BSCAN : OCT_KIND_CONFOCAL].present);
+
+    /* live changes of every new value: no device allocation, still equal */
+    oct_params q = p;
+    q.klin = q.klin == OCT_KLIN_OFF ? OCT_KLIN_SINC : OCT_KLIN_OFF;
+    q.klin_taps = 31;
+    q.disp_a2 = c->disp ? 0.0f : 12.0f;
+    q.background = c->bg == OCT_BG_FPN ? OCT_BG_ROLLING : OCT_BG_FPN;
+    q.background_param = 5;
+    q.freq_cutoff = 3;
+    ck_assert_msg(oct_engine_set_params(gpu, &q, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_engine_set_params(cpu, &q, &e) == OCT_OK, "%s", e.msg);
+    for (uint32_t i = 0; i < 2; i++) {
+        ck_assert_msg(oct_engine_process(cpu, frames[i], bytes, oc[i], &e) == OCT_OK, "cpu: %s", e.msg);
+        ck_assert_msg(oct_engine_process(gpu, frames[i], bytes, og[i], &e) == OCT_OK, "cuda: %s", e.msg);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                const oct_image *a = &og[i]->img[m][k], *b = &oc[i]->img[m][k];
+                ck_assert_int_eq(a->present, b->present);
+                if (!a->present) continue;
+                snprintf(label, sizeof label, "issue7 case %d changed frame %u %s/%s", _i, i, oct_kind_name(k),
+                         oct_method_name(m));
+                ck_assert_msg(tu_check_f32_pair(label, a->f32, b->f32, a->count, a->ndim, a->shape, 2 * tol, msg,
+                                                sizeof msg), "%s", msg);
+            }
+    }
+    ck_assert_msg(oct_cuda_alloc_count(gpu) == allocs, "case %d: %llu device allocations after %llu", _i,
+                  (unsigned long long)oct_cuda_alloc_count(gpu), (unsigned long long)allocs);
+
+    for (uint32_t i = 0; i < nframes; i++) {
+        oct_products_destroy(oc[i]);
+        oct_products_destroy(og[i]);
+        free(frames[i]);
+    }
+    oct_engine_destroy(gpu);
+    oct_engine_destroy(cpu);
+    free(masks);
+    free(ref);
+    free(cal);
+}
+END_TEST
+
+/* A rejected frame (non-finite sample) does not enter the rolling history:
+ * the next frames equal those of an engine that never saw it. */
+START_TEST(t_issue7_rolling_reject)
+{
+    oct_geometry g = {256, 16, 4, OCT_SAMPLE_F32, 0};
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = g;
+    s.flags = OCT_SETUP_QUICK_PLAN;
+    s.backend = OCT_BACKEND_CUDA;
+    oct_params p;
+    oct_params_default(&p);
+    p.background = OCT_BG_ROLLING;
+    p.background_param = 3;
+    p.products |= OCT_PRODUCT_F32;
+    oct_error e = {{0}};
+    oct_engine *a = NULL, *b = NULL;
+    ck_assert_msg(oct_engine_create(&a, &s, &p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_engine_create(&b, &s, &p, &e) == OCT_OK, "%s", e.msg);
+    size_t bytes = 0;
+    void *f[4];
+    for (int i = 0; i < 4; i++) f[i] = tu_frame_random(&g, 300 + (uint64_t)i, &bytes);
+    void *bad = malloc(bytes);
+    memcpy(bad, f[1], bytes);
+    ((float *)bad)[5 * 256 + 17] = NAN;
+    oct_products *oa = oct_products_create(), *ob = oct_products_create();
+    ck_assert_int_eq(oct_engine_process(a, f[0], bytes, oa, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(b, f[0], bytes, ob, &e), OCT_OK);
+    ck_assert_int_eq(oct_engine_process(a, bad, bytes, oa, &e), OCT_EINVAL);
+    for (int i = 2; i < 4; i++) {
+        ck_assert_int_eq(oct_engine_process(a, f[i], bytes, oa, &e), OCT_OK);
+        ck_assert_int_eq(oct_engine_process(b, f[i], bytes, ob, &e), OCT_OK);
+        products_equal(oa, ob, "rolling history after a rejected frame");
+    }
+    oct_products_destroy(oa);
+    oct_products_destroy(ob);
+    oct_engine_destroy(a);
+    oct_engine_destroy(b);
+    for (int i = 0; i < 4; i++) free(f[i]);
+    free(bad);
+}
+END_TEST
+
+/* CUDA against itself, independent of the CPU engine: options that must
+ * reduce to the plain path.  Identity k-lin (linear, p[n] = n) and rolling
+ * K = 1 (= frame mean) give the same bytes; a vanishing dispersion phase,
+ * one FPN segment (= frame mean) and CMS calibrated with a linear k (= CFD
+ * at integer depths, SPEC via oct_setup) agree within the fp32 tolerance. */
+static void self_run(oct_engine *eng, const oct_params *p, const void *frame, size_t bytes, oct_products *o)
+{
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_set_params(eng, p, &e) == OCT_OK, "set_params: %s", e.msg);
+    ck_assert_msg(oct_engine_process(eng, frame, bytes, o, &e) == OCT_OK, "process: %s", e.msg);
+}
+
+static void f32_close(const oct_image *a, const oct_image *b, double tol, const char *label)
+{
+    char msg[1024];
+    ck_assert_msg(a->present && b->present, "%s: not present", label);
+    ck_assert_uint_eq(a->count, b->count);
+    ck_assert_msg(tu_check_f32_pair(label, a->f32, b->f32, a->count, a->ndim, a->shape, tol, msg, sizeof msg),
+                  "%s", msg);
+}
+
+START_TEST(t_issue7_self)
+{
+    oct_geometry g = {512, 40, 1, OCT_SAMPLE_U16, 0};
+    const uint32_t M = g.samples, RC = M / 2 + 1;
+    const double zc[3] = {37, 81, 140};
+    float *cal = malloc(sizeof(float) * M * 3);
+    for (int i = 0; i < 3; i++)
+        for (uint32_t n = 0; n < M; n++)
+            cal[(size_t)i * M + n] = (float)(3000.0 + 900.0 * cos(2 * M_PI * zc[i] * n / M + 0.3 * i));
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = g;
+    s.flags = OCT_SETUP_QUICK_PLAN;
+    s.backend = OCT_BACKEND_CUDA;
+    s.cms_cal = cal;
+    s.cms_cal_count = 3;
+    s.cms_depths = zc;
+    s.cms_start = 0.0;
+    s.cms_step = 1.0;
+    s.cms_count = RC;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_CMS);
+    p.window = OCT_WINDOW_HANN;
+    p.freq_cutoff = 3;
+    p.background = OCT_BG_FRAME_MEAN;
+    p.products |= OCT_PRODUCT_F32;
+    p.klin_coef[0] = 0.0, p.klin_coef[1] = M;
+    oct_error e = {{0}};
+    oct_engine *eng = NULL;
+    ck_assert_msg(oct_engine_create(&eng, &s, &p, &e) == OCT_OK, "%s", e.msg);
+    size_t bytes = 0;
+    void *f = tu_frame_random(&g, 4242, &bytes);
+    oct_products *base = oct_products_create(), *o = oct_products_create();
+    self_run(eng, &p, f, bytes, base);
+    const oct_image *cfd = &base->img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+    const oct_image *cms = &base->img[OCT_METHOD_CMS][OCT_KIND_BSCAN];
+    /* CMS (linear-k calibration) = CFD at integer depths */
+    f32_close(cms, cfd, 2e-4, "cms (linear k) vs cfd");
+
+    oct_params q = p;
+    q.klin = OCT_KLIN_LINEAR; /* identity positions */
+    self_run(eng, &q, f, bytes, o);
+    products_equal(o, base, "identity k-lin vs off");
+
+    q = p;
+    q.disp_a2 = 1e-12f; /* dispersion path, theta ~ 0 */
+    self_run(eng, &q, f, bytes, o);
+    f32_close(&o->img[OCT_METHOD_CFD][OCT_KIND_BSCAN], cfd, 1e-5, "dispersion theta=0 vs plain");
+
+    q = p;
+    q.background = OCT_BG_ROLLING;
+    q.background_param = 1;
+    for (int i = 0; i < 2; i++) {
+        self_run(eng, &q, f, bytes, o);
+        products_equal(o, base, "rolling K=1 vs frame mean");
+    }
+    q.background_param = 4; /* the same frame 4 times: still its mean */
+    for (int i = 0; i < 5; i++) {
+        self_run(eng, &q, f, bytes, o);
+        f32_close(&o->img[OCT_METHOD_CFD][OCT_KIND_BSCAN], cfd, 1e-5, "rolling K=4 same frame vs frame mean");
+    }
+
+    q = p;
+    q.background = OCT_BG_FPN;
+    q.background_param = 1000; /* > S: one segment of all spectra = frame mean */
+    self_run(eng, &q, f, bytes, o);
+    f32_close(&o->img[OCT_METHOD_CFD][OCT_KIND_BSCAN], cfd, 1e-5, "fpn one segment vs frame mean");
+    f32_close(&o->img[OCT_METHOD_CMS][OCT_KIND_BSCAN], cms, 1e-5, "fpn one segment vs frame mean (cms)");
+
+    oct_products_destroy(base);
+    oct_products_destroy(o);
+    oct_engine_destroy(eng);
+    free(f);
+    free(cal);
+}
+END_TEST
+
 static Suite *cuda_suite(void)
 {
     Suite *s = suite_create("cuda");
@@ -752,6 +1095,9 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_pipeline_errors);
+    tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
+    tcase_add_test(tc, t_issue7_rolling_reject);
+    tcase_add_test(tc, t_issue7_self);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -25,25 +25,39 @@ static bool same_values(const oct_control_values *a, const oct_control_values *b
 static void random_values(oct_control_values *v, unsigned *seed)
 {
     memset(v, 0, sizeof *v);
-    v->methods = 1 + (uint32_t)(rand_r(seed) % 3);
+    v->methods = 1 + (uint32_t)(rand_r(seed) % 7);
     v->window = (uint32_t)(rand_r(seed) % 6);
     v->freq_cutoff = rand_r(seed) % 100;
     v->msi_lag_lo = -(rand_r(seed) % 50);
     v->msi_lag_hi = rand_r(seed) % 50;
     v->scale = (uint32_t)(rand_r(seed) % 2);
-    v->background = (uint32_t)(rand_r(seed) % 3);
+    v->background = (uint32_t)(rand_r(seed) % 5);
+    /* ABI 1.1 */
+    v->background_param = rand_r(seed) % 70000 - 100;
+    v->klin = (uint32_t)(rand_r(seed) % 4);
+    v->klin_taps = rand_r(seed) % 80 - 5;
+    v->klin_source = (uint32_t)(rand_r(seed) % 2);
+    for (int i = 0; i < 4; i++) {
+        /* any finite double: get prints %.17g, which must set the same bits */
+        uint64_t bits;
+        do {
+            bits = (uint64_t)rand_r(seed) ^ ((uint64_t)rand_r(seed) << 21) ^
+                   ((uint64_t)rand_r(seed) << 42) ^ ((uint64_t)(rand_r(seed) & 3) << 62);
+            memcpy(&v->klin_coef[i], &bits, sizeof bits);
+        } while (!isfinite(v->klin_coef[i]));
+    }
     v->enface_start = rand_r(seed) % 500;
     v->enface_step = 1 + rand_r(seed) % 20;
     v->enface_count = 1 + rand_r(seed) % 40;
     v->xsec_h_index = rand_r(seed) % 1000;
     v->xsec_v_index = rand_r(seed) % 1000;
-    float *f[10] = {&v->window_param};
+    float *f[13] = {&v->window_param, [10] = &v->disp_a2, [11] = &v->disp_a3, [12] = &v->disp_k0};
     for (int c = 0; c < 3; c++) {
         f[1 + c] = &v->gsc[c];
         f[4 + c] = &v->contrast[c];
         f[7 + c] = &v->brightness[c];
     }
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 13; i++) {
         /* any finite float, subnormals and extremes included */
         uint32_t bits;
         do {
@@ -150,6 +164,83 @@ START_TEST(keys_operator_examples)
 }
 END_TEST
 
+/* ABI 1.1 names: methods cms, background rolling/fpn with a parameter,
+ * k-linearisation and dispersion, and the flat aliases of the brief. */
+START_TEST(keys_abi_1_1)
+{
+    oct_control_values v;
+    memset(&v, 0, sizeof v);
+    oct_error e;
+    const char *set[] = {"methods=cfd,cms", "background=rolling:8", "klin.interp=sinc",
+                         "klin.taps=31", "klin.source=file", "klin.coefs=[0.5, 1024, -3e1, 2.25]",
+                         "dispersion.a2=-12.5", "dispersion.a3=3", "dispersion.k0=0.25"};
+    for (size_t i = 0; i < sizeof set / sizeof *set; i++)
+        ck_assert_msg(oct_control_assign(&v, set[i], &e) == OCT_OK, "%s: %s", set[i], e.msg);
+    ck_assert_uint_eq(v.methods, OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_CMS));
+    ck_assert_uint_eq(v.background, OCT_BG_ROLLING);
+    ck_assert_int_eq(v.background_param, 8);
+    ck_assert_uint_eq(v.klin, OCT_KLIN_SINC);
+    ck_assert_int_eq(v.klin_taps, 31);
+    ck_assert_uint_eq(v.klin_source, OCT_KLIN_FILE);
+    ck_assert(v.klin_coef[0] == 0.5 && v.klin_coef[1] == 1024 && v.klin_coef[2] == -30 &&
+              v.klin_coef[3] == 2.25);
+    ck_assert(v.disp_a2 == -12.5f && v.disp_a3 == 3.0f && v.disp_k0 == 0.25f);
+    char buf[160];
+    ck_assert_int_eq(oct_control_key_get(&v, "background", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "rolling:8");
+    ck_assert_int_eq(oct_control_key_get(&v, "methods", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "cfd,cms");
+    ck_assert_int_eq(oct_control_key_get(&v, "klin.coefs", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "0.5,1024,-30,2.25");
+    ck_assert_int_eq(oct_control_key_get(&v, "klin.interp", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "sinc");
+    ck_assert_int_eq(oct_control_key_get(&v, "klin.source", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "file");
+    /* the flat aliases (set only) */
+    const char *alias[] = {"background_param=50", "background=fpn", "klin=cubic", "klin_taps=11",
+                           "klin_source=poly", "klin_c1=2048", "klin.c3=-1", "disp_a2=1",
+                           "disp_a3=-2", "disp_k0=0.5", "background.segment=64"};
+    for (size_t i = 0; i < sizeof alias / sizeof *alias; i++)
+        ck_assert_msg(oct_control_assign(&v, alias[i], &e) == OCT_OK, "%s: %s", alias[i], e.msg);
+    ck_assert_uint_eq(v.background, OCT_BG_FPN);
+    ck_assert_int_eq(v.background_param, 64);
+    ck_assert_uint_eq(v.klin, OCT_KLIN_CUBIC);
+    ck_assert_int_eq(v.klin_taps, 11);
+    ck_assert_uint_eq(v.klin_source, OCT_KLIN_POLY);
+    ck_assert(v.klin_coef[0] == 0.5 && v.klin_coef[1] == 2048 && v.klin_coef[3] == -1);
+    ck_assert(v.disp_a2 == 1.0f && v.disp_a3 == -2.0f && v.disp_k0 == 0.5f);
+    ck_assert_int_eq(oct_control_key_get(&v, "background", buf, sizeof buf, &e), OCT_OK);
+    ck_assert_str_eq(buf, "fpn:64");
+    /* get lists the profile-style names, not the aliases */
+    char all[4096];
+    oct_control_format_all(&v, all, sizeof all);
+    ck_assert(strstr(all, "\nklin.interp=cubic\n") && strstr(all, "\ndispersion.a2=1\n") &&
+              strstr(all, "\nbackground.param=64\n") && !strstr(all, "disp_a2"));
+    ck_assert_int_eq(oct_control_key_abi_minor("klin_c2"), 1);
+    ck_assert_int_eq(oct_control_key_abi_minor("dispersion.k0"), 1);
+    ck_assert_int_eq(oct_control_key_abi_minor("window"), 0);
+    ck_assert_int_eq(oct_control_key_abi_minor("nosuch"), -1);
+    /* refusals: values unchanged, the key named */
+    oct_control_values before = v;
+    const char *bad[] = {"klin.interp=quintic", "klin.source=table", "klin.coefs=1,2,3",
+                         "klin.coefs=1,2,3,4,5", "klin.coefs=1,2,nan,4", "klin.coefs=1,,3,4",
+                         "klin.coefs=1,2,3,1e400", "klin_c4=1", "klin.taps=2.5",
+                         "dispersion.a2=inf", "dispersion.k0=x", "background=rolling:x",
+                         "background=median:3", "background.param=", "methods=cms,oct",
+                         "disp_a3=1e39"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        e.msg[0] = '\0';
+        ck_assert_msg(oct_control_assign(&v, bad[i], &e) == OCT_EINVAL, "'%s' accepted", bad[i]);
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)(strchr(bad[i], '=') - bad[i]), bad[i]);
+        if (strcmp(key, "background") != 0) /* background=rolling:x names background.param */
+            ck_assert_msg(strstr(e.msg, key) != NULL, "'%s': message '%s' names no key", bad[i],
+                          e.msg);
+        ck_assert_msg(same_values(&v, &before), "'%s' changed values", bad[i]);
+    }
+}
+END_TEST
+
 START_TEST(params_control_conversion)
 {
     unsigned seed = 99;
@@ -162,6 +253,9 @@ START_TEST(params_control_conversion)
         oct_params_from_control(&p, &v);
         ck_assert_int_eq(p.lag_lo, v.msi_lag_lo);
         ck_assert_int_eq(p.xsec_v, v.xsec_v_index);
+        ck_assert_int_eq(p.background_param, v.background_param);
+        ck_assert_uint_eq(p.klin, v.klin);
+        ck_assert(p.klin_coef[3] == v.klin_coef[3] && p.disp_k0 == v.disp_k0);
         w = v;
         w.msi_lag_lo = 1234; /* overwritten */
         oct_control_from_params(&w, &p);
@@ -246,6 +340,7 @@ int main(void)
     tcase_add_test(tc, keys_get_set_round_trip);
     tcase_add_test(tc, keys_subnormal_and_range);
     tcase_add_test(tc, keys_operator_examples);
+    tcase_add_test(tc, keys_abi_1_1);
     tcase_add_test(tc, params_control_conversion);
     suite_add_tcase(s, tc);
     tc = tcase_create("json");

@@ -11,6 +11,9 @@
 
 #include "engine_internal.h"
 
+/* CFD and MSI: the methods that need no CMS calibration */
+#define CFD_MSI (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI))
+
 static float frand(unsigned *s)
 {
     *s = *s * 1664525u + 1013904223u;
@@ -52,7 +55,7 @@ typedef struct rule {
 
 #define MUT(name, body) static void name(oct_params *p) { body; }
 MUT(m_methods0, p->methods = 0)
-MUT(m_methods4, p->methods = 5)
+MUT(m_methods4, p->methods = 8)
 MUT(m_msi_nomask, p->methods = 2)
 MUT(m_window6, p->window = 6)
 MUT(m_wparam_nan, p->window_param = NAN)
@@ -65,7 +68,7 @@ MUT(m_lo_low, p->lag_lo = -64)
 MUT(m_hi_high, p->lag_hi = 64)
 MUT(m_lo_gt_hi, p->lag_lo = 3; p->lag_hi = 2)
 MUT(m_scale2, p->scale = 2)
-MUT(m_bg3, p->background = 3)
+MUT(m_bg3, p->background = 5)
 MUT(m_bg_ref, p->background = OCT_BG_REFERENCE)
 MUT(m_start_neg, p->enface_start = -1)
 MUT(m_step0, p->enface_step = 0)
@@ -78,6 +81,20 @@ MUT(m_gsc_inf, p->gsc[1] = INFINITY)
 MUT(m_contrast_nan, p->contrast[2] = NAN)
 MUT(m_bright_inf, p->brightness[0] = -INFINITY)
 MUT(m_products, p->products |= 0x200)
+/* ABI 1.1 */
+MUT(m_roll0, p->background = OCT_BG_ROLLING; p->background_param = 0)
+MUT(m_roll_big, p->background = OCT_BG_ROLLING; p->background_param = OCT_ROLLING_MAX + 1)
+MUT(m_fpn1, p->background = OCT_BG_FPN; p->background_param = 1)
+MUT(m_fpn_big, p->background = OCT_BG_FPN; p->background_param = OCT_FPN_SEGMENT_MAX + 1)
+MUT(m_klin4, p->klin = 4)
+MUT(m_taps1, p->klin = OCT_KLIN_SINC; p->klin_taps = 1)
+MUT(m_taps65, p->klin = OCT_KLIN_SINC; p->klin_taps = 65)
+MUT(m_ksrc2, p->klin_source = 2)
+MUT(m_coef_nan, p->klin_coef[2] = NAN)
+MUT(m_a2_inf, p->disp_a2 = INFINITY)
+MUT(m_a3_nan, p->disp_a3 = NAN)
+MUT(m_k0_big, p->disp_k0 = 2.5f)
+MUT(m_k0_nan, p->disp_k0 = NAN)
 
 static const rule rules[] = {
     {"methods", m_methods0},      {"methods", m_methods4},       {"msi", m_msi_nomask},
@@ -89,6 +106,10 @@ static const rule rules[] = {
     {"enface_count", m_count0},   {"enface_count", m_count_big},  {"xsec_h", m_xh_L},
     {"xsec_h", m_xh_neg},         {"xsec_v", m_xv_N},             {"gsc[1]", m_gsc_inf},
     {"contrast[2]", m_contrast_nan}, {"brightness[0]", m_bright_inf}, {"products", m_products},
+    {"background_param", m_roll0}, {"background_param", m_roll_big}, {"background_param", m_fpn1},
+    {"background_param", m_fpn_big}, {"klin", m_klin4}, {"klin_taps", m_taps1},
+    {"klin_taps", m_taps65}, {"klin_source", m_ksrc2}, {"klin_coef[2]", m_coef_nan},
+    {"disp_a2", m_a2_inf}, {"disp_a3", m_a3_nan}, {"disp_k0", m_k0_big}, {"disp_k0", m_k0_nan},
 };
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
 
@@ -121,7 +142,7 @@ START_TEST(test_validate_bounds_accepted)
     ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_OK);
     p.window_param = 1.0f;
     ck_assert_int_eq(oct_params_validate(&p, &g, 0, false, &e), OCT_OK);
-    p.methods = OCT_METHODS_ALL, p.background = OCT_BG_REFERENCE;
+    p.methods = CFD_MSI, p.background = OCT_BG_REFERENCE;
     ck_assert_int_eq(oct_params_validate(&p, &g, 3, true, &e), OCT_OK);
     p.lag_lo = p.lag_hi = -5;
     ck_assert_int_eq(oct_params_validate(&p, &g, 3, true, &e), OCT_OK);
@@ -187,7 +208,7 @@ START_TEST(test_msi_without_masks)
     setup_for(&s, 128, 4, 1);
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL;
+    p.methods = CFD_MSI;
     oct_engine *eng = NULL;
     oct_error e;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
@@ -195,7 +216,7 @@ START_TEST(test_msi_without_masks)
     /* and switching MSI on later is refused too */
     p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
-    p.methods = OCT_METHODS_ALL;
+    p.methods = CFD_MSI;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
     ck_assert_uint_eq(oct_engine_params(eng)->methods, OCT_METHOD_BIT(OCT_METHOD_CFD));
     oct_engine_destroy(eng);
@@ -278,7 +299,7 @@ START_TEST(test_set_params_keeps_old)
     s.masks = m, s.mask_count = 10;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
+    p.methods = CFD_MSI, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
     oct_engine *eng;
     oct_error e;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
@@ -313,7 +334,7 @@ START_TEST(test_recompute_only_changed)
     s.msi_path = _i ? OCT_MSI_GEMM : OCT_MSI_FFT;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
+    p.methods = CFD_MSI, p.lag_lo = -2, p.lag_hi = 2, p.enface_count = 3;
     oct_engine *eng;
     oct_error e;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
@@ -389,7 +410,7 @@ START_TEST(test_products_bscan)
     s.masks = m, s.mask_count = 12;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL, p.products = OCT_PRODUCTS_KNOWN;
+    p.methods = CFD_MSI, p.products = OCT_PRODUCTS_KNOWN;
     oct_engine *eng;
     oct_error e;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
@@ -439,7 +460,7 @@ static void check_volume(oct_msi_path path, int threads, oct_products **keep)
     s.masks = m, s.mask_count = R, s.msi_path = path;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL, p.products = OCT_PRODUCTS_KNOWN;
+    p.methods = CFD_MSI, p.products = OCT_PRODUCTS_KNOWN;
     p.lag_lo = -3, p.lag_hi = 2, p.freq_cutoff = 2;
     p.enface_start = 1, p.enface_step = 5, p.enface_count = 10; /* MSI: 1..21 (5), CFD: 10 */
     p.xsec_h = 3, p.xsec_v = 8;
@@ -538,7 +559,7 @@ START_TEST(test_enface_only_spectra)
     s.masks = m, s.mask_count = R;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL;
+    p.methods = CFD_MSI;
     p.products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32;
     p.lag_lo = -3, p.lag_hi = 2, p.freq_cutoff = 2;
     p.enface_start = 1, p.enface_step = 5, p.enface_count = 10;
@@ -577,7 +598,7 @@ START_TEST(test_xsec_change)
     s.masks = m, s.mask_count = R;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL, p.lag_lo = -2, p.lag_hi = 1, p.enface_count = 4;
+    p.methods = CFD_MSI, p.lag_lo = -2, p.lag_hi = 1, p.enface_count = 4;
     p.products = OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) |
                  OCT_PRODUCT_BIT(OCT_KIND_ENFACE);
     p.xsec_h = 1, p.xsec_v = 2;
@@ -645,7 +666,7 @@ START_TEST(test_enface_cut)
     s.masks = m, s.mask_count = R;
     oct_params p;
     oct_params_default(&p);
-    p.methods = OCT_METHODS_ALL;
+    p.methods = CFD_MSI;
     p.enface_start = 15, p.enface_step = 2, p.enface_count = 40;
     oct_engine *eng;
     oct_error e;
@@ -729,6 +750,276 @@ START_TEST(test_names_and_defaults)
 }
 END_TEST
 
+/* ---- ABI 1.1: k-lin positions, CMS set-up, rebuilds ----------------------- */
+
+/* Mirror spectra for a CMS calibration: cos(2 pi z n / M + 0.3) + DC. */
+static float *cms_cal(uint32_t M, const double *z, uint32_t K)
+{
+    float *c = malloc(sizeof(float) * M * K);
+    ck_assert_ptr_nonnull(c);
+    for (uint32_t i = 0; i < K; i++)
+        for (uint32_t n = 0; n < M; n++)
+            c[(size_t)i * M + n] = (float)(100.0 + 50.0 * cos(2 * M_PI * z[i] * n / M + 0.3));
+    return c;
+}
+
+static void cms_setup(oct_setup *s, float *cal, const double *z, uint32_t K, uint32_t R)
+{
+    s->cms_cal = cal, s->cms_cal_count = K, s->cms_depths = z;
+    s->cms_start = 3.0, s->cms_step = 1.5, s->cms_count = R;
+}
+
+START_TEST(test_params_check)
+{
+    oct_setup s;
+    setup_for(&s, 64, 3, 1);
+    oct_params p;
+    oct_params_default(&p);
+    oct_error e;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    /* validate's rules apply */
+    p.disp_k0 = -1.5f;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "disp_k0"));
+    oct_params_default(&p);
+    /* cms without a calibration */
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CMS);
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "cms"));
+    s.cms_count = 4;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    s.cms_count = 0;
+    oct_params_default(&p);
+    /* k-lin off: the coefficients are not looked at beyond finiteness */
+    p.klin_coef[1] = -5;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    /* polynomial: identity ok, decreasing refused naming position 1 */
+    p.klin = OCT_KLIN_LINEAR;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "position 1 ") != NULL, "%s", e.msg);
+    p.klin_coef[1] = 64;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    p.klin_coef[0] = -1.0, p.klin_coef[1] = 65; /* [-1, 64) exactly inside */
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    p.klin_coef[0] = -1.25;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "position 0 = -1.25") != NULL, "%s", e.msg);
+    p.klin_coef[0] = 0, p.klin_coef[1] = 64, p.klin_coef[2] = 10; /* ends past M */
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "[-1, 64]") != NULL, "%s", e.msg);
+    /* file source */
+    oct_params_default(&p);
+    p.klin = OCT_KLIN_SINC, p.klin_source = OCT_KLIN_FILE;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "klin_source"));
+    double pos[64];
+    for (int n = 0; n < 64; n++) pos[n] = n * 0.98 + 0.5;
+    s.klin_positions = pos;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_OK);
+    pos[17] = pos[16];
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "position 17 = 16.18") != NULL, "%s", e.msg);
+    pos[17] = NAN;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "position 17 = nan") != NULL, "%s", e.msg);
+    pos[17] = 17 * 0.98 + 0.5;
+    pos[63] = 64.5;
+    ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "position 63 = 64.5") != NULL, "%s", e.msg);
+    /* the engine refuses the same at create and at set_params, keeping its values */
+    pos[63] = 63;
+    oct_engine *eng;
+    p.klin = OCT_KLIN_OFF;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    oct_params bad = p;
+    bad.klin = OCT_KLIN_CUBIC, bad.klin_source = OCT_KLIN_POLY; /* coefficients 0: constant */
+    ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "klin polynomial"));
+    ck_assert(!memcmp(oct_engine_params(eng), &p, sizeof p));
+    bad.klin_source = OCT_KLIN_FILE; /* the engine kept its copy of the positions */
+    pos[5] = -100;
+    ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_OK);
+    bad.methods |= OCT_METHOD_BIT(OCT_METHOD_CMS);
+    ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "cms"));
+    oct_engine_destroy(eng);
+}
+END_TEST
+
+START_TEST(test_cms_setup_errors)
+{
+    const uint32_t M = 128;
+    double z[3] = {10.0, 25.0, 40.5};
+    float *cal = cms_cal(M, z, 3);
+    oct_setup s;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CMS) | OCT_METHOD_BIT(OCT_METHOD_CFD);
+    oct_engine *eng = NULL;
+    oct_error e;
+    static const struct { const char *name, *want; } cases[] = {
+        {"K = 1", "cms_cal_count = 1"},       {"equal depths", "distinct"},
+        {"nan depth", "cms_depths[1] = nan"}, {"inf sample", "calibration spectrum 2, sample 7"},
+        {"step 0", "cms_step = 0"},           {"step nan", "cms_step = nan"},
+        {"start inf", "cms_start = inf"},     {"count too big", "cms_count = 65537"},
+        {"cal NULL", "NULL"},                 {"flat spectrum", "no fringe"},
+    };
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
+        setup_for(&s, M, 3, 1);
+        double zz[3] = {z[0], z[1], z[2]};
+        float *cc = cms_cal(M, z, 3);
+        cms_setup(&s, cc, zz, 3, 8);
+        switch (i) {
+        case 0: s.cms_cal_count = 1; break;
+        case 1: zz[2] = zz[0]; break;
+        case 2: zz[1] = NAN; break;
+        case 3: cc[2 * M + 7] = INFINITY; break;
+        case 4: s.cms_step = 0; break;
+        case 5: s.cms_step = NAN; break;
+        case 6: s.cms_start = INFINITY; break;
+        case 7: s.cms_count = 65537; break;
+        case 8: s.cms_cal = NULL; break;
+        case 9: for (uint32_t n = 0; n < M; n++) cc[M + n] = 7.0f; break;
+        }
+        memset(&e, 0, sizeof e);
+        ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+        ck_assert_ptr_null(eng);
+        ck_assert_msg(strstr(e.msg, cases[i].want) != NULL, "%s: message '%s' lacks '%s'", cases[i].name, e.msg,
+                      cases[i].want);
+        free(cc);
+    }
+    /* one depth needs no step; K = 2 is enough; depths of CMS = cms_count */
+    setup_for(&s, M, 3, 1);
+    cms_setup(&s, cal, z, 2, 1);
+    s.cms_step = 0;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    ck_assert_uint_eq(oct_engine_depths(eng, OCT_METHOD_CMS), 1);
+    ck_assert_str_eq(oct_method_name(OCT_METHOD_CMS), "cms");
+    oct_engine_destroy(eng);
+    free(cal);
+}
+END_TEST
+
+/* With a linear k, CMS equals CFD at integer depths (oct_setup's comment). */
+START_TEST(test_cms_equals_cfd_linear)
+{
+    const uint32_t M = 256, N = 4;
+    double z[2] = {20.0, 70.0};
+    float *cal = cms_cal(M, z, 2);
+    oct_setup s;
+    setup_for(&s, M, N, 1);
+    cms_setup(&s, cal, z, 2, 40);
+    s.cms_start = 10, s.cms_step = 2; /* depths 10, 12, ..., 88 */
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CMS) | OCT_METHOD_BIT(OCT_METHOD_CFD);
+    p.freq_cutoff = 3, p.products |= OCT_PRODUCT_F32;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    uint16_t *f = random_frame((size_t)M * N, 5);
+    oct_products *out = oct_products_create();
+    ck_assert_int_eq(oct_engine_process(eng, f, (size_t)M * N * 2, out, &e), OCT_OK);
+    const oct_image *c = &out->img[OCT_METHOD_CFD][OCT_KIND_BSCAN], *m = &out->img[OCT_METHOD_CMS][OCT_KIND_BSCAN];
+    ck_assert(c->present && m->present && m->shape[0] == 40 && m->shape[1] == N);
+    double num = 0, den = 0;
+    for (uint32_t r = 0; r < 40; r++)
+        for (uint32_t a = 0; a < N; a++) {
+            double x = m->f32[r * N + a], y = c->f32[(10 + 2 * r) * N + a];
+            num += (x - y) * (x - y), den += y * y;
+        }
+    ck_assert_msg(sqrt(num / den) < 1e-3, "CMS vs CFD: relative L2 %g", sqrt(num / den));
+    free(f);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    free(cal);
+}
+END_TEST
+
+START_TEST(test_recompute_options)
+{
+    const uint32_t M = 128;
+    double z[2] = {15.0, 33.0}, pos[128];
+    float *cal = cms_cal(M, z, 2);
+    for (uint32_t n = 0; n < M; n++) pos[n] = n + 0.25;
+    oct_setup s;
+    setup_for(&s, M, 5, 3);
+    cms_setup(&s, cal, z, 2, 10);
+    s.klin_positions = pos;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHODS_ALL & ~OCT_METHOD_BIT(OCT_METHOD_MSI);
+    p.enface_count = 3;
+    oct_engine *eng;
+    oct_error e;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_OK);
+    ck_assert_uint_eq(oct_engine_depths(eng, OCT_METHOD_CMS), 10);
+    typeof(eng->rebuilds) r0 = eng->rebuilds;
+    ck_assert_uint_eq(r0.cms, 1);
+    ck_assert_ptr_nonnull(eng->cms_q);
+    ck_assert_ptr_null(eng->disp);
+    ck_assert_uint_eq(eng->klin_T, 0);
+#define SAME(f) ck_assert_uint_eq(eng->rebuilds.f, r0.f)
+#define PLUS1(f) ck_assert_uint_eq(eng->rebuilds.f, r0.f + 1)
+    /* background K: nothing rebuilt */
+    p.background = OCT_BG_ROLLING, p.background_param = 5;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    p.background_param = 6;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    ck_assert_mem_eq(&eng->rebuilds, &r0, sizeof r0);
+    /* k-lin: only the taps */
+    p.klin = OCT_KLIN_SINC, p.klin_taps = 9, p.klin_source = OCT_KLIN_FILE;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(klin); SAME(cms); SAME(disp); SAME(window); SAME(masks); SAME(enface);
+    ck_assert_uint_eq(eng->klin_T, 9);
+    ck_assert_int_eq(eng->klin_idx[0], 0); /* clamped at the left edge */
+    ck_assert_float_eq_tol(eng->klin_w[4], (float)(sin(M_PI * 0.25) / (M_PI * 0.25)), 1e-6f); /* m = 0 */
+    r0 = eng->rebuilds;
+    p.klin_taps = 10;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(klin); SAME(cms); SAME(disp);
+    ck_assert_uint_eq(eng->klin_T, 10);
+    r0 = eng->rebuilds;
+    /* dispersion: only the phase */
+    p.disp_a2 = 3.0f;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(disp); SAME(klin); SAME(cms); SAME(window);
+    ck_assert_ptr_nonnull(eng->disp);
+    /* theta(0) = a2 k0^2 = 0.75: (cos, -sin) */
+    ck_assert_float_eq_tol(eng->disp[0], (float)cos(0.75), 1e-6f);
+    ck_assert_float_eq_tol(eng->disp[1], (float)-sin(0.75), 1e-6f);
+    r0 = eng->rebuilds;
+    p.disp_a2 = 0.0f;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(disp);
+    ck_assert_ptr_null(eng->disp);
+    r0 = eng->rebuilds;
+    /* window and cut-off: CMS masks too; en-face: not the CMS masks */
+    p.window = OCT_WINDOW_BLACKMAN;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(cms); PLUS1(window); SAME(klin); SAME(disp);
+    r0 = eng->rebuilds;
+    p.freq_cutoff = 3;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(cms); SAME(window); SAME(klin);
+    r0 = eng->rebuilds;
+    p.enface_start = 2;
+    ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
+    PLUS1(enface); SAME(cms); SAME(klin); SAME(disp);
+#undef SAME
+#undef PLUS1
+    oct_products *out = oct_products_create();
+    uint16_t *f = random_frame(128 * 5 * 3, 3);
+    ck_assert_int_eq(oct_engine_process(eng, f, 128 * 5 * 3 * 2, out, &e), OCT_OK);
+    ck_assert(out->img[OCT_METHOD_CMS][OCT_KIND_ENFACE].present);
+    ck_assert_uint_eq(out->img[OCT_METHOD_CMS][OCT_KIND_XSEC_H].shape[0], 10);
+    free(f);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    free(cal);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_api");
@@ -750,6 +1041,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fft_equals_gemm);
     tcase_add_test(tc, test_enface_cut);
     tcase_add_test(tc, test_gray_map);
+    tcase_add_test(tc, test_params_check);
+    tcase_add_test(tc, test_cms_setup_errors);
+    tcase_add_test(tc, test_cms_equals_cfd_linear);
+    tcase_add_test(tc, test_recompute_options);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,19 +570,30 @@ START_TEST(control_concurrent_writers)
     oct_control_values v;
     ck_assert_int_eq(oct_control_read(ctl, 4, &v, &gen0), OCT_OK);
     ck_assert(pattern_ok(&v));
+    /* Writers write at least W generations each and go on until the reader
+     * has overlapped them with enough reads (a loaded 2-core machine may run
+     * the writers to completion before the reader is scheduled at all). */
     const int W = 1500;
+    struct shared_count { _Atomic int stop; _Atomic int32_t written[2]; } *sc =
+        mmap(NULL, sizeof *sc, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(sc != MAP_FAILED);
+    atomic_store(&sc->stop, 0);
     pid_t pids[2];
     for (int w = 0; w < 2; w++) {
+        atomic_store(&sc->written[w], 0);
         pids[w] = fork();
         ck_assert_int_ge(pids[w], 0);
         if (pids[w] == 0) {
             oct_control *wc;
             if (oct_control_open(&wc, name, true, &e) != OCT_OK)
                 _exit(2);
-            for (int k = 0; k < W; k++) {
+            for (int k = 0; k < W || !atomic_load(&sc->stop); k++) {
+                if (k >= 999999)
+                    break;
                 struct pattern pt = {(uint32_t)w + 2, k};
                 if (oct_control_write(wc, pattern_fn, &pt, NULL, &e) != OCT_OK)
                     _exit(3);
+                atomic_store(&sc->written[w], k + 1);
             }
             oct_control_close(wc, false);
             _exit(0);
@@ -590,14 +603,20 @@ START_TEST(control_concurrent_writers)
     ck_assert_msg(oct_control_open(&rd, name, false, &e) == OCT_OK, "%s", e.msg);
     uint64_t reads = 0, torn = 0, again = 0, last_gen = gen0;
     int done = 0;
+    double t_stop = now_s() + 20.0;
     while (done < 2) {
         uint64_t gen;
+        /* reads that overlap the writers (both have started writing) */
+        bool overlapping = atomic_load(&sc->written[0]) > 0 && atomic_load(&sc->written[1]) > 0;
+        if ((overlapping && reads >= 2000) || now_s() > t_stop)
+            atomic_store(&sc->stop, 1);
         oct_err err = oct_control_read(rd, 3, &v, &gen);
         if (err == OCT_EAGAIN) {
             again++;
         } else {
             ck_assert_int_eq(err, OCT_OK);
-            reads++;
+            if (overlapping || reads == 0)
+                reads++;
             if (!pattern_ok(&v))
                 torn++;
             ck_assert_uint_ge(gen, last_gen);
@@ -616,9 +635,15 @@ START_TEST(control_concurrent_writers)
     ck_assert_uint_gt(reads, 10);
     uint64_t gen;
     ck_assert_int_eq(oct_control_read(rd, 4, &v, &gen), OCT_OK);
-    ck_assert_uint_eq(gen, gen0 + 2 * W); /* every write its own generation */
+    int32_t n0 = atomic_load(&sc->written[0]), n1 = atomic_load(&sc->written[1]);
+    ck_assert_int_ge(n0, W);
+    ck_assert_int_ge(n1, W);
+    /* every write its own generation */
+    ck_assert_uint_eq(gen, gen0 + (uint64_t)n0 + (uint64_t)n1);
     ck_assert_uint_eq(oct_control_generation(rd), gen);
-    ck_assert(pattern_ok(&v) && v.freq_cutoff % 1000000 == W - 1);
+    ck_assert(pattern_ok(&v) && (v.methods == 2 || v.methods == 3));
+    ck_assert_int_eq(v.freq_cutoff % 1000000, (v.methods == 2 ? n0 : n1) - 1);
+    munmap(sc, sizeof *sc);
     /* a read-only handle cannot write */
     ck_assert_int_eq(oct_control_write(rd, NULL, NULL, NULL, &e), OCT_EPERM);
     /* commands: command_seq + command in one generation */
@@ -702,6 +727,111 @@ START_TEST(control_bad_header)
     munmap(b, 4096);
     close(fd);
     shm_unlink(name);
+}
+END_TEST
+
+/* ABI 1.1: the new fields at their documented offsets; a 1.0 block (an
+ * older octd's) reads with the defaults whatever its padding holds, and an
+ * octd that re-creates it upgrades it to 1.1. */
+START_TEST(control_abi_1_1)
+{
+    ck_assert_uint_eq(offsetof(oct_control_block, background_param), 236);
+    ck_assert_uint_eq(offsetof(oct_control_block, klin), 240);
+    ck_assert_uint_eq(offsetof(oct_control_block, klin_taps), 244);
+    ck_assert_uint_eq(offsetof(oct_control_block, klin_coef), 248);
+    ck_assert_uint_eq(offsetof(oct_control_block, klin_source), 280);
+    ck_assert_uint_eq(offsetof(oct_control_block, disp_a2), 284);
+    ck_assert_uint_eq(offsetof(oct_control_block, disp_a3), 288);
+    ck_assert_uint_eq(offsetof(oct_control_block, disp_k0), 292);
+    const char *name = shm_name("ctl11");
+    oct_error e;
+    oct_control_values init;
+    memset(&init, 0, sizeof init);
+    init.methods = 5;
+    init.background = 3;
+    init.background_param = 12;
+    init.klin = 3;
+    init.klin_taps = 31;
+    init.klin_coef[0] = -0.25;
+    init.klin_coef[1] = 1024.5;
+    init.klin_coef[2] = 1e-3;
+    init.klin_coef[3] = -7;
+    init.klin_source = 1;
+    init.disp_a2 = 40.5f;
+    init.disp_a3 = -2.0f;
+    init.disp_k0 = 0.4995f;
+    oct_control *c, *r;
+    ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(oct_control_abi_minor(c), 1);
+    /* raw bytes at the SPEC offsets, independent of the struct */
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    unsigned char *raw = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert(raw != MAP_FAILED);
+    uint32_t u;
+    int32_t i32;
+    double d;
+    float f;
+    memcpy(&u, raw + 12, 4);
+    ck_assert_uint_eq(u, 1);
+    memcpy(&i32, raw + 236, 4);
+    ck_assert_int_eq(i32, 12);
+    memcpy(&u, raw + 240, 4);
+    ck_assert_uint_eq(u, 3);
+    memcpy(&i32, raw + 244, 4);
+    ck_assert_int_eq(i32, 31);
+    for (int k = 0; k < 4; k++) {
+        memcpy(&d, raw + 248 + 8 * k, 8);
+        ck_assert(d == init.klin_coef[k]);
+    }
+    memcpy(&u, raw + 280, 4);
+    ck_assert_uint_eq(u, 1);
+    memcpy(&f, raw + 284, 4);
+    ck_assert(f == 40.5f);
+    memcpy(&f, raw + 288, 4);
+    ck_assert(f == -2.0f);
+    memcpy(&f, raw + 292, 4);
+    ck_assert(f == 0.4995f);
+    ck_assert_msg(oct_control_open(&r, name, false, &e) == OCT_OK, "%s", e.msg);
+    oct_control_values v;
+    uint64_t gen;
+    ck_assert_int_eq(oct_control_read(r, 4, &v, &gen), OCT_OK);
+    ck_assert(memcmp(&v, &init, sizeof v) == 0);
+    oct_control_close(r, false);
+    oct_control_close(c, false);
+
+    /* make it a 1.0 block with junk in the former padding */
+    uint32_t zero = 0;
+    memcpy(raw + 12, &zero, 4);
+    memset(raw + 236, 0xA5, 296 - 236);
+    ck_assert_msg(oct_control_open(&r, name, false, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(oct_control_abi_minor(r), 0);
+    ck_assert_int_eq(oct_control_read(r, 4, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(v.methods, 5); /* the 1.0 fields as they are */
+    ck_assert_int_eq(v.background_param, 16);
+    ck_assert_uint_eq(v.klin, 0);
+    ck_assert_int_eq(v.klin_taps, 21);
+    ck_assert_uint_eq(v.klin_source, 0);
+    ck_assert(v.klin_coef[0] == 0 && v.klin_coef[1] == 0 && v.klin_coef[2] == 0 &&
+              v.klin_coef[3] == 0);
+    ck_assert(v.disp_a2 == 0.0f && v.disp_a3 == 0.0f && v.disp_k0 == 0.5f);
+    oct_control_close(r, false);
+    /* a minor above 1 with major 1 is still read (fields it adds are unknown here) */
+    uint32_t two = 2;
+    memcpy(raw + 12, &two, 4);
+    ck_assert_msg(oct_control_open(&r, name, false, &e) == OCT_OK, "%s", e.msg);
+    oct_control_close(r, false);
+    memcpy(raw + 12, &zero, 4);
+    /* a new octd re-creates it: 1.1, with its values */
+    ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
+    memcpy(&u, raw + 12, 4);
+    ck_assert_uint_eq(u, 1);
+    ck_assert_int_eq(oct_control_read(c, 4, &v, &gen), OCT_OK);
+    ck_assert_int_eq(v.klin_taps, 31);
+    ck_assert(v.disp_k0 == 0.4995f);
+    oct_control_close(c, true);
+    munmap(raw, 4096);
+    close(fd);
 }
 END_TEST
 
@@ -806,6 +936,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc2, control_concurrent_writers);
     tcase_add_test(tc2, control_dead_writer);
     tcase_add_test(tc2, control_bad_header);
+    tcase_add_test(tc2, control_abi_1_1);
     tcase_add_test(tc2, status_round_trip);
     tcase_add_test(tc2, object_modes);
     suite_add_tcase(s, tc2);

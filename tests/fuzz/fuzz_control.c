@@ -92,7 +92,38 @@ static void check_values(const uint8_t *b, const oct_control_values *v)
     FUZZ_CHECK(v->products == fuzz_le32(b + 216), "products");
     FUZZ_CHECK(v->command_seq == fuzz_le64(b + 224) && v->command == fuzz_le32(b + 232),
                "command");
+    /* ABI 1.1 fields; in a 1.0 block (minor 0) the padding means nothing and
+     * they read as their defaults */
+    uint8_t d[OCT_CONTROL_BYTES];
+    const uint8_t *x = b;
+    if (fuzz_le32(b + 12) < 1) {
+        oct_control_values dv;
+        memset(&dv, 0, sizeof dv);
+        oct_control_values_default_1_1(&dv);
+        memset(d, 0, sizeof d);
+        memcpy(d + 236, &dv.background_param, 4);
+        memcpy(d + 240, &dv.klin, 4);
+        memcpy(d + 244, &dv.klin_taps, 4);
+        memcpy(d + 248, dv.klin_coef, 32);
+        memcpy(d + 280, &dv.klin_source, 4);
+        memcpy(d + 284, &dv.disp_a2, 4);
+        memcpy(d + 288, &dv.disp_a3, 4);
+        memcpy(d + 292, &dv.disp_k0, 4);
+        x = d;
+    }
+    FUZZ_CHECK(v->background_param == le_i32(x, 236), "background_param");
+    FUZZ_CHECK(v->klin == fuzz_le32(x + 240) && v->klin_taps == le_i32(x, 244) &&
+                   v->klin_source == fuzz_le32(x + 280),
+               "klin");
+    for (int i = 0; i < 4; i++) {
+        uint64_t u = fuzz_le64(x + 248 + 8 * (size_t)i);
+        FUZZ_CHECK(!memcmp(&v->klin_coef[i], &u, 8), "klin_coef[%d]", i);
+    }
+    FUZZ_CHECK(same_f32(v->disp_a2, le_f32(x, 284)) && same_f32(v->disp_a3, le_f32(x, 288)) &&
+                   same_f32(v->disp_k0, le_f32(x, 292)),
+               "dispersion");
 }
+
 
 /* SPEC 1, 2 and 3.2 read independently: is this generation applicable? */
 static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint32_t masks,
@@ -110,7 +141,8 @@ static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint3
     if (bytes > (1ull << 34))
         return false;
     int64_t half = M / 2;
-    if (v->methods == 0 || v->methods > 3 || ((v->methods & 2) && masks == 0))
+    /* bit 2 (cms) is checked against the set-up by oct_params_check, not here */
+    if (v->methods == 0 || v->methods > 7 || ((v->methods & 2) && masks == 0))
         return false;
     if (v->window > 5 || !isfinite(v->window_param))
         return false;
@@ -122,7 +154,21 @@ static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint3
         return false;
     if (!(-half < v->msi_lag_lo && v->msi_lag_lo <= v->msi_lag_hi && v->msi_lag_hi < half))
         return false;
-    if (v->scale > 1 || v->background > 2 || (v->background == 1 && !have_ref))
+    if (v->scale > 1 || v->background > 4 || (v->background == 1 && !have_ref))
+        return false;
+    /* ABI 1.1: rolling K in [1, 1024], fpn G in [2, 65536] */
+    if (v->background == 3 && (v->background_param < 1 || v->background_param > 1024))
+        return false;
+    if (v->background == 4 && (v->background_param < 2 || v->background_param > 65536))
+        return false;
+    if (v->klin > 3 || v->klin_source > 1 ||
+        (v->klin == 3 && (v->klin_taps < 2 || v->klin_taps > 64)))
+        return false;
+    for (int i = 0; i < 4; i++)
+        if (!isfinite(v->klin_coef[i]))
+            return false;
+    if (!isfinite(v->disp_a2) || !isfinite(v->disp_a3) ||
+        !(v->disp_k0 >= -1.0f && v->disp_k0 <= 2.0f))
         return false;
     /* en-face indices: start >= 0, step >= 1, count >= 1 (octd caps it at 65536) */
     if (v->enface_start < 0 || v->enface_step < 1 || v->enface_count < 1 ||

@@ -12,7 +12,7 @@ independently.  Subcommands:
   ctl-random  10^5 random generations, each waited for: applied or rejected
   subs      subscribers that connect, stall and vanish
 """
-import argparse, ctypes, ctypes.util, json, mmap, os, random, signal, struct, sys, time
+import argparse, ctypes, ctypes.util, fcntl, json, mmap, os, random, signal, struct, sys, time
 
 import numpy as np
 
@@ -264,14 +264,16 @@ def cmd_ctl_random(a):
     reason), and random bytes (either, but one of them)."""
     rng = random.Random(a.seed)
     m = map_rw(a.control)
+    lk = os.open(shm_path(a.control), os.O_RDWR)
     fd = os.open(shm_path(a.status), os.O_RDONLY)
     st = mmap.mmap(fd, 4096, prot=mmap.PROT_READ)
     os.close(fd)
     good = list(struct.unpack_from(CTL_FMT, m, 128))
     nan, inf = float("nan"), float("inf")
-    # index in CTL_FMT -> values that no valid block has
-    broken = [(0, [4, 0xffffffff]), (1, [6, 99, 0x80000000]), (2, [nan, inf]),
-              (3, [-1, 1 << 30]), (4, [1 << 30]), (5, [-(1 << 30)]), (6, [2, 77]), (7, [3, 9]),
+    # index in CTL_FMT -> values that no valid block has (ABI 1.1: methods
+    # bit 2 is CMS, background 3 rolling and 4 FPN are valid)
+    broken = [(0, [0, 8, 0xffffffff]), (1, [6, 99, 0x80000000]), (2, [nan, inf]),
+              (3, [-1, 1 << 30]), (4, [1 << 30]), (5, [-(1 << 30)]), (6, [2, 77]), (7, [5, 9]),
               (13, [nan, -inf]), (14, [inf]), (16, [nan]), (19, [nan, inf]), (21, [-inf])]
     counts = {"valid": 0, "broken": 0, "random_applied": 0, "random_rejected": 0}
     t0 = time.monotonic()
@@ -289,10 +291,14 @@ def cmd_ctl_random(a):
             k, vals = rng.choice(broken)
             v[k] = rng.choice(vals)
         raw = struct.pack(CTL_FMT, *v) if kind != "random" else os.urandom(92)
+        # writers serialise with flock on the object (octd writes the last good
+        # values back after a rejection: without the lock both may bump seq)
+        fcntl.flock(lk, fcntl.LOCK_EX)
         seq = struct.unpack_from("<Q", m, 64)[0]
         struct.pack_into("<Q", m, 64, seq + 1)
         m[128:128 + 92] = raw
         struct.pack_into("<Q", m, 64, seq + 2)
+        fcntl.flock(lk, fcntl.LOCK_UN)
         gen = (seq + 2) // 2
         end = time.monotonic() + 5
         while True:
@@ -317,10 +323,13 @@ def cmd_ctl_random(a):
         else:
             counts[kind] += 1
     # leave the known-good values behind
+    fcntl.flock(lk, fcntl.LOCK_EX)
     seq = struct.unpack_from("<Q", m, 64)[0]
     struct.pack_into("<Q", m, 64, seq + 1)
     m[128:128 + 92] = struct.pack(CTL_FMT, *good)
     struct.pack_into("<Q", m, 64, seq + 2)
+    fcntl.flock(lk, fcntl.LOCK_UN)
+    os.close(lk)
     print("ctl-random: %d generations in %.1f s: %s" % (a.count, time.monotonic() - t0, counts))
 
 

@@ -14,6 +14,9 @@
 #include "ref64.h"
 #include "testutil.h"
 
+/* the case tables name only the fields a case sets */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 /* Check test functions take no argument: the backend under test. */
 static oct_backend g_backend = OCT_BACKEND_CPU;
 static oct_precision g_precision = OCT_PRECISION_FP32;
@@ -23,8 +26,10 @@ static double tol_f32(void) { return g_precision == OCT_PRECISION_TF32 ? TU_TOL_
 enum { GRAY_AUTO = 0, GRAY_LINEAR_CB, GRAY_LOG };
 
 #define PRODUCTS_ALL (0x3fu | OCT_PRODUCT_F32)
-#define BOTH OCT_METHODS_ALL
+#define BOTH (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI))
 #define CFD_ONLY OCT_METHOD_BIT(OCT_METHOD_CFD)
+#define CMS_ONLY OCT_METHOD_BIT(OCT_METHOD_CMS)
+#define ALL3 OCT_METHODS_ALL
 #define MSI_ONLY OCT_METHOD_BIT(OCT_METHOD_MSI)
 
 typedef struct ecase {
@@ -43,6 +48,15 @@ typedef struct ecase {
     int gray;            /* GRAY_* */
     int gain_method;     /* GRAY_AUTO/LINEAR_CB: gsc from this method's mean */
     uint64_t seed;
+    /* ABI 1.1 (0 = off); methods above may include CMS when cms_R > 0 */
+    int32_t bgp;         /* background_param (rolling K / fpn G) */
+    uint32_t klin;       /* OCT_KLIN_* */
+    int32_t taps;        /* sinc T */
+    uint32_t ksrc;       /* OCT_KLIN_POLY: kpoly(); FILE: kfile() */
+    float a2, a3, k0;    /* dispersion (k0 0: 0.5) */
+    uint32_t cms_K, cms_R; /* CMS calibration spectra, depths */
+    double cms_start, cms_step;
+    bool fpn_frame;      /* a frame of segments of clearly different variance */
 } ecase;
 
 /* clang-format off */
@@ -102,9 +116,113 @@ static const ecase path_cases[] = {
     {"paths_volume_m128", 128, 4, 3, OCT_SAMPLE_I16, 2, 6, false, false, 0, OCT_WINDOW_TUKEY, 0.5f, 0, -2, 2, OCT_BG_NONE, 1, 2, 4, 2, 3, 0, GRAY_LOG, 0, 92},
     {"paths_m1024_wide_lags", 1024, 3, 1, OCT_SAMPLE_F32, 0, 4, false, false, 0, OCT_WINDOW_GAUSSIAN, 0.25f, 6, -10, 10, OCT_BG_FRAME_MEAN, 0,0,0,0,0, 0, GRAY_AUTO, OCT_METHOD_MSI, 93},
 };
+
+/* ABI 1.1 options (issue 7), alone and combined with F > 0 */
+#define U16 .type = OCT_SAMPLE_U16
+#define I16 .type = OCT_SAMPLE_I16
+#define F32 .type = OCT_SAMPLE_F32
+static const ecase opt_cases[] = {
+    /* fixed-pattern noise: S/G whole segments, leftovers, one short segment */
+    {.name = "fpn_u16_bscan", .M = 256, .N = 16, .L = 1, U16, .window = OCT_WINDOW_HANN, .bg = OCT_BG_FPN, .bgp = 4, .fpn_frame = true, .gain_method = OCT_METHOD_CFD, .seed = 201},
+    {.name = "fpn_f32_vol_leftover_F", .M = 128, .N = 7, .L = 3, F32, .R = 4, .window = OCT_WINDOW_HAMMING, .F = 3, .W1 = -1, .W2 = 1, .bg = OCT_BG_FPN, .bgp = 5, .fpn_frame = true, .es = 2, .est = 3, .ec = 4, .xh = 1, .xv = 5, .gray = GRAY_LOG, .seed = 202},
+    {.name = "fpn_i16_one_segment", .M = 64, .N = 3, .L = 1, I16, .R = 3, .window = OCT_WINDOW_HANN, .bg = OCT_BG_FPN, .bgp = 8, .fpn_frame = true, .gain_method = OCT_METHOD_MSI, .seed = 203},
+    /* k-linearisation (CFD), every interpolation and both position sources */
+    {.name = "klin_linear_poly", .M = 256, .N = 5, .L = 1, U16, .shift = 2, .window = OCT_WINDOW_HANN, .klin = OCT_KLIN_LINEAR, .gain_method = OCT_METHOD_CFD, .seed = 211},
+    {.name = "klin_linear_file_F", .M = 128, .N = 3, .L = 1, F32, .R = 3, .window = OCT_WINDOW_BLACKMAN, .F = 4, .W1 = -2, .W2 = 2, .klin = OCT_KLIN_LINEAR, .ksrc = OCT_KLIN_FILE, .gray = GRAY_LOG, .seed = 212},
+    {.name = "klin_cubic_file_F_msi", .M = 512, .N = 3, .L = 1, I16, .R = 4, .window = OCT_WINDOW_HANN, .F = 6, .W1 = -1, .W2 = 1, .klin = OCT_KLIN_CUBIC, .ksrc = OCT_KLIN_FILE, .gray = GRAY_LOG, .seed = 213},
+    {.name = "klin_cubic_poly", .M = 64, .N = 7, .L = 1, U16, .window = OCT_WINDOW_TUKEY, .wparam = 0.3f, .klin = OCT_KLIN_CUBIC, .gain_method = OCT_METHOD_CFD, .seed = 214},
+    {.name = "klin_sinc11_m2048", .M = 2048, .N = 2, .L = 1, U16, .window = OCT_WINDOW_HANN, .klin = OCT_KLIN_SINC, .taps = 11, .gain_method = OCT_METHOD_CFD, .seed = 215},
+    {.name = "klin_sinc21_file_vol_F", .M = 128, .N = 5, .L = 3, U16, .R = 3, .window = OCT_WINDOW_HANN, .F = 3, .W1 = -1, .W2 = 0, .klin = OCT_KLIN_SINC, .taps = 21, .ksrc = OCT_KLIN_FILE, .es = 1, .est = 4, .ec = 5, .xh = 2, .xv = 3, .gray = GRAY_LINEAR_CB, .gain_method = OCT_METHOD_CFD, .seed = 216},
+    {.name = "klin_sinc31_poly_F", .M = 64, .N = 5, .L = 1, F32, .window = OCT_WINDOW_GAUSSIAN, .wparam = 0.2f, .F = 2, .klin = OCT_KLIN_SINC, .taps = 31, .gain_method = OCT_METHOD_CFD, .seed = 217},
+    {.name = "klin_sinc2_even", .M = 128, .N = 3, .L = 1, U16, .window = OCT_WINDOW_HANN, .klin = OCT_KLIN_SINC, .taps = 2, .gain_method = OCT_METHOD_CFD, .seed = 218},
+    /* dispersion (CFD) */
+    {.name = "disp_only", .M = 256, .N = 5, .L = 1, U16, .window = OCT_WINDOW_HANN, .a2 = 20.0f, .a3 = -8.0f, .gain_method = OCT_METHOD_CFD, .seed = 221},
+    {.name = "disp_a3_only_F_m1024", .M = 1024, .N = 3, .L = 1, I16, .shift = 1, .R = 3, .window = OCT_WINDOW_HANN, .F = 10, .W1 = -2, .W2 = 2, .a3 = 30.0f, .k0 = 0.45f, .gray = GRAY_LOG, .seed = 222},
+    {.name = "disp_klin_cubic_vol_F", .M = 256, .N = 3, .L = 2, U16, .window = OCT_WINDOW_HAMMING, .F = 5, .klin = OCT_KLIN_CUBIC, .a2 = -15.0f, .a3 = 5.0f, .k0 = 0.6f, .es = 10, .est = 7, .ec = 6, .xh = 1, .xv = 2, .gray = GRAY_LOG, .seed = 223},
+    /* Complex Master/Slave */
+    {.name = "cms_K2", .M = 256, .N = 5, .L = 1, U16, .methods = CMS_ONLY, .window = OCT_WINDOW_HANN, .cms_K = 2, .cms_R = 20, .cms_start = 10.5, .cms_step = 1.7, .gain_method = OCT_METHOD_CMS, .seed = 231},
+    {.name = "cms_K3_F_all_options", .M = 512, .N = 3, .L = 1, I16, .R = 4, .methods = ALL3, .window = OCT_WINDOW_HANN, .F = 7, .W1 = -1, .W2 = 1, .klin = OCT_KLIN_SINC, .taps = 21, .a2 = 10.0f, .cms_K = 3, .cms_R = 30, .cms_start = 20.25, .cms_step = 2.5, .gray = GRAY_LOG, .seed = 232},
+    {.name = "cms_vol_all_products", .M = 128, .N = 5, .L = 3, U16, .methods = CFD_ONLY | CMS_ONLY, .window = OCT_WINDOW_BLACKMAN, .F = 2, .cms_K = 3, .cms_R = 12, .cms_start = 5.0, .cms_step = 1.3, .es = 1, .est = 2, .ec = 4, .xh = 2, .xv = 4, .gain_method = OCT_METHOD_CMS, .seed = 233},
+    {.name = "cms_K2_m2048_negstep", .M = 2048, .N = 2, .L = 1, F32, .methods = CMS_ONLY, .window = OCT_WINDOW_HANN, .cms_K = 2, .cms_R = 8, .cms_start = 300.0, .cms_step = -3.5, .gain_method = OCT_METHOD_CMS, .seed = 234},
+    {.name = "cms_vol_rolling_enface_only", .M = 64, .N = 4, .L = 3, U16, .methods = CMS_ONLY, .window = OCT_WINDOW_HANN, .bg = OCT_BG_ROLLING, .bgp = 4, .cms_K = 2, .cms_R = 10, .cms_start = 3, .cms_step = 2, .es = 2, .est = 3, .ec = 3,
+     .products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32, .gain_method = OCT_METHOD_CMS, .seed = 235},
+};
 /* clang-format on */
 
 #define NCASES(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* ---- inputs of the ABI 1.1 options ---- */
+
+/* Polynomial k-lin positions: non-linear, below 0 at n = 0 (edge clamping). */
+static void kpoly(uint32_t M, double c[4])
+{
+    c[0] = -0.5, c[1] = 1.1 * M, c[2] = -0.13 * M, c[3] = 0.02 * M;
+}
+
+/* File positions: a sine-shaped, non-integer map inside [-1, M]. */
+static void kfile(uint32_t M, double *pos)
+{
+    for (uint32_t n = 0; n < M; n++) pos[n] = n + 0.37 + 0.08 * M * sin(M_PI * n / M) * 0.9;
+}
+
+/* K mirror spectra at depths z_i (bins) with a non-linear k and a phase
+ * offset: DC + envelope * cos(2 pi z kappa(n)/M + h(n)) + noise. */
+static float *cms_cal_make(uint32_t M, uint32_t K, const double *z, uint64_t seed)
+{
+    float *c = malloc(sizeof(float) * (size_t)K * M);
+    if (!c) return NULL;
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    for (uint32_t i = 0; i < K; i++)
+        for (uint32_t n = 0; n < M; n++) {
+            double t = (double)n / M, kap = n + 0.05 * M * t * (1 - t);
+            double env = exp(-0.5 * pow((t - 0.5) / 0.3, 2));
+            double h = 3.0 * (t - 0.5) * (t - 0.5) + 0.4;
+            c[(size_t)i * M + n] = (float)(500.0 * env + 300.0 * env * cos(2 * M_PI * z[i] * kap / M + h) +
+                                           0.5 * tu_rng_normal(&rng));
+        }
+    return c;
+}
+
+/* A frame for the fpn background: per segment of G spectra (and per band of
+ * samples) a deviation scale 4^k, so that the minimum-variance segment at
+ * each n is clear in float32 as in float64. */
+static void *fpn_frame_make(const oct_geometry *g, uint32_t G, uint64_t seed, size_t *bytes)
+{
+    uint64_t fb = oct_geometry_frame_bytes(g);
+    uint8_t *buf = malloc((size_t)fb);
+    if (!buf) return NULL;
+    *bytes = (size_t)fb;
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    const uint32_t M = g->samples;
+    const size_t S = (size_t)g->ascans * g->lines;
+    size_t nseg = S < G ? 1 : S / G;
+    for (size_t j = 0; j < S; j++) {
+        size_t sg = S < G ? 0 : j / G;
+        for (uint32_t n = 0; n < M; n++) {
+            uint32_t band = (uint32_t)((uint64_t)n * 3 / M);
+            double scale = pow(4.0, (double)((sg + band) % nseg));
+            double v = 1500.0 + 400.0 * sin(0.05 * n) + scale * (4.0 * tu_rng_normal(&rng) +
+                       6.0 * cos(2 * M_PI * (0.1 + 0.3 * tu_rng_uniform(&rng)) * n));
+            size_t i = j * M + n;
+            if (g->sample_type == OCT_SAMPLE_F32) {
+                float f = (float)v;
+                memcpy(buf + 4 * i, &f, 4);
+            } else {
+                double q = floor(v < 0 ? 0 : v > 65535 ? 65535 : v);
+                uint16_t u = (uint16_t)q;
+                if (g->sample_type == OCT_SAMPLE_I16) {
+                    int16_t si = (int16_t)(q - 2000.0);
+                    memcpy(buf + 2 * i, &si, 2);
+                } else {
+                    memcpy(buf + 2 * i, &u, 2);
+                }
+            }
+        }
+    }
+    return buf;
+}
 
 /* ---- fixture: inputs, set-up, params and the expected products ---- */
 typedef struct fixture {
@@ -113,7 +231,8 @@ typedef struct fixture {
     oct_params params;
     void *frame;
     size_t bytes;
-    float *masks, *reference;
+    float *masks, *reference, *cms_cal;
+    double *kpos, *cms_depths;
     ref64 *ref;
     bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
     ref64_image exp[OCT_METHOD_COUNT][OCT_KIND_COUNT];
@@ -233,6 +352,30 @@ static void fixture_init(fixture *fx, const ecase *c, oct_msi_path path)
         ck_assert_ptr_nonnull(fx->reference);
         s->reference = fx->reference;
     }
+    if (c->fpn_frame) {
+        free(fx->frame);
+        fx->frame = fpn_frame_make(&s->geom, (uint32_t)c->bgp, c->seed, &fx->bytes);
+        ck_assert_ptr_nonnull(fx->frame);
+    }
+    if (c->ksrc == OCT_KLIN_FILE) {
+        fx->kpos = malloc(sizeof(double) * c->M);
+        ck_assert_ptr_nonnull(fx->kpos);
+        kfile(c->M, fx->kpos);
+        s->klin_positions = fx->kpos;
+    }
+    if (c->cms_R) {
+        fx->cms_depths = malloc(sizeof(double) * c->cms_K);
+        ck_assert_ptr_nonnull(fx->cms_depths);
+        for (uint32_t i = 0; i < c->cms_K; i++) fx->cms_depths[i] = c->M * (0.09 + 0.11 * i) + 0.3 * i;
+        fx->cms_cal = cms_cal_make(c->M, c->cms_K, fx->cms_depths, c->seed + 3000);
+        ck_assert_ptr_nonnull(fx->cms_cal);
+        s->cms_cal = fx->cms_cal;
+        s->cms_cal_count = c->cms_K;
+        s->cms_depths = fx->cms_depths;
+        s->cms_start = c->cms_start;
+        s->cms_step = c->cms_step;
+        s->cms_count = c->cms_R;
+    }
     oct_params *p = &fx->params;
     oct_params_default(p);
     p->methods = c->methods ? c->methods : (c->R ? BOTH : CFD_ONLY);
@@ -249,6 +392,14 @@ static void fixture_init(fixture *fx, const ecase *c, oct_msi_path path)
     }
     p->xsec_h = c->xh;
     p->xsec_v = c->xv;
+    if (c->bgp) p->background_param = c->bgp;
+    p->klin = c->klin;
+    if (c->taps) p->klin_taps = c->taps;
+    p->klin_source = c->ksrc;
+    kpoly(c->M, p->klin_coef);
+    p->disp_a2 = c->a2;
+    p->disp_a3 = c->a3;
+    if (c->k0 != 0.0f) p->disp_k0 = c->k0;
     /* all kinds are asked for: the engine must make only those of the frame type */
     p->products = c->products ? c->products : PRODUCTS_ALL;
     expect_build(fx);
@@ -262,6 +413,9 @@ static void fixture_free(fixture *fx)
     free(fx->frame);
     free(fx->masks);
     free(fx->reference);
+    free(fx->cms_cal);
+    free(fx->kpos);
+    free(fx->cms_depths);
     memset(fx, 0, sizeof(*fx));
 }
 
@@ -443,7 +597,7 @@ static void change_params(oct_params *p, int step)
     case 6: p->xsec_h = 2; p->xsec_v = 4; break;
     case 7: p->products &= ~(uint32_t)(OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_VOLUME)); break;
     case 8: p->methods = OCT_METHOD_BIT(OCT_METHOD_MSI); p->products = PRODUCTS_ALL; break;
-    case 9: p->methods = OCT_METHODS_ALL; p->freq_cutoff = 0; p->lag_lo = -5; p->lag_hi = -5; break;
+    case 9: p->methods = BOTH; p->freq_cutoff = 0; p->lag_lo = -5; p->lag_hi = -5; break;
     }
 }
 #define SET_PARAMS_STEPS 10
@@ -594,6 +748,279 @@ START_TEST(test_bad_input)
 }
 END_TEST
 
+/* Every ABI 1.1 option case against the reference. */
+START_TEST(test_options)
+{
+    fixture fx;
+    fixture_init(&fx, &opt_cases[_i], OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    engine_run(&fx, eng, out);
+    check_products(&fx, out, NULL);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* Rolling background over a sequence of frames: the reference sees the
+ * frames since the history (re)started; K changes mid-sequence (restart),
+ * a change of something else keeps the history. */
+START_TEST(test_rolling)
+{
+    static const ecase c = {.name = "rolling", .M = 128, .N = 4, .L = 2, .type = OCT_SAMPLE_U16, .R = 3,
+                            .window = OCT_WINDOW_HANN, .F = 2, .W1 = -1, .W2 = 1, .bg = OCT_BG_ROLLING, .bgp = 3,
+                            .cms_K = 2, .cms_R = 6, .cms_start = 8, .cms_step = 3, .methods = ALL3,
+                            .es = 1, .est = 5, .ec = 3, .xh = 1, .xv = 2, .gray = GRAY_LOG, .seed = 301};
+    enum { NF = 11 };
+    fixture fx;
+    fixture_init(&fx, &c, OCT_MSI_AUTO);
+    void *frames[NF];
+    size_t bytes;
+    for (int i = 0; i < NF; i++) {
+        frames[i] = tu_frame_random(&fx.setup.geom, 400 + (uint64_t)i * 13, &bytes);
+        ck_assert_ptr_nonnull(frames[i]);
+    }
+    void *frame0 = fx.frame;
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    int since = 0; /* first frame of the current history */
+    char label[64];
+    for (int i = 0; i < NF; i++) {
+        bool set = true;
+        switch (i) {
+        case 4: fx.params.background_param = 2; since = i; break;      /* K: restart */
+        case 6: fx.params.window = OCT_WINDOW_HAMMING; break;           /* history stays */
+        case 8: fx.params.background = OCT_BG_FRAME_MEAN; since = i; break;
+        case 9: fx.params.background = OCT_BG_ROLLING; since = i; break; /* same K: restart */
+        default: set = false; break;
+        }
+        if (set) {
+            oct_error e = {{0}};
+            ck_assert_msg(oct_engine_set_params(eng, &fx.params, &e) == OCT_OK, "set_params: %s", e.msg);
+        }
+        fx.frame = frames[i];
+        expect_free(&fx);
+        ref64_destroy(fx.ref);
+        ck_assert(ref64_create_seq(&fx.ref, &fx.setup, &fx.params, (const void *const *)&frames[since],
+                                   (size_t)(i - since + 1)) == 0);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                if (fx.want[m][k]) ck_assert(ref64_product(fx.ref, m, k, &fx.exp[m][k]) == 0);
+        expect_regray(&fx);
+        engine_run(&fx, eng, out);
+        snprintf(label, sizeof(label), "frame %d (history from %d)", i, since);
+        check_products(&fx, out, label);
+    }
+    fx.frame = frame0;
+    for (int i = 0; i < NF; i++) free(frames[i]);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* One engine through changes of the ABI 1.1 values; after each it matches
+ * the reference and a fresh engine. */
+START_TEST(test_set_params_options)
+{
+    static const ecase c = {.name = "set_params_options", .M = 128, .N = 3, .L = 2, .type = OCT_SAMPLE_I16, .R = 3,
+                            .window = OCT_WINDOW_HANN, .W1 = -1, .W2 = 1, .cms_K = 3, .cms_R = 9, .cms_start = 12.5,
+                            .cms_step = 1.5, .methods = ALL3, .es = 2, .est = 3, .ec = 3, .ksrc = OCT_KLIN_FILE,
+                            .gray = GRAY_AUTO, .gain_method = OCT_METHOD_CFD, .seed = 311};
+    fixture fx;
+    fixture_init(&fx, &c, OCT_MSI_AUTO);
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create(), *fresh_out = oct_products_create();
+    char label[64];
+    for (int step = 0; step < 9; step++) {
+        oct_params *p = &fx.params;
+        switch (step) {
+        case 0: p->klin = OCT_KLIN_CUBIC; break;
+        case 1: p->klin = OCT_KLIN_SINC; p->klin_taps = 11; break;
+        case 2: p->klin_source = OCT_KLIN_POLY; p->disp_a2 = 12.0f; break;
+        case 3: p->disp_a3 = -6.0f; p->disp_k0 = 0.3f; p->freq_cutoff = 4; break; /* + CMS masks */
+        case 4: p->window = OCT_WINDOW_BLACKMAN; break;
+        case 5: p->background = OCT_BG_FPN; p->background_param = 2; break;
+        case 6: p->disp_a2 = p->disp_a3 = 0.0f; p->klin = OCT_KLIN_OFF; break;
+        case 7: p->methods = CMS_ONLY; p->enface_start = 0; break;
+        case 8: p->methods = ALL3; p->klin = OCT_KLIN_LINEAR; p->background = OCT_BG_FRAME_MEAN; break;
+        }
+        expect_build(&fx);
+        choose_gray(&fx);
+        oct_error e = {{0}};
+        ck_assert_msg(oct_engine_set_params(eng, &fx.params, &e) == OCT_OK, "step %d: %s", step, e.msg);
+        snprintf(label, sizeof(label), "after change %d", step);
+        engine_run(&fx, eng, out);
+        check_products(&fx, out, label);
+        oct_engine *fresh = engine_new(&fx, &fx.params);
+        engine_run(&fx, fresh, fresh_out);
+        oct_engine_destroy(fresh);
+        check_pair(&fx, out, fresh_out, 1e-6, false, label);
+    }
+    oct_products_destroy(out);
+    oct_products_destroy(fresh_out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
+/* ---- physical test: a mirror through a non-linear k map and dispersion ---- */
+
+enum { PH_M = 1024, PH_R = 61, PH_Z0_R = 30 };
+#define PH_BETA 0.12
+#define PH_A2 60.0
+#define PH_A3 (-40.0)
+#define PH_K0 0.5
+#define PH_START 200.0
+#define PH_Z0 (PH_START + PH_Z0_R)
+
+/* True resampling positions p(u) = u + beta M t (1 - t), t = u/M, and the
+ * wavenumber kappa(m) of input sample m: p(kappa) = m (bisection). */
+static double ph_p(double u) { double t = u / PH_M; return u + PH_BETA * PH_M * t * (1 - t); }
+static double ph_kappa(double m)
+{
+    double lo = -2, hi = PH_M + 2;
+    for (int it = 0; it < 60; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (ph_p(mid) < m) lo = mid; else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* Mirror at depth z (bins of linear k): env * cos(2 pi z kappa/M + theta(kappa)) + noise;
+ * linear = true: no k non-linearity and no dispersion (transform limit). */
+static void ph_spectrum(float *x, double z, bool linear, double noise, tu_rng *rng)
+{
+    for (uint32_t m = 0; m < PH_M; m++) {
+        double u = linear ? m : ph_kappa(m), v = u / PH_M - PH_K0;
+        double th = linear ? 0.0 : PH_A2 * v * v + PH_A3 * v * v * v;
+        double env = exp(-0.5 * pow((u - PH_M / 2.0) / (0.25 * PH_M), 2));
+        x[m] = (float)(800.0 * env * cos(2 * M_PI * z * u / PH_M + th) + noise * tu_rng_normal(rng));
+    }
+}
+
+/* Peak index and full width at half maximum (linear interpolation). */
+static void ph_peak(const float *I, uint32_t n, uint32_t stride, uint32_t *peak, double *fwhm)
+{
+    uint32_t p = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (I[(size_t)i * stride] > I[(size_t)p * stride]) p = i;
+    double half = 0.5 * I[(size_t)p * stride], l = 0, r = n - 1;
+    for (uint32_t i = p; i > 0; i--)
+        if (I[(size_t)(i - 1) * stride] < half) {
+            double a = I[(size_t)(i - 1) * stride], b = I[(size_t)i * stride];
+            l = (i - 1) + (half - a) / (b - a);
+            break;
+        }
+    for (uint32_t i = p; i + 1 < n; i++)
+        if (I[(size_t)(i + 1) * stride] < half) {
+            double a = I[(size_t)i * stride], b = I[(size_t)(i + 1) * stride];
+            r = i + (a - half) / (a - b);
+            break;
+        }
+    *peak = p;
+    *fwhm = r - l;
+}
+
+static const float *ph_run(oct_engine *eng, const float *frame, oct_products *out, int method)
+{
+    oct_error e = {{0}};
+    oct_err err = oct_engine_process(eng, frame, sizeof(float) * PH_M, out, &e);
+    ck_assert_msg(err == OCT_OK, "physical: process: %s", e.msg);
+    const oct_image *img = &out->img[method][OCT_KIND_BSCAN];
+    ck_assert_msg(img->present && img->f32, "physical: no bscan/%s", oct_method_name(method));
+    return img->f32;
+}
+
+START_TEST(test_physical)
+{
+    tu_rng rng;
+    tu_rng_seed(&rng, 4242);
+    float *frame = malloc(sizeof(float) * PH_M), *tl = malloc(sizeof(float) * PH_M);
+    float *cal = malloc(sizeof(float) * 3 * PH_M), *masks = malloc(sizeof(float) * PH_R * PH_M);
+    double *kpos = malloc(sizeof(double) * PH_M), depths[3] = {150.0, 300.0, 380.0};
+    ck_assert(frame && tl && cal && masks && kpos);
+    ph_spectrum(frame, PH_Z0, false, 2.0, &rng);
+    ph_spectrum(tl, PH_Z0, true, 2.0, &rng);
+    for (int i = 0; i < 3; i++) ph_spectrum(cal + (size_t)i * PH_M, depths[i], false, 1.0, &rng);
+    for (int r = 0; r < PH_R; r++) ph_spectrum(masks + (size_t)r * PH_M, PH_START + r, false, 0.0, &rng);
+    for (uint32_t n = 0; n < PH_M; n++) kpos[n] = ph_p(n);
+
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom.samples = PH_M, su.geom.ascans = 1, su.geom.lines = 1, su.geom.sample_type = OCT_SAMPLE_F32;
+    su.backend = g_backend, su.precision = g_precision, su.flags |= OCT_SETUP_QUICK_PLAN;
+    su.masks = masks, su.mask_count = PH_R;
+    su.cms_cal = cal, su.cms_cal_count = 3, su.cms_depths = depths;
+    su.cms_start = PH_START, su.cms_step = 1.0, su.cms_count = PH_R;
+    su.klin_positions = kpos;
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = ALL3, p.freq_cutoff = 2, p.products = OCT_PRODUCT_BIT(OCT_KIND_BSCAN) | OCT_PRODUCT_F32;
+    oct_engine *eng = NULL;
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "physical: create: %s", e.msg);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    uint32_t pk;
+    double w_tl, w, wv[6];
+
+    /* transform limit: plain CFD of the linear, dispersion-free mirror */
+    ph_peak(ph_run(eng, tl, out, OCT_METHOD_CFD), PH_M / 2 + 1, 1, &pk, &w_tl);
+    ck_assert_msg(pk == (uint32_t)PH_Z0 && w_tl > 1.0 && w_tl < 4.0, "physical: transform limit peak %u width %.2f",
+                  pk, w_tl);
+
+    /* plain CFD of the real mirror: visibly broadened */
+    ph_peak(ph_run(eng, frame, out, OCT_METHOD_CFD), PH_M / 2 + 1, 1, &pk, &w);
+    wv[0] = w;
+    ck_assert_msg(w > 3.0 * w_tl, "physical: plain CFD width %.2f not broadened (limit %.2f)", w, w_tl);
+
+    /* CMS and MSI on the same frame */
+    const float *I = ph_run(eng, frame, out, OCT_METHOD_CMS);
+    ph_peak(I, PH_R, 1, &pk, &w);
+    wv[1] = w;
+    ck_assert_msg(abs((int)pk - PH_Z0_R) <= 1 && w < 1.25 * w_tl, "physical: CMS peak %u (expected %d) width %.2f "
+                  "(limit %.2f)", pk, PH_Z0_R, w, w_tl);
+    I = out->img[OCT_METHOD_MSI][OCT_KIND_BSCAN].f32;
+    ph_peak(I, PH_R, 1, &pk, &w);
+    wv[2] = w;
+    ck_assert_msg(abs((int)pk - PH_Z0_R) <= 1 && w < 2.0 * w_tl, "physical: MSI peak %u (expected %d) width %.2f "
+                  "(limit %.2f)", pk, PH_Z0_R, w, w_tl);
+
+    /* CFD with k-lin (true positions) and dispersion (true a2, a3) */
+    static const struct { uint32_t klin; int taps; uint32_t src; const char *name; } kl[] = {
+        {OCT_KLIN_SINC, 21, OCT_KLIN_POLY, "sinc 21, polynomial"},
+        {OCT_KLIN_CUBIC, 0, OCT_KLIN_FILE, "cubic, file"},
+    };
+    for (int i = 0; i < 2; i++) {
+        p.klin = kl[i].klin, p.klin_source = kl[i].src;
+        if (kl[i].taps) p.klin_taps = kl[i].taps;
+        p.klin_coef[0] = 0, p.klin_coef[1] = PH_M * (1 + PH_BETA), p.klin_coef[2] = -PH_BETA * PH_M, p.klin_coef[3] = 0;
+        p.disp_a2 = (float)PH_A2, p.disp_a3 = (float)PH_A3, p.disp_k0 = (float)PH_K0;
+        ck_assert_msg(oct_engine_set_params(eng, &p, &e) == OCT_OK, "physical: set_params: %s", e.msg);
+        ph_peak(ph_run(eng, frame, out, OCT_METHOD_CFD), PH_M / 2 + 1, 1, &pk, &w);
+        wv[3 + i] = w;
+        ck_assert_msg(abs((int)pk - (int)PH_Z0) <= 1 && w < 1.25 * w_tl,
+                      "physical: CFD k-lin %s + dispersion: peak %u (expected %d) width %.2f (limit %.2f)",
+                      kl[i].name, pk, (int)PH_Z0, w, w_tl);
+    }
+    /* k-lin alone is not enough: dispersion still broadens */
+    p.disp_a2 = p.disp_a3 = 0;
+    ck_assert(oct_engine_set_params(eng, &p, &e) == OCT_OK);
+    ph_peak(ph_run(eng, frame, out, OCT_METHOD_CFD), PH_M / 2 + 1, 1, &pk, &w);
+    ck_assert_msg(w > 2.0 * w_tl, "physical: CFD k-lin without dispersion width %.2f (limit %.2f)", w, w_tl);
+    printf("physical (FWHM, bins): transform limit %.2f, plain CFD %.2f, CMS %.2f, MSI %.2f, CFD k-lin sinc21 + "
+           "disp %.2f, cubic + disp %.2f, k-lin only %.2f\n", w_tl, wv[0], wv[1], wv[2], wv[3], wv[4], w);
+
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    free(frame), free(tl), free(cal), free(masks), free(kpos);
+}
+END_TEST
+
 Suite *oct_engine_suite_ex(oct_backend backend, oct_precision precision, const char *name)
 {
     g_backend = backend;
@@ -614,6 +1041,14 @@ Suite *oct_engine_suite_ex(oct_backend backend, oct_precision precision, const c
     tcase_add_test(tc, test_set_params);
     tcase_add_loop_test(tc, test_repeat, 0, NCASES(repeat_cases));
     tcase_add_test(tc, test_bad_input);
+    suite_add_tcase(s, tc);
+
+    tc = tcase_create("options");
+    tcase_set_timeout(tc, 120);
+    tcase_add_loop_test(tc, test_options, 0, NCASES(opt_cases));
+    tcase_add_test(tc, test_rolling);
+    tcase_add_test(tc, test_set_params_options);
+    tcase_add_test(tc, test_physical);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -15,8 +15,13 @@ struct ref64 {
     bool normalize;
     double *cos_t, *sin_t; /* cos/sin(2*pi*k/M), k = 0..M-1 */
     double *w;             /* window */
-    double *xt;            /* NL x M: x~_j */
+    double *xt;            /* NL x M: x~_j = w . x'_j (MSI) */
+    double *xp;            /* NL x M: x'_j (CMS) */
+    double *xk;            /* NL x M: CFD input w . klin(x'_j) (NULL: xt) */
+    double *zr, *zi;       /* NL x M: dispersion-compensated analytic signal (NULL: off) */
     double *mt;            /* R x M: m~_r */
+    uint32_t RC;           /* CMS depths */
+    double *qr, *qi;       /* RC x M: CMS masks q_r */
     uint32_t D[OCT_METHOD_COUNT];
     double *cache[OCT_METHOD_COUNT]; /* NL x D, NAN = not computed yet */
 };
@@ -184,7 +189,172 @@ static int filter_masks(ref64 *r, const float *masks)
 
 int ref64_create(ref64 **out, const oct_setup *setup, const oct_params *p, const void *frame)
 {
+    return ref64_create_seq(out, setup, p, &frame, 1);
+}
+
+/* Interpolated sample at position x of oct_engine.h (direct formulas). */
+static double klin_at(const double *v, uint32_t M, double x, uint32_t type, int T)
+{
+#define AT(i) v[(i) < 0 ? 0 : (i) > (int64_t)M - 1 ? M - 1 : (i)]
+    int64_t i = (int64_t)floor(x);
+    double f = x - (double)i;
+    if (type == OCT_KLIN_LINEAR) return (1.0 - f) * AT(i) + f * AT(i + 1);
+    if (type == OCT_KLIN_CUBIC) {
+        double xm = AT(i - 1), x0 = AT(i), x1 = AT(i + 1), x2 = AT(i + 2);
+        return x0 + f / 2 * (x1 - xm) + f * f / 2 * (2 * xm - 5 * x0 + 4 * x1 - x2) +
+               f * f * f / 2 * (3 * x0 - xm - 3 * x1 + x2);
+    }
+    int64_t m0 = (int64_t)floor(x - (T - 1) / 2.0 + 0.5);
+    double y = 0.0;
+    for (int64_t m = m0; m < m0 + T; m++) {
+        double u = x - (double)m;
+        y += AT(m) * (u == 0.0 ? 1.0 : sin(M_PI * u) / (M_PI * u));
+    }
+    return y;
+#undef AT
+}
+
+/* Fixed-pattern noise background of the frame's converted spectra x (S x M). */
+static void fpn_bg(const double *x, size_t S, uint32_t M, size_t G0, double *bg)
+{
+    size_t G = S < G0 ? S : G0, nseg = S < G0 ? 1 : S / G0;
+    for (uint32_t n = 0; n < M; n++) {
+        double best = INFINITY;
+        for (size_t sg = 0; sg < nseg; sg++) {
+            double mean = 0.0, ss = 0.0;
+            for (size_t j = sg * G; j < (sg + 1) * G; j++) mean += x[j * M + n];
+            mean /= (double)G;
+            for (size_t j = sg * G; j < (sg + 1) * G; j++) ss += (x[j * M + n] - mean) * (x[j * M + n] - mean);
+            if (ss < best) { best = ss; bg[n] = mean; }
+        }
+    }
+}
+
+/* CMS calibration and masks, written from oct_setup's comment: direct DFT
+ * sums, normal equations of the least squares, the F cut-off as the
+ * subtraction of the removed bins. */
+static int cms_build(ref64 *r, const oct_setup *s)
+{
+    const uint32_t M = r->M, K = s->cms_cal_count, mask = M - 1;
+    double *phi = malloc(sizeof(double) * K * M), *Cr = malloc(sizeof(double) * M),
+           *Ci = malloc(sizeof(double) * M), *y = malloc(sizeof(double) * M),
+           *g = malloc(sizeof(double) * M), *h = malloc(sizeof(double) * M);
+    if (!phi || !Cr || !Ci || !y || !g || !h) {
+        free(phi); free(Cr); free(Ci); free(y); free(g); free(h);
+        return -1;
+    }
+    for (uint32_t i = 0; i < K; i++) {
+        const float *c = s->cms_cal + (size_t)i * M;
+        double mean = 0.0;
+        for (uint32_t n = 0; n < M; n++) mean += c[n];
+        mean /= M;
+        for (uint32_t n = 0; n < M; n++) y[n] = c[n] - mean;
+        uint32_t kp = 1;
+        double best = -1.0;
+        for (uint32_t k = 0; k < M / 2; k++) {
+            dft_bin(r, y, k, &Cr[k], &Ci[k]);
+            double a = Cr[k] * Cr[k] + Ci[k] * Ci[k];
+            if (k >= 1 && a > best) { best = a; kp = k; }
+        }
+        uint32_t k0 = kp / 4 > 1 ? kp / 4 : 1;
+        double *ph = phi + (size_t)i * M;
+        for (uint32_t n = 0; n < M; n++) {
+            double re = 0.0, im = 0.0;
+            for (uint32_t k = k0; k < M / 2; k++) {
+                uint32_t idx = (uint32_t)(((uint64_t)k * n) & mask);
+                re += Cr[k] * r->cos_t[idx] - Ci[k] * r->sin_t[idx];
+                im += Cr[k] * r->sin_t[idx] + Ci[k] * r->cos_t[idx];
+            }
+            double a = atan2(im, re);
+            if (n == 0) { ph[0] = a; continue; }
+            double prev = remainder(ph[n - 1], 2.0 * M_PI); /* the wrapped previous phase */
+            double d = a - prev;
+            while (d > M_PI) d -= 2.0 * M_PI;
+            while (d < -M_PI) d += 2.0 * M_PI;
+            ph[n] = ph[n - 1] + d;
+        }
+    }
+    /* normal equations of phi_i = z_i g + h */
+    double Sz = 0, Szz = 0;
+    for (uint32_t i = 0; i < K; i++) { Sz += s->cms_depths[i]; Szz += s->cms_depths[i] * s->cms_depths[i]; }
+    double det = Szz * K - Sz * Sz;
+    for (uint32_t n = 0; n < M; n++) {
+        double Sp = 0, Szp = 0;
+        for (uint32_t i = 0; i < K; i++) { Sp += phi[(size_t)i * M + n]; Szp += s->cms_depths[i] * phi[(size_t)i * M + n]; }
+        g[n] = (K * Szp - Sz * Sp) / det;
+        h[n] = (Szz * Sp - Sz * Szp) / det;
+    }
+    const int64_t F = r->p.freq_cutoff;
+    for (uint32_t q = 0; q < r->RC; q++) {
+        double z = s->cms_start + s->cms_step * q;
+        double *qr = r->qr + (size_t)q * M, *qi = r->qi + (size_t)q * M;
+        for (uint32_t n = 0; n < M; n++) { qr[n] = cos(z * g[n] + h[n]); qi[n] = -sin(z * g[n] + h[n]); }
+        if (F > 0) {
+            /* P c = c - (1/M) sum over the removed bins k of C[k] e^(2 pi i kn/M) */
+            for (uint32_t k = 0; k < M; k++) {
+                if (!((int64_t)k < F || (int64_t)k > (int64_t)M - F)) { Cr[k] = Ci[k] = 0.0; continue; }
+                double re = 0, im = 0;
+                for (uint32_t n = 0; n < M; n++) {
+                    uint32_t idx = (uint32_t)(((uint64_t)k * n) & mask);
+                    re += qr[n] * r->cos_t[idx] + qi[n] * r->sin_t[idx];
+                    im += qi[n] * r->cos_t[idx] - qr[n] * r->sin_t[idx];
+                }
+                Cr[k] = re; Ci[k] = im;
+            }
+            for (uint32_t n = 0; n < M; n++) {
+                double re = 0, im = 0;
+                for (uint32_t k = 0; k < M; k++) {
+                    if (Cr[k] == 0.0 && Ci[k] == 0.0) continue;
+                    uint32_t idx = (uint32_t)(((uint64_t)k * n) & mask);
+                    re += Cr[k] * r->cos_t[idx] - Ci[k] * r->sin_t[idx];
+                    im += Cr[k] * r->sin_t[idx] + Ci[k] * r->cos_t[idx];
+                }
+                y[n] = re / M; /* reuse: the removed part, real */
+                qr[n] -= y[n];
+                qi[n] -= im / M;
+            }
+        }
+        for (uint32_t n = 0; n < M; n++) { qr[n] *= r->w[n]; qi[n] *= r->w[n]; }
+    }
+    free(phi); free(Cr); free(Ci); free(y); free(g); free(h);
+    return 0;
+}
+
+/* Dispersion of oct_engine.h: X by direct sums, analytic signal, phase. */
+static void disp_build(ref64 *r, uint32_t j)
+{
+    const uint32_t M = r->M, mask = M - 1;
+    const double *x = r->xk ? r->xk + (size_t)j * M : r->xt + (size_t)j * M;
+    double *zr = r->zr + (size_t)j * M, *zi = r->zi + (size_t)j * M;
+    double *Xr = malloc(sizeof(double) * (M / 2 + 1)), *Xi = malloc(sizeof(double) * (M / 2 + 1));
+    if (!Xr || !Xi) { free(Xr); free(Xi); return; }
+    for (uint32_t k = 0; k <= M / 2; k++) {
+        if ((int64_t)k < r->p.freq_cutoff) { Xr[k] = Xi[k] = 0.0; continue; }
+        dft_bin(r, x, k, &Xr[k], &Xi[k]);
+    }
+    for (uint32_t n = 0; n < M; n++) {
+        double re = 0, im = 0;
+        for (uint32_t k = 0; k <= M / 2; k++) {
+            uint32_t idx = (uint32_t)(((uint64_t)k * n) & mask);
+            re += Xr[k] * r->cos_t[idx] - Xi[k] * r->sin_t[idx];
+            im += Xr[k] * r->sin_t[idx] + Xi[k] * r->cos_t[idx];
+        }
+        re /= M, im /= M;
+        double u = (double)n / M - (double)r->p.disp_k0;
+        double th = (double)r->p.disp_a2 * u * u + (double)r->p.disp_a3 * u * u * u;
+        double c = cos(th), sn = sin(th);
+        zr[n] = re * c + im * sn; /* z e^(-i theta) */
+        zi[n] = im * c - re * sn;
+    }
+    free(Xr); free(Xi);
+}
+
+int ref64_create_seq(ref64 **out, const oct_setup *setup, const oct_params *p, const void *const *frames,
+                     size_t nframes)
+{
     *out = NULL;
+    if (!frames || nframes == 0) return -1;
+    const void *frame = frames[nframes - 1];
     const oct_geometry *g = &setup->geom;
     uint32_t M = g->samples;
     if (M < 2 || (M & (M - 1)) || g->ascans == 0 || g->lines == 0 || !frame) return -1;
@@ -199,6 +369,8 @@ int ref64_create(ref64 **out, const oct_setup *setup, const oct_params *p, const
     r->normalize = setup->normalize_masks;
     r->D[OCT_METHOD_CFD] = M / 2 + 1;
     r->D[OCT_METHOD_MSI] = r->R;
+    r->RC = setup->cms_count;
+    r->D[OCT_METHOD_CMS] = r->RC;
     r->cos_t = malloc(sizeof(double) * M);
     r->sin_t = malloc(sizeof(double) * M);
     r->w = malloc(sizeof(double) * M);
@@ -211,7 +383,19 @@ int ref64_create(ref64 **out, const oct_setup *setup, const oct_params *p, const
         if (r->cache[m])
             for (size_t i = 0; i < n; i++) r->cache[m][i] = NAN;
     }
-    if (!r->cos_t || !r->sin_t || !r->w || !r->xt || !r->mt || !bg || !r->cache[0] || !r->cache[1]) {
+    r->xp = malloc(sizeof(double) * M * r->NL);
+    if (p->klin) r->xk = malloc(sizeof(double) * M * r->NL);
+    if (p->disp_a2 != 0.0f || p->disp_a3 != 0.0f) {
+        r->zr = malloc(sizeof(double) * M * r->NL);
+        r->zi = malloc(sizeof(double) * M * r->NL);
+    }
+    if (r->RC) {
+        r->qr = malloc(sizeof(double) * M * r->RC);
+        r->qi = malloc(sizeof(double) * M * r->RC);
+    }
+    if (!r->cos_t || !r->sin_t || !r->w || !r->xt || !r->mt || !bg || !r->cache[0] || !r->cache[1] ||
+        !r->cache[2] || !r->xp || (p->klin && !r->xk) || ((p->disp_a2 != 0.0f || p->disp_a3 != 0.0f) &&
+        (!r->zr || !r->zi)) || (r->RC && (!r->qr || !r->qi))) {
         free(bg);
         ref64_destroy(r);
         return -1;
@@ -231,13 +415,50 @@ int ref64_create(ref64 **out, const oct_setup *setup, const oct_params *p, const
         for (uint32_t j = 0; j < r->NL; j++)
             for (uint32_t n = 0; n < M; n++) bg[n] += r->xt[(size_t)j * M + n];
         for (uint32_t n = 0; n < M; n++) bg[n] /= (double)r->NL;
+    } else if (p->background == OCT_BG_ROLLING) {
+        /* the mean of each of the last K frames' mean spectra */
+        size_t K = (size_t)p->background_param, f0 = nframes > K ? nframes - K : 0;
+        double *x = malloc(sizeof(double) * M);
+        if (!x) { free(bg); ref64_destroy(r); return -1; }
+        for (size_t f = f0; f < nframes; f++)
+            for (uint32_t j = 0; j < r->NL; j++) {
+                ref64_convert(frames[f], g, j, x);
+                for (uint32_t n = 0; n < M; n++) bg[n] += x[n] / (double)r->NL;
+            }
+        for (uint32_t n = 0; n < M; n++) bg[n] /= (double)(nframes - f0);
+        free(x);
+    } else if (p->background == OCT_BG_FPN) {
+        fpn_bg(r->xt, r->NL, M, (size_t)p->background_param, bg);
     }
     for (uint32_t j = 0; j < r->NL; j++)
         for (uint32_t n = 0; n < M; n++) {
             double *x = &r->xt[(size_t)j * M + n];
+            r->xp[(size_t)j * M + n] = *x - bg[n];
             *x = r->w[n] * (*x - bg[n]);
         }
     free(bg);
+    if (p->klin) {
+        double *pos = malloc(sizeof(double) * M);
+        if (!pos) { ref64_destroy(r); return -1; }
+        for (uint32_t n = 0; n < M; n++) {
+            double t = (double)n / (double)M;
+            pos[n] = p->klin_source == OCT_KLIN_FILE
+                         ? (setup->klin_positions ? setup->klin_positions[n] : NAN)
+                         : p->klin_coef[0] + p->klin_coef[1] * t + p->klin_coef[2] * t * t +
+                               p->klin_coef[3] * t * t * t;
+        }
+        for (uint32_t j = 0; j < r->NL; j++)
+            for (uint32_t n = 0; n < M; n++)
+                r->xk[(size_t)j * M + n] =
+                    r->w[n] * klin_at(r->xp + (size_t)j * M, M, pos[n], p->klin, p->klin_taps);
+        free(pos);
+    }
+    if (r->zr)
+        for (uint32_t j = 0; j < r->NL; j++) disp_build(r, j);
+    if (r->RC && cms_build(r, setup) != 0) {
+        ref64_destroy(r);
+        return -1;
+    }
     if (r->R && filter_masks(r, setup->masks) != 0) {
         ref64_destroy(r);
         return -1;
@@ -250,6 +471,7 @@ void ref64_destroy(ref64 *r)
 {
     if (!r) return;
     free(r->cos_t); free(r->sin_t); free(r->w); free(r->xt); free(r->mt);
+    free(r->xp); free(r->xk); free(r->zr); free(r->zi); free(r->qr); free(r->qi);
     for (int m = 0; m < OCT_METHOD_COUNT; m++) free(r->cache[m]);
     free(r);
 }
@@ -278,7 +500,26 @@ static double cfd_intensity(const ref64 *r, uint32_t j, uint32_t d)
 {
     if (!bin_kept(r, d)) return 0.0;
     double re, im;
-    dft_bin(r, r->xt + (size_t)j * r->M, d, &re, &im);
+    if (r->zr) {
+        /* sum_n z[n] e^(-i theta) e^(-2 pi i dn/M) */
+        const double *zr = r->zr + (size_t)j * r->M, *zi = r->zi + (size_t)j * r->M;
+        re = im = 0.0;
+        for (uint32_t n = 0; n < r->M; n++) {
+            uint32_t idx = (uint32_t)(((uint64_t)d * n) & (r->M - 1));
+            re += zr[n] * r->cos_t[idx] + zi[n] * r->sin_t[idx];
+            im += zi[n] * r->cos_t[idx] - zr[n] * r->sin_t[idx];
+        }
+        return sqrt(re * re + im * im);
+    }
+    dft_bin(r, (r->xk ? r->xk : r->xt) + (size_t)j * r->M, d, &re, &im);
+    return sqrt(re * re + im * im);
+}
+
+static double cms_intensity(const ref64 *r, uint32_t j, uint32_t q)
+{
+    const double *x = r->xp + (size_t)j * r->M, *qr = r->qr + (size_t)q * r->M, *qi = r->qi + (size_t)q * r->M;
+    double re = 0.0, im = 0.0;
+    for (uint32_t n = 0; n < r->M; n++) { re += x[n] * qr[n]; im += x[n] * qi[n]; }
     return sqrt(re * re + im * im);
 }
 
@@ -301,7 +542,10 @@ double ref64_intensity(ref64 *r, int method, uint32_t j, uint32_t d)
 {
     if (method < 0 || method >= OCT_METHOD_COUNT || j >= r->NL || d >= r->D[method]) return NAN;
     double *c = &r->cache[method][(size_t)j * r->D[method] + d];
-    if (isnan(*c)) *c = method == OCT_METHOD_CFD ? cfd_intensity(r, j, d) : msi_intensity(r, j, d);
+    if (isnan(*c))
+        *c = method == OCT_METHOD_CFD   ? cfd_intensity(r, j, d)
+             : method == OCT_METHOD_MSI ? msi_intensity(r, j, d)
+                                        : cms_intensity(r, j, d);
     return *c;
 }
 

@@ -56,6 +56,12 @@ bool ref64_product_wanted(const oct_geometry *g, const oct_params *p, int method
  * normalize_masks, reference; all of p.  Returns 0, or -1 on a bad argument
  * or failed allocation (errno-free: tests only). */
 int ref64_create(ref64 **out, const oct_setup *setup, const oct_params *p, const void *frame);
+/* The same for a sequence: frames[0..nframes-1] are the frames processed
+ * since the engine's rolling history (re)started, the last one is the frame
+ * evaluated; only the rolling background looks at the earlier ones.  Also
+ * uses setup->klin_positions and the CMS calibration (cms_*). */
+int ref64_create_seq(ref64 **out, const oct_setup *setup, const oct_params *p, const void *const *frames,
+                     size_t nframes);
 void ref64_destroy(ref64 *r);
 
 /* Adopts the products, methods, en-face, xsec and gray values of p (the
@@ -63,7 +69,7 @@ void ref64_destroy(ref64 *r);
 void ref64_set_display(ref64 *r, const oct_params *p);
 const oct_params *ref64_params(const ref64 *r);
 
-/* Depths D of a method: M/2+1 (CFD), R (MSI). */
+/* Depths D of a method: M/2+1 (CFD), R (MSI), cms_count (CMS). */
 uint32_t ref64_depths(const ref64 *r, int method);
 
 /* Intensity I[j][d] of spectrum j at depth d (SPEC 2.2 / 2.3), cached. */

@@ -7,7 +7,9 @@
 set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
 libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf"
-FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev"
+# test tools of `make check`: libFuzzer (e2e_fuzz), valgrind (e2e_valgrind,
+# make valgrind), ss (e2e_security)
+FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev valgrind iproute2"
 WITH_FUZZ=1
 CHECK_ONLY=""
 for a in "$@"; do
@@ -19,10 +21,20 @@ for a in "$@"; do
     esac
 done
 [ -z "$WITH_FUZZ" ] || PKGS="$PKGS $FUZZ_PKGS"
-missing=""
-for p in $PKGS; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
-done
+find_missing() {
+    missing=""
+    for p in $PKGS; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+    done
+}
+find_missing
+if [ -z "$CHECK_ONLY" ] && [ -n "$missing" ] && command -v flock >/dev/null 2>&1; then
+    # make -j runs this from two sub-makes at once: one installs, the other
+    # waits for it and then finds nothing missing.
+    exec 9>"${TMPDIR:-/tmp}/octd-deps.lock"
+    flock 9
+    find_missing
+fi
 if [ -z "$missing" ]; then
     [ -n "$CHECK_ONLY" ] || echo "deps: all packages present"
     exit 0

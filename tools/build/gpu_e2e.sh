@@ -15,17 +15,30 @@ log() { echo "=== $* ($(date +%T))"; }
 
 log info
 { nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv
-  nproc; free -g | head -2; df -h /dev/shm; uname -r; } 2>&1 | tee "$OUT/info.log"
+  nproc; free -g | head -2; df -h /dev/shm; uname -r; lscpu | grep -E 'Model name|NUMA|Socket'
+  nvidia-smi topo -m; } 2>&1 | tee "$OUT/info.log"
 if [ "${E2E_TEST:-1}" = 1 ]; then
     log test_cuda_engine
     timeout 240 "$B/tests/test_cuda_engine" >"$OUT/test_cuda.log" 2>&1
     echo "test_cuda_engine exit $?"
     grep -E '^[0-9]+%|SKIP' "$OUT/test_cuda.log"; grep -E ':[EF]:' "$OUT/test_cuda.log" | head -20
 fi
-for w in volume bscan; do
-    log "e2e $w cuda policy all"
-    timeout 150 "$B/bin/octbench" --e2e --backend cuda --only $w --seconds "$SECONDS_PER_PHASE" \
-        --json "$OUT/e2e_$w.json" 2>&1 | tee "$OUT/e2e_$w.log"
+# E2E_AFFINITY=gpu runs octbench (its producer, subscriber and the octd it
+# starts) on the CPUs of the GPU's NUMA node, so that the ring's pages are
+# first touched there and the DMA does not cross the socket interconnect.
+PIN=()
+if [ "${E2E_AFFINITY:-}" = gpu ]; then
+    bus=$(nvidia-smi --query-gpu=pci.bus_id --format=csv,noheader | head -1 | tr 'A-F' 'a-f')
+    dev="/sys/bus/pci/devices/${bus#0000}"
+    [ -e "$dev" ] || dev="/sys/bus/pci/devices/$(echo "$bus" | sed -E 's/^0*([0-9a-f]{4}:)/\1/')"
+    cpus=$(cat "$dev/local_cpulist" 2>/dev/null)
+    echo "GPU $bus: NUMA node $(cat "$dev/numa_node" 2>/dev/null), local CPUs ${cpus:-unknown}"
+    [ -n "$cpus" ] && PIN=(taskset -c "$cpus")
+fi
+for w in ${E2E_WORK:-volume bscan}; do
+    log "e2e $w cuda policy all ${PIN[*]}"
+    timeout 150 "${PIN[@]}" "$B/bin/octbench" --e2e --backend cuda --only $w --seconds "$SECONDS_PER_PHASE" \
+        --json "$OUT/e2e_$w${E2E_TAG:-}.json" 2>&1 | tee "$OUT/e2e_$w${E2E_TAG:-}.log"
 done
 if [ "${E2E_LATEST:-1}" = 1 ]; then
     log "e2e volume cuda policy latest"

@@ -665,7 +665,9 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
     }
     gen_frames(pr.frames, pr.nsrc, g);
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    int helpers = fb >= (8u << 20) ? (int)(ncpu >= 8 ? 3 : ncpu >= 4 ? 1 : 0) : 0;
+    /* Half the cores (at most 8) copy big frames: one thread moves about
+     * 5-10 GB/s, and the producer must not be the limit (issue 6). */
+    int helpers = fb >= (8u << 20) ? (int)(ncpu >= 16 ? 7 : ncpu >= 8 ? 3 : ncpu >= 4 ? 1 : 0) : 0;
     const char *ct = getenv("OCTBENCH_COPY_THREADS"); /* total copy threads, 1..8 */
     if (ct && atoi(ct) >= 1 && atoi(ct) <= MAX_COPY_THREADS)
         helpers = atoi(ct) - 1;

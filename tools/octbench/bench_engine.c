@@ -1,6 +1,7 @@
 /* bench_engine.c - engine workloads (the thesis' B-scan and volume cases) on
  * the chosen backend: per-stage medians, total median, throughput, and for
  * the MSI workloads the in-process seed baselines with our speed-up. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,25 +20,57 @@ typedef struct workload {
     uint32_t products;
     int32_t enface_start, enface_step, enface_count;
     const char *what;
+    /* issue 7 (0 = off): CFD k-linearisation (polynomial positions), sinc
+     * taps, dispersion on, CMS depths R; paper: A-lines/s reported by Li et
+     * al. 2011 on a GTX 295 for the same workload (0 = none) */
+    uint32_t klin;
+    int32_t taps;
+    bool disp;
+    uint32_t cms;
+    double paper;
 } workload;
 
 #define P(k) OCT_PRODUCT_BIT(OCT_KIND_##k)
 #define CFD OCT_METHOD_BIT(OCT_METHOD_CFD)
 #define MSI OCT_METHOD_BIT(OCT_METHOD_MSI)
+#define CMS OCT_METHOD_BIT(OCT_METHOD_CMS)
 #define VOLPROD (P(ENFACE) | P(CONFOCAL) | P(XSEC_H) | P(XSEC_V))
 
 static const workload workloads[] = {
-    {"bscan-cfd", 1024, 500, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1, "B-scan 500x1024 u16, CFD"},
+    {"bscan-cfd", 1024, 500, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1, "B-scan 500x1024 u16, CFD", 0, 0, false, 0, 0},
     {"bscan-msi", 1024, 500, 1, 512, MSI, -10, 10, P(BSCAN), 0, 1, 1,
-     "B-scan 500x1024 u16, MSI R=512, lags [-10,10]"},
+     "B-scan 500x1024 u16, MSI R=512, lags [-10,10]", 0, 0, false, 0, 0},
     {"volume-cfd", 1024, 200, 192, 0, CFD, 0, 0, VOLPROD, 20, 10, 40,
-     "volume 200x192x1024 u16, CFD: en-face Q=40, confocal, xsec_h, xsec_v"},
+     "volume 200x192x1024 u16, CFD: en-face Q=40, confocal, xsec_h, xsec_v", 0, 0, false, 0, 0},
     {"volume-msi", 1024, 200, 192, 512, MSI, -10, 10, VOLPROD, 20, 10, 40,
-     "volume 200x192x1024 u16, MSI R=512 lags [-10,10]: en-face Q=40, confocal, xsec_h, xsec_v"},
+     "volume 200x192x1024 u16, MSI R=512 lags [-10,10]: en-face Q=40, confocal, xsec_h, xsec_v", 0, 0, false, 0, 0},
     {"volume-cfd+msi", 1024, 200, 192, 512, CFD | MSI, -10, 10, VOLPROD, 20, 10, 40,
-     "volume 200x192x1024 u16, CFD and MSI: en-face Q=40, confocal, xsec_h, xsec_v"},
+     "volume 200x192x1024 u16, CFD and MSI: en-face Q=40, confocal, xsec_h, xsec_v", 0, 0, false, 0, 0},
     {"msi-volume-full", 1024, 200, 192, 512, MSI, 0, 0, P(VOLUME), 0, 1, 1,
-     "volume 200x192x1024 u16, MSI all 512 depths, lags [0,0], volume product"},
+     "volume 200x192x1024 u16, MSI all 512 depths, lags [0,0], volume product", 0, 0, false, 0, 0},
+    /* issue 7: Li, Shi, Zhang 2011 (time-domain interpolation, 2048-sample
+     * A-scans): CFD with k-linearisation, beside their GTX 295 figures */
+    {"li-sinc11", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD + k-lin sinc T=11", OCT_KLIN_SINC, 11, false, 0, 250e3},
+    {"li-sinc21", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD + k-lin sinc T=21", OCT_KLIN_SINC, 21, false, 0, 200e3},
+    {"li-sinc31", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD + k-lin sinc T=31", OCT_KLIN_SINC, 31, false, 0, 160e3},
+    {"li-cubic", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD + k-lin cubic (Catmull-Rom)", OCT_KLIN_CUBIC, 21, false, 0, 0},
+    {"li-linear", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD + k-lin linear", OCT_KLIN_LINEAR, 21, false, 0, 0},
+    {"li-none", 2048, 1000, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 1000x2048, CFD without k-lin (baseline)", OCT_KLIN_OFF, 21, false, 0, 0},
+    {"bscan-cfd-disp", 1024, 500, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 500x1024, CFD + dispersion a2=40 a3=5 (complex path)", OCT_KLIN_OFF, 21, true, 0, 0},
+    {"bscan-cfd-klin-disp", 1024, 500, 1, 0, CFD, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 500x1024, CFD + sinc T=21 + dispersion", OCT_KLIN_SINC, 21, true, 0, 0},
+    {"bscan-cms", 1024, 500, 1, 0, CMS, 0, 0, P(BSCAN), 0, 1, 1,
+     "B-scan 500x1024, CMS R=512 (K=4 calibration spectra)", OCT_KLIN_OFF, 21, false, 512, 0},
+    {"volume-cms", 1024, 200, 192, 0, CMS, 0, 0, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024, CMS R=512: en-face Q=40, confocal, xsec_h, xsec_v", OCT_KLIN_OFF, 21,
+     false, 512, 0},
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -83,6 +116,7 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     }
     const size_t nspec = (size_t)w.N * w.L, nsamp = nspec * w.M;
     uint16_t *frame = malloc(sizeof(uint16_t) * nsamp);
+    float *cms_cal = NULL;
     float *masks = w.R ? malloc(sizeof(float) * (size_t)w.R * w.M) : NULL;
     double *t[8];
     int reps = o->reps > 0 ? o->reps : (o->quick ? 3 : 10);
@@ -116,6 +150,29 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     p.enface_start = w.enface_start, p.enface_step = w.enface_step, p.enface_count = w.enface_count;
     p.xsec_h = (int32_t)(w.L / 2), p.xsec_v = (int32_t)(w.N / 2);
     p.freq_cutoff = 8;
+    /* a mild k non-linearity: p(t) = M (0.96 t + 0.08 t^2 - 0.04 t^3), increasing, p(1) = M */
+    p.klin = w.klin, p.klin_taps = w.taps, p.klin_source = OCT_KLIN_POLY;
+    p.klin_coef[0] = 0, p.klin_coef[1] = 0.96 * w.M, p.klin_coef[2] = 0.08 * w.M;
+    p.klin_coef[3] = -0.04 * w.M;
+    if (w.disp)
+        p.disp_a2 = 40.0f, p.disp_a3 = 5.0f, p.disp_k0 = 0.5f;
+    /* CMS: K = 4 mirror spectra at known depths with the same k non-linearity */
+    double cms_depths[4] = {w.M / 16.0, w.M / 8.0, w.M / 4.0, 3.0 * w.M / 8.0};
+    if (w.cms) {
+        cms_cal = malloc(sizeof(float) * 4 * w.M);
+        if (!cms_cal) {
+            fprintf(stderr, "octbench: %s: out of memory\n", w.name);
+            goto done;
+        }
+        for (int i = 0; i < 4; i++)
+            for (uint32_t n = 0; n < w.M; n++) {
+                double tt = (double)n / w.M, u = tt + 0.04 * tt * tt;
+                cms_cal[(size_t)i * w.M + n] =
+                    (float)(1000.0 * cos(2 * M_PI * cms_depths[i] * u + 6.0 * (u - 0.5) * (u - 0.5)));
+            }
+        su.cms_cal = cms_cal, su.cms_cal_count = 4, su.cms_depths = cms_depths;
+        su.cms_start = 0, su.cms_step = 1, su.cms_count = w.cms;
+    }
     double tc0 = oct_now_ms();
     if (oct_engine_create(&eng, &su, &p, &e)) {
         fprintf(stderr, "octbench: %s: %s\n", w.name, e.msg);
@@ -169,6 +226,9 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
                seed_gpu / med[6], seed_gpu / med[7], med[7]);
     else if (!strcmp(oct_engine_backend_name(eng), "cuda"))
         printf("  device %.3f ms", med[7]);
+    if (w.paper > 0)
+        printf("  Li et al. GTX 295: %.0fk A-lines/s (ours x%.2f)", w.paper / 1e3,
+               ascans_s / w.paper);
     printf("\n");
     if (json) {
         fprintf(json,
@@ -188,6 +248,7 @@ done:
     oct_products_destroy(out);
     free(frame);
     free(masks);
+    free(cms_cal);
     for (int i = 0; i < 8; i++)
         free(t[i]);
     return rc;
@@ -374,7 +435,12 @@ int octbench_engine(const octbench_opts *o)
     printf("%-16s %-4s %-6s %7s %7s %7s %7s %7s %7s %8s %10s %8s\n", "workload", "be", "path",
            "h2d", "convert", "cfd", "msi", "product", "d2h", "total", "A-scans/s", "MB/s");
     for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++) {
-        if (o->only && strcmp(o->only, workloads[i].name) && strcmp(o->only, "engine"))
+        const workload *w = &workloads[i];
+        /* groups: li (Li et al.'s workload), issue7 (k-lin, dispersion, CMS) */
+        bool group = o->only && ((!strcmp(o->only, "li") && !strncmp(w->name, "li-", 3)) ||
+                                 (!strcmp(o->only, "issue7") && (w->klin || w->disp || w->cms ||
+                                                                 !strncmp(w->name, "li-", 3))));
+        if (o->only && !group && strcmp(o->only, w->name) && strcmp(o->only, "engine"))
             continue;
         ran++;
         if (run_workload(o, workloads[i], json))

@@ -46,8 +46,25 @@ static void usage(FILE *f)
             OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT);
     for (size_t i = 0; i < oct_control_key_count(); i++)
         fprintf(f, "%s%s", i ? " " : "", oct_control_key_name(i));
-    fprintf(f, "\nExamples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
-               "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi\n");
+    fprintf(f,
+            "\nValues:\n"
+            "  methods          cfd,msi,cms (any of them, comma-separated)\n"
+            "  window           rect|hann|hamming|blackman|gaussian:SIGMA|tukey:ALPHA\n"
+            "  background       none|reference|frame_mean|rolling[:K]|fpn[:G]  (ABI 1.1: rolling,\n"
+            "                   fpn; background.param = K frames of the rolling mean [1, 1024] or\n"
+            "                   G spectra per fpn segment [2, 65536])\n"
+            "  klin.interp      off|linear|cubic|sinc  k-linearisation of CFD (ABI 1.1)\n"
+            "  klin.taps        sinc cut-off length T [2, 64]\n"
+            "  klin.source      poly (klin.coefs) | file (the profile's klin.positions)\n"
+            "  klin.coefs       c0,c1,c2,c3: p[n] = c0 + c1 t + c2 t^2 + c3 t^3, t = n/M\n"
+            "                   (identity: 0,M,0,0); one at a time: klin.c0 .. klin.c3\n"
+            "  dispersion.a2, dispersion.a3, dispersion.k0   CFD dispersion compensation\n"
+            "                   theta[n] = a2 (n/M - k0)^2 + a3 (n/M - k0)^3 radians\n"
+            "  Also accepted by set: background_param, klin, klin_taps, klin_source,\n"
+            "  klin_c0..klin_c3, disp_a2, disp_a3, disp_k0.\n"
+            "Examples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
+            "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi,cms\n"
+            "          octctl set klin.interp=sinc klin.taps=21 dispersion.a2=-12.5\n");
 }
 
 static double now_s(void)
@@ -181,6 +198,23 @@ static int cmd_set(const ctl_opts *o, int argc, char **argv)
         fprintf(stderr, "octctl: control block %s: %s\n", o->control, e.msg);
         oct_status_close(s, false);
         return 2;
+    }
+    if (oct_control_abi_minor(c) < 1) {
+        /* an older octd: it would apply the generation without these */
+        for (int i = 1; i < argc; i++) {
+            char key[64];
+            const char *eq = strchr(argv[i], '=');
+            size_t len = (size_t)(eq - argv[i]);
+            snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1),
+                     argv[i]);
+            if (oct_control_key_abi_minor(key) >= 1) {
+                fprintf(stderr, "octctl: %s: control block %s is ABI 1.0 (an older octd), "
+                                "%s needs 1.1\n", key, o->control, key);
+                oct_control_close(c, false);
+                oct_status_close(s, false);
+                return 1;
+            }
+        }
     }
     set_args a = {argc - 1, argv + 1, false};
     uint64_t gen;

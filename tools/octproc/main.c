@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "oct_config.h"
+#include "oct_control_keys.h"
 #include "oct_engine.h"
 
 /* A stack of at least this many frames is worth measured FFT plans. */
@@ -22,6 +23,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: octproc --profile P.yaml --input FRAME.npy --output DIR\n"
             "               [--backend auto|cpu|cuda] [--threads N]\n"
+            "               [--method cfd,msi,cms] [--set KEY=VALUE]...\n"
             "       octproc --help | --version\n"
             "\n"
             "Processes recorded OCT frames offline with the same engine as octd.\n"
@@ -35,8 +37,19 @@ static void usage(FILE *f)
             "  --backend B        auto (CUDA when built in and a GPU is usable, else CPU),\n"
             "                     cpu or cuda (an error when CUDA is not available)\n"
             "  --threads N        CPU threads, 0 = all cores (default)\n"
+            "  --method LIST      methods to run instead of the profile's: any of cfd, msi,\n"
+            "                     cms (msi needs the profile's msi.masks, cms its cms: section)\n"
+            "  --set KEY=VALUE    change a control value of the profile, with the names of\n"
+            "                     `octctl get` (e.g. klin.interp=sinc klin.taps=21\n"
+            "                     dispersion.a2=-12 background=fpn:50); may be repeated\n"
             "\n"
-            "Files per frame, for each method (cfd, msi) and product of the profile:\n"
+            "Profile sections of the CFD pre-processing and CMS (see README):\n"
+            "  klin: {interp: sinc, taps: 21, coefs: [c0, c1, c2, c3] | positions: pos.npy}\n"
+            "  dispersion: {a2: 0.0, a3: 0.0, k0: 0.5}\n"
+            "  background: {mode: rolling, frames: 16} | {mode: fpn, segment: 50}\n"
+            "  cms: {calibration: cal.npy, depths: [z1, z2, ...], grid: {start, step, count}}\n"
+            "\n"
+            "Files per frame, for each method (cfd, msi, cms) and product of the profile:\n"
             "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v)\n"
             "  enface_<method>_<q>.png    one per en-face depth q = 0..Q-1\n"
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
@@ -158,15 +171,25 @@ int main(int argc, char **argv)
     const char *profile_path = NULL, *input = NULL, *output = NULL;
     oct_backend backend = OCT_BACKEND_AUTO;
     int threads = 0;
+    const char *method = NULL;
+    char **sets = calloc((size_t)argc, sizeof *sets); /* --set assignments, in order */
+    int nsets = 0;
+    if (!sets) {
+        fprintf(stderr, "octproc: out of memory\n");
+        return 1;
+    }
     static const struct option opts[] = {
+        {"method", required_argument, NULL, 'm'}, {"set", required_argument, NULL, 's'},
         {"profile", required_argument, NULL, 'p'}, {"input", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},  {"backend", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
     };
     int c;
-    while ((c = getopt_long(argc, argv, "p:i:o:b:t:hV", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:i:o:b:t:m:s:hV", opts, NULL)) != -1) {
         switch (c) {
+        case 'm': method = optarg; break;
+        case 's': sets[nsets++] = optarg; break;
         case 'p': profile_path = optarg; break;
         case 'i': input = optarg; break;
         case 'o': output = optarg; break;
@@ -222,6 +245,33 @@ int main(int argc, char **argv)
     if ((err = oct_profile_load(prof, profile_path, &e))) {
         fprintf(stderr, "octproc: %s\n", e.msg);
         goto out;
+    }
+    if (method || nsets) {
+        /* through the control names, so that octproc and octctl agree */
+        oct_control_values v;
+        memset(&v, 0, sizeof v);
+        oct_control_from_params(&v, &prof->params);
+        if (method && (err = oct_control_key_set(&v, "methods", method, &e))) {
+            fprintf(stderr, "octproc: --method: %s\n", e.msg);
+            rc = 2;
+            goto out;
+        }
+        for (int i = 0; i < nsets; i++)
+            if ((err = oct_control_assign(&v, sets[i], &e))) {
+                fprintf(stderr, "octproc: --set: %s\n", e.msg);
+                rc = 2;
+                goto out;
+            }
+        oct_params_from_control(&prof->params, &v);
+        if ((prof->params.methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && !prof->cms_path[0]) {
+            fprintf(stderr, "octproc: method cms: %s has no cms: section (calibration, depths, "
+                            "grid)\n", profile_path);
+            goto out;
+        }
+        if ((prof->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && !prof->masks_path[0]) {
+            fprintf(stderr, "octproc: method msi: %s has no msi.masks.file\n", profile_path);
+            goto out;
+        }
     }
     if ((err = oct_npy_load(input, &arr, &e))) {
         fprintf(stderr, "octproc: %s\n", e.msg);
@@ -280,13 +330,14 @@ int main(int argc, char **argv)
     oct_setup setup;
     oct_setup_default(&setup);
     setup.geom = g;
-    setup.masks = data.masks;
-    setup.mask_count = data.mask_count;
-    setup.normalize_masks = prof->masks_normalize;
-    setup.reference = data.reference;
+    oct_profile_setup(prof, &data, &setup); /* masks, reference, k-lin positions, CMS */
     setup.backend = backend;
     setup.threads = threads;
     setup.flags = K < MEASURE_PLAN_FRAMES ? OCT_SETUP_QUICK_PLAN : 0;
+    if ((err = oct_params_check(&prof->params, &setup, &e))) {
+        fprintf(stderr, "octproc: %s: %s\n", profile_path, e.msg);
+        goto out;
+    }
     if ((err = oct_engine_create(&eng, &setup, &prof->params, &e))) {
         fprintf(stderr, "octproc: cannot set up the %s engine (%s): %s\n",
                 backend == OCT_BACKEND_CUDA ? "cuda" : backend == OCT_BACKEND_CPU ? "cpu" : "auto",
@@ -339,5 +390,6 @@ out:
     oct_profile_data_free(&data);
     oct_array_free(&arr);
     free(prof);
+    free(sets);
     return rc;
 }

@@ -30,6 +30,8 @@ static void usage_main(FILE *f)
         "              [--seed S] [--profile P.yaml] [--sample layered|retina|laminate]\n"
         "              [--distinct D] [--kmap A] [--dispersion B] [--unlink] [--quiet]\n"
         "       octsim masks --samples M --count R --output FILE.npy [--seed S]\n"
+        "       octsim masks --cms --samples M [--depths Z1,Z2,...] --output CAL.npy\n"
+        "                    [--klin-out POS.npy] [--yaml SNIPPET.yaml] [--grid-count R]\n"
         "       octsim replay FILE.npy [--ring NAME] [--rate ...] [--loop] [--shift S]\n"
         "\n"
         "Creates the frame ring NAME (default %s) and writes simulated frames of\n"
@@ -321,16 +323,125 @@ static int cmd_simulate(int argc, char **argv)
     return rc;
 }
 
+/* "z1,z2,..." into depths (at most max); false on a bad list. */
+static bool parse_depths(const char *s, double *depths, uint32_t max, uint32_t *count)
+{
+    *count = 0;
+    char buf[4096];
+    if (strlen(s) >= sizeof buf)
+        return false;
+    strcpy(buf, s);
+    char *save = NULL;
+    for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*count >= max || !parse_double(tok, &depths[*count]))
+            return false;
+        ++*count;
+    }
+    return *count > 0;
+}
+
+/* The profile lines that use what `octsim masks --cms` wrote. */
+static int write_snippet(FILE *f, uint32_t M, const sim_optics *opt, const double *depths,
+                         uint32_t K, uint32_t grid_count, const char *cal, const char *klin)
+{
+    double a2, a3, k0;
+    sim_dispersion_engine(M, opt, &a2, &a3, &k0);
+    fprintf(f, "# octsim masks --cms: M = %u, k map a = %g, dispersion b = %g\n", M, opt->kmap_a,
+            opt->disp_b);
+    fprintf(f, "# depths are CFD bins of the linearised spectrum (the grid's unit)\n");
+    if (cal) {
+        fprintf(f, "cms:\n  calibration: %s\n  depths: [", cal);
+        for (uint32_t i = 0; i < K; i++)
+            fprintf(f, "%s%.17g", i ? ", " : "", depths[i]);
+        fprintf(f, "]\n  grid: {start: 0, step: 1, count: %u}\n", grid_count);
+    }
+    if (klin)
+        fprintf(f, "klin: {interp: sinc, taps: 21, positions: %s}\n", klin);
+    /* theta = a2 (n/M - k0)^2 + a3 (n/M - k0)^3; k0 is the model's exact centre */
+    fprintf(f, "dispersion: {a2: %.9g, a3: %.9g, k0: %.9g}\n", a2, a3, k0);
+    return ferror(f) ? -1 : 0;
+}
+
+static int cmd_masks_cms(uint32_t M, const sim_optics *opt, uint64_t seed, const char *out,
+                         const char *depth_list, const char *klin_out, const char *yaml_out,
+                         uint32_t grid_count, bool cms)
+{
+    double depths[256];
+    uint32_t K = 0;
+    oct_error e;
+    oct_err err = OCT_OK;
+    float *cal = NULL;
+    if (cms) {
+        if (depth_list) {
+            if (!parse_depths(depth_list, depths, 256, &K))
+                return bad_value("--depths", depth_list);
+        } else {
+            /* default: four mirror positions over the upper half of the depth range */
+            static const double frac[] = {0.0625, 0.125, 0.25, 0.375};
+            for (K = 0; K < 4; K++)
+                depths[K] = frac[K] * M;
+        }
+        cal = malloc(sizeof(float) * (size_t)M * K);
+        if (!cal) {
+            fprintf(stderr, "octsim masks: out of memory\n");
+            return 1;
+        }
+        err = sim_cms_cal(M, depths, K, opt, seed, cal, &e);
+        if (!err) {
+            uint64_t shape[2] = {K, M};
+            err = oct_npy_save(out, OCT_DTYPE_F32, 2, shape, cal, &e);
+        }
+        free(cal);
+        if (err) {
+            fprintf(stderr, "octsim masks --cms: %s\n", e.msg);
+            return 1;
+        }
+    }
+    if (klin_out) {
+        double *pos = malloc(sizeof(double) * M);
+        if (!pos) {
+            fprintf(stderr, "octsim masks: out of memory\n");
+            return 1;
+        }
+        sim_klin_positions(M, opt, pos);
+        uint64_t shape[1] = {M};
+        err = oct_npy_save(klin_out, OCT_DTYPE_F64, 1, shape, pos, &e);
+        free(pos);
+        if (err) {
+            fprintf(stderr, "octsim masks --klin-out: %s\n", e.msg);
+            return 1;
+        }
+    }
+    if (write_snippet(stdout, M, opt, depths, K, grid_count ? grid_count : M / 2,
+                      cms ? out : NULL, klin_out) != 0)
+        return 1;
+    if (yaml_out) {
+        FILE *f = fopen(yaml_out, "w");
+        int bad = !f || write_snippet(f, M, opt, depths, K, grid_count ? grid_count : M / 2,
+                                      cms ? out : NULL, klin_out) != 0;
+        if (f && fclose(f) != 0)
+            bad = 1;
+        if (bad) {
+            fprintf(stderr, "octsim masks: cannot write %s: %s\n", yaml_out, strerror(errno));
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* ---- octsim masks ---- */
 static int cmd_masks(int argc, char **argv)
 {
     static const struct option opts[] = {
         {"samples", 1, 0, 'M'}, {"count", 1, 0, 'R'}, {"output", 1, 0, 'o'},
         {"seed", 1, 0, 'S'}, {"kmap", 1, 0, 'a'}, {"dispersion", 1, 0, 'b'},
+        {"cms", 0, 0, 'c'}, {"depths", 1, 0, 'd'}, {"klin-out", 1, 0, 'k'},
+        {"yaml", 1, 0, 'y'}, {"grid-count", 1, 0, 'g'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
-    uint32_t M = 0, R = 0;
+    uint32_t M = 0, R = 0, grid_count = 0;
     uint64_t seed = 1;
-    const char *out = NULL;
+    const char *out = NULL, *depth_list = NULL, *klin_out = NULL, *yaml_out = NULL;
+    bool cms = false;
     sim_optics opt;
     sim_optics_default(&opt);
     int c;
@@ -342,16 +453,49 @@ static int cmd_masks(int argc, char **argv)
         case 'S': if (!parse_u64(optarg, &seed)) return bad_value("--seed", optarg); break;
         case 'a': if (!parse_double(optarg, &opt.kmap_a) || opt.kmap_a < 0 || opt.kmap_a > 0.5) return bad_value("--kmap", optarg); break;
         case 'b': if (!parse_double(optarg, &opt.disp_b)) return bad_value("--dispersion", optarg); break;
+        case 'c': cms = true; break;
+        case 'd': depth_list = optarg; break;
+        case 'k': klin_out = optarg; break;
+        case 'y': yaml_out = optarg; break;
+        case 'g': if (!parse_u32(optarg, &grid_count) || !grid_count) return bad_value("--grid-count", optarg); break;
         case 'h':
             printf("usage: octsim masks --samples M --count R --output FILE.npy [--seed S]\n"
                    "                    [--kmap A] [--dispersion B]\n"
+                   "       octsim masks --cms --samples M [--depths Z1,Z2,...] --output CAL.npy\n"
+                   "                    [--klin-out POS.npy] [--yaml SNIPPET.yaml]\n"
+                   "                    [--grid-count R] [--kmap A] [--dispersion B] [--seed S]\n"
+                   "       octsim masks --samples M --klin-out POS.npy [--kmap A] [--dispersion B]\n"
                    "Writes R mirror spectra (float32, shape (R, M)) with octsim's envelope,\n"
                    "k-mapping and dispersion: mask r is a mirror at the path difference that\n"
                    "CFD shows at depth bin r*(M/2)/R, so MSI of simulated frames shows the\n"
-                   "same layers.  Use the same --kmap/--dispersion as the simulation.\n");
+                   "same layers.  Use the same --kmap/--dispersion as the simulation.\n"
+                   "--cms: writes the Complex Master/Slave calibration instead: K mirror\n"
+                   "spectra (shape (K, M)) at the depths Z1..ZK (K >= 2, in CFD bins of the\n"
+                   "linearised spectrum, 0 < Z < M/2; default M/16, M/8, M/4, 3M/8), and prints\n"
+                   "the profile lines that use it (cms: with a grid of R = M/2 depths 0, 1, ...,\n"
+                   "unless --grid-count; klin:; dispersion: a2, a3, k0 of the simulated optics\n"
+                   "in the engine's convention theta = a2 (n/M - k0)^2 + a3 (n/M - k0)^3).\n"
+                   "--klin-out: the true resampling positions of the simulated k map (M\n"
+                   "float64, a klin.positions file): linearised CFD then shows a mirror at\n"
+                   "depth Z in bin Z exactly.  --yaml also writes the printed lines to a file.\n");
             return 0;
         default: return 2;
         }
+    }
+    if (cms || (klin_out && !out)) {
+        if (!M || (cms && !out) || optind < argc || R) {
+            fprintf(stderr, "octsim masks: %s\n",
+                    R ? "--count is for MSI masks; --cms takes --depths"
+                      : "--cms needs --samples and --output (--klin-out alone: --samples)");
+            return 2;
+        }
+        oct_geometry g = {M, 1, 1, OCT_SAMPLE_F32, 0};
+        oct_error ge;
+        if (oct_geometry_check(&g, &ge) != OCT_OK) {
+            fprintf(stderr, "octsim masks: %s\n", ge.msg);
+            return 2;
+        }
+        return cmd_masks_cms(M, &opt, seed, out, depth_list, klin_out, yaml_out, grid_count, cms);
     }
     if (!M || !R || !out || optind < argc) {
         fprintf(stderr, "octsim masks: --samples, --count and --output are required\n");
@@ -373,6 +517,8 @@ static int cmd_masks(int argc, char **argv)
         fprintf(stderr, "octsim masks: %s\n", e.msg);
         return 1;
     }
+    if (klin_out || yaml_out) /* positions beside MSI masks */
+        return cmd_masks_cms(M, &opt, seed, out, NULL, klin_out, yaml_out, grid_count, false);
     return 0;
 }
 

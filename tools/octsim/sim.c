@@ -275,6 +275,68 @@ oct_err sim_frame(const oct_geometry *g, const sim_optics *o, int sample, uint64
     return OCT_OK;
 }
 
+/* One mirror spectrum at CFD bin `bin` (d = bin/span cycles per unit u). */
+static void mirror_spectrum(const spectral *sp, double bin, uint64_t *rs, float *out)
+{
+    double d = bin / sp->span;
+    for (uint32_t n = 0; n < sp->M; n++) {
+        double ph = 2 * M_PI * d * sp->u[n];
+        /* cos(2 pi d u + phi): the same fringe a mirror at d gives */
+        double v = sp->cphi[n] * cos(ph) - sp->sphi[n] * sin(ph);
+        /* a little detector noise, as in a recorded mask */
+        double noise = ((double)(splitmix(rs) >> 11) / 9007199254740992.0 - 0.5) * 2.0;
+        out[n] = (float)(sp->env[n] * 1000.0 * v + noise);
+    }
+}
+
+oct_err sim_cms_cal(uint32_t samples, const double *depths, uint32_t count, const sim_optics *o,
+                    uint64_t seed, float *out, oct_error *e)
+{
+    oct_geometry g = {samples, 1, 1, OCT_SAMPLE_F32, 0};
+    oct_err err = oct_geometry_check(&g, e);
+    if (err)
+        return err;
+    if (count < 2)
+        return oct_error_set(e, OCT_EINVAL, "CMS calibration needs at least 2 depths, got %u",
+                             count);
+    for (uint32_t i = 0; i < count; i++)
+        if (!(depths[i] > 0 && depths[i] < samples / 2.0))
+            return oct_error_set(e, OCT_EINVAL, "depth %g: must lie in (0, M/2 = %u)", depths[i],
+                                 samples / 2);
+    spectral sp;
+    if (spectral_init(&sp, samples, o))
+        return oct_error_set(e, OCT_ENOMEM, "octsim: out of memory");
+    uint64_t rs = seed;
+    for (uint32_t i = 0; i < count; i++)
+        mirror_spectrum(&sp, depths[i], &rs, out + (size_t)i * samples);
+    free(sp.env);
+    return OCT_OK;
+}
+
+void sim_klin_positions(uint32_t samples, const sim_optics *o, double *pos)
+{
+    const double M = samples, a = o->kmap_a;
+    double t1 = (M - 1) / M, u1 = t1 + a * t1 * t1, span = u1 * M / (M - 1);
+    for (uint32_t n = 0; n < samples; n++) {
+        double u = span * n / M; /* the linear target */
+        /* t + a t^2 = u; the stable root form avoids cancellation for small a */
+        double t = a > 0 ? 2 * u / (1 + sqrt(1 + 4 * a * u)) : u;
+        pos[n] = t * M;
+    }
+}
+
+void sim_dispersion_engine(uint32_t samples, const sim_optics *o, double *a2, double *a3,
+                           double *k0)
+{
+    const double M = samples, a = o->kmap_a;
+    double t1 = (M - 1) / M, u1 = t1 + a * t1 * t1, span = u1 * M / (M - 1);
+    double uc = 0.5 * u1; /* spectral_init: uc = (u0 + u1) / 2, u0 = 0 */
+    /* phi = 2 pi b (u - uc)^2 with u = span x (x = n/M after linearisation) */
+    *a2 = 2 * M_PI * o->disp_b * span * span;
+    *a3 = 0.0;
+    *k0 = uc / span;
+}
+
 oct_err sim_masks(uint32_t samples, uint32_t count, const sim_optics *o, uint64_t seed,
                   float *out, oct_error *e)
 {
@@ -288,18 +350,8 @@ oct_err sim_masks(uint32_t samples, uint32_t count, const sim_optics *o, uint64_
     if (spectral_init(&sp, samples, o))
         return oct_error_set(e, OCT_ENOMEM, "octsim: out of memory");
     uint64_t rs = seed;
-    for (uint32_t r = 0; r < count; r++) {
-        double bin = (double)r * (samples / 2.0) / count;
-        double d = bin / sp.span;
-        for (uint32_t n = 0; n < samples; n++) {
-            double ph = 2 * M_PI * d * sp.u[n];
-            /* cos(2 pi d u + phi): the same fringe a mirror at d gives */
-            double v = sp.cphi[n] * cos(ph) - sp.sphi[n] * sin(ph);
-            /* a little detector noise, as in a recorded mask */
-            double noise = ((double)(splitmix(&rs) >> 11) / 9007199254740992.0 - 0.5) * 2.0;
-            out[(size_t)r * samples + n] = (float)(sp.env[n] * 1000.0 * v + noise);
-        }
-    }
+    for (uint32_t r = 0; r < count; r++)
+        mirror_spectrum(&sp, (double)r * (samples / 2.0) / count, &rs, out + (size_t)r * samples);
     free(sp.env);
     return OCT_OK;
 }

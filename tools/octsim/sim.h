@@ -28,4 +28,21 @@ oct_err sim_frame(const oct_geometry *g, const sim_optics *o, int sample, uint64
 oct_err sim_masks(uint32_t samples, uint32_t count, const sim_optics *o, uint64_t seed,
                   float *out, oct_error *e);
 
+/* CMS calibration (Rivet et al. 2016): K mirror spectra (K x M floats), the
+ * mirror of spectrum i at the path difference that linearised CFD shows at
+ * depth bin depths[i] (the unit of the profile's cms.depths and grid). */
+oct_err sim_cms_cal(uint32_t samples, const double *depths, uint32_t count, const sim_optics *o,
+                    uint64_t seed, float *out, oct_error *e);
+
+/* The true k-linearisation of the simulated k map: M positions p[n] (input
+ * samples) with u(p[n]/M) = span * n/M, so that resampling at p makes the
+ * fringe of depth bin b exactly b cycles over M samples. */
+void sim_klin_positions(uint32_t samples, const sim_optics *o, double *pos);
+
+/* The simulated dispersion in the engine's convention for the linearised
+ * spectrum: theta = a2 (n/M - k0)^2 + a3 (n/M - k0)^3 (a3 = 0: the model's
+ * phase is quadratic in u; k0 is its exact centre, 0.5 - 1/(2M)). */
+void sim_dispersion_engine(uint32_t samples, const sim_optics *o, double *a2, double *a3,
+                           double *k0);
+
 #endif
