@@ -58,6 +58,12 @@ oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t l
                                 const char *name, oct_error *e);
 
 /* ---------------- profile (SPEC 5.2) ---------------- */
+#define OCT_PROFILE_KEYS_MAX 128
+typedef struct oct_profile_key_pos {
+    char key[48];       /* dotted path: "msi.masks.file" */
+    uint32_t line;      /* 1-based line of the key in the profile */
+} oct_profile_key_pos;
+
 typedef struct oct_profile {
     char source_path[OCT_PATH_MAX];
     bool has_geometry;           /* geometry: given in the profile */
@@ -79,6 +85,10 @@ typedef struct oct_profile {
     double cms_depths[OCT_CMS_CAL_MAX];
     double cms_start, cms_step;        /* grid: z_r = start + step * r */
     uint32_t cms_count;                /* R of CMS; 0 = no grid given */
+    /* the line of every key read, so that errors found later (data files,
+     * checks against a geometry) name FILE:LINE: key */
+    oct_profile_key_pos key_lines[OCT_PROFILE_KEYS_MAX];
+    uint32_t key_line_count;
 } oct_profile;
 
 /* Parses a profile; values not given keep oct_params_default() values.
@@ -88,6 +98,11 @@ typedef struct oct_profile {
 oct_err oct_profile_load(oct_profile *p, const char *path, oct_error *e);
 oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const char *path,
                           oct_error *e);
+
+/* The 1-based line of a key ("freq_cutoff", "msi.masks.file") in the
+ * profile; a key not given falls back to its nearest given parent
+ * ("msi.masks", "msi"); 0 when none of them is in the file. */
+uint32_t oct_profile_key_line(const oct_profile *p, const char *key);
 
 /* Loaded arrays of a profile, ready for oct_setup. */
 typedef struct oct_profile_data {
@@ -102,7 +117,8 @@ typedef struct oct_profile_data {
 /* Loads the arrays of a profile for M samples: the masks (when MSI is among
  * the methods or a mask file is given), the reference, the k-linearisation
  * positions and the CMS calibration (when given).  Sizes are checked (K x M,
- * M positions) with errors naming the file and both sizes. */
+ * M positions) with errors "PROFILE:LINE: key: FILE: ..." naming the
+ * profile's line and key, the data file and both sizes. */
 oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profile_data *d,
                               oct_error *e);
 void oct_profile_data_free(oct_profile_data *d);
@@ -110,6 +126,10 @@ void oct_profile_data_free(oct_profile_data *d);
  * loaded data (pointers into d: keep d alive while s is used).  The other
  * fields of s (geometry, backend, ...) are left as they are. */
 void oct_profile_setup(const oct_profile *p, const oct_profile_data *d, oct_setup *s);
+/* oct_params_check() of the profile's values against a set-up (geometry
+ * and loaded data), with the error naming "FILE:LINE: key: ..." of the
+ * profile key behind the failing value. */
+oct_err oct_profile_check(const oct_profile *p, const oct_setup *s, oct_error *e);
 
 /* ---------------- arrays: .npy and raw (SPEC 5.3) ---------------- */
 typedef enum oct_dtype {

@@ -205,6 +205,33 @@ static oct_err get_path(pctx *x, const yaml_node_t *n, const char *key, char *ou
     return OCT_OK;
 }
 
+/* Remembers the line of a key for errors found after parsing. */
+static void record_key(oct_profile *p, const char *key, uint32_t line)
+{
+    if (p->key_line_count >= OCT_PROFILE_KEYS_MAX || strlen(key) >= sizeof p->key_lines[0].key)
+        return;
+    oct_profile_key_pos *kl = &p->key_lines[p->key_line_count++];
+    memcpy(kl->key, key, strlen(key) + 1); /* fits: checked above */
+    kl->line = line;
+}
+
+uint32_t oct_profile_key_line(const oct_profile *p, const char *key)
+{
+    if (!p || !key)
+        return 0;
+    char k[sizeof p->key_lines[0].key];
+    snprintf(k, sizeof k, "%s", key);
+    for (;;) {
+        for (uint32_t i = 0; i < p->key_line_count && i < OCT_PROFILE_KEYS_MAX; i++)
+            if (!strcmp(p->key_lines[i].key, k))
+                return p->key_lines[i].line;
+        char *dot = strrchr(k, '.');
+        if (!dot)
+            return 0;
+        *dot = '\0';
+    }
+}
+
 /* Walks a mapping: checks it is one, that keys are plain scalars, unique,
  * and among `keys`; calls fn for each (key index, value node). */
 typedef oct_err (*pair_fn)(pctx *x, int k, const char *path, yaml_node_t *key,
@@ -244,6 +271,7 @@ static oct_err walk_map(pctx *x, yaml_node_t *map, const char *path, const char 
             }
             return pfail(x, k, OCT_EPARSE, sub, "unknown key (known here: %s)", list);
         }
+        record_key(x->p, sub, (uint32_t)k->start_mark.line + 1);
         if ((err = fn(x, idx, sub, k, v, arg)))
             return err;
     }
@@ -925,26 +953,40 @@ oct_err oct_profile_load(oct_profile *p, const char *path, oct_error *e)
     return err;
 }
 
+/* "FILE:LINE: key" of a profile key (its parent's line when not given). */
+static const char *where(const oct_profile *p, const char *key, char *buf, size_t len)
+{
+    uint32_t line = oct_profile_key_line(p, key);
+    snprintf(buf, len, "%s:%u: %s", p->source_path, line ? line : 1u, key);
+    return buf;
+}
+
 oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profile_data *d,
                               oct_error *e)
 {
     memset(d, 0, sizeof *d);
     oct_err err;
+    char w[OCT_PATH_MAX + 80];
     bool want_masks = (p->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) || *p->masks_path;
     if (want_masks) {
-        if (!*p->masks_path)
-            return oct_error_set(e, OCT_EINVAL, "%s: msi.masks.file: required when methods has msi",
-                                 p->source_path);
+        if (!*p->masks_path) {
+            /* no key to point at: the msi section, else the methods list */
+            uint32_t line = oct_profile_key_line(p, "msi");
+            if (!line)
+                line = oct_profile_key_line(p, "methods");
+            return oct_error_set(e, OCT_EINVAL, "%s:%u: msi.masks.file: required when methods has msi",
+                                 p->source_path, line ? line : 1u);
+        }
         err = oct_load_spectra(p->masks_path, p->masks_type ? p->masks_type : OCT_SAMPLE_F32,
                                samples, p->masks_count, &d->masks, &d->mask_count, e);
         if (err)
-            return oct_error_prefix(e, err, "%s: msi.masks.file", p->source_path);
+            return oct_error_prefix(e, err, "%s", where(p, "msi.masks.file", w, sizeof w));
     }
     if (*p->klin_path) {
         err = oct_load_positions(p->klin_path, samples, &d->klin_positions, e);
         if (err) {
             oct_profile_data_free(d);
-            return oct_error_prefix(e, err, "%s: klin.positions", p->source_path);
+            return oct_error_prefix(e, err, "%s", where(p, "klin.positions", w, sizeof w));
         }
     }
     if (*p->cms_path) {
@@ -953,8 +995,8 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
                                p->cms_cal_count, &d->cms_cal, &d->cms_cal_count, e);
         if (err) {
             oct_profile_data_free(d);
-            return oct_error_prefix(e, err, "%s: cms.calibration (%u depths listed)",
-                                    p->source_path, p->cms_cal_count);
+            return oct_error_prefix(e, err, "%s (%u depths listed)",
+                                    where(p, "cms.calibration", w, sizeof w), p->cms_cal_count);
         }
     }
     bool want_ref = p->params.background == OCT_BG_REFERENCE || *p->reference_path;
@@ -962,9 +1004,8 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         if (!*p->reference_path) {
             oct_profile_data_free(d);
             return oct_error_set(e, OCT_EINVAL,
-                                 "%s: background.reference: required when background.mode is "
-                                 "reference",
-                                 p->source_path);
+                                 "%s: required when background.mode is reference",
+                                 where(p, "background.reference", w, sizeof w));
         }
         /* a raw reference is recorded by the same system: the frames' sample type */
         uint32_t rtype = p->has_geometry ? p->geom.sample_type : OCT_SAMPLE_F32;
@@ -972,10 +1013,68 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         err = oct_load_spectra(p->reference_path, rtype, samples, 1, &d->reference, &rows, e);
         if (err) {
             oct_profile_data_free(d);
-            return oct_error_prefix(e, err, "%s: background.reference", p->source_path);
+            return oct_error_prefix(e, err, "%s", where(p, "background.reference", w, sizeof w));
         }
     }
     return OCT_OK;
+}
+
+/* The profile key behind a value named at the start of an oct_params_check
+ * message ("freq_cutoff = 200: ..."). */
+static const char *param_key(const oct_profile *p, const char *msg)
+{
+    static const struct { const char *field, *key; } map[] = {
+        {"geometry", "geometry"},
+        {"methods", "methods"},
+        {"window_param", "window.param"},
+        {"window", "window.type"},
+        {"freq_cutoff", "freq_cutoff"},
+        {"lag_lo", "msi.lag_window"},
+        {"lag_hi", "msi.lag_window"},
+        {"scale", "scale"},
+        {"background_param", NULL}, /* frames or segment: below */
+        {"background", "background.mode"},
+        {"enface_start", "enface.start"},
+        {"enface_step", "enface.step"},
+        {"enface_count", "enface.count"},
+        {"xsec_h", "xsec.h_index"},
+        {"xsec_v", "xsec.v_index"},
+        {"gsc", "display"},
+        {"contrast", "display"},
+        {"brightness", "display"},
+        {"products", "products"},
+        {"klin_taps", "klin.taps"},
+        {"klin_source", "klin.positions"},
+        {"klin_coef", "klin.coefs"},
+        {"klin position file", "klin.positions"},
+        {"klin polynomial", "klin.coefs"},
+        {"klin", "klin.interp"},
+        {"disp_a2", "dispersion.a2"},
+        {"disp_a3", "dispersion.a3"},
+        {"disp_k0", "dispersion.k0"},
+        {"cms", "cms"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        size_t l = strlen(map[i].field);
+        if (strncmp(msg, map[i].field, l) != 0 || (msg[l] != ' ' && msg[l] != ':' && msg[l] != '['))
+            continue;
+        if (map[i].key)
+            return map[i].key;
+        return p->params.background == OCT_BG_FPN ? "background.segment" : "background.frames";
+    }
+    return NULL;
+}
+
+oct_err oct_profile_check(const oct_profile *p, const oct_setup *s, oct_error *e)
+{
+    oct_err err = oct_params_check(&p->params, s, e);
+    if (!err)
+        return OCT_OK;
+    char w[OCT_PATH_MAX + 80];
+    const char *key = e ? param_key(p, e->msg) : NULL;
+    if (!key)
+        return oct_error_prefix(e, err, "%s", p->source_path);
+    return oct_error_prefix(e, err, "%s", where(p, key, w, sizeof w));
 }
 
 void oct_profile_data_free(oct_profile_data *d)

@@ -46,6 +46,8 @@ typedef struct gpu_frame {
 typedef struct pool_key {
     oct_geometry geom;
     uint32_t depths[OCT_METHOD_COUNT];
+    uint32_t products; /* buffers hold only these (a volume frame's f32 and volume
+                        * capacity would be ~200 MB of pinned memory each) */
 } pool_key;
 
 typedef struct octd_gpu {
@@ -70,6 +72,7 @@ typedef struct octd_gpu {
     oct_frame_info last;
     bool have_last;
     bool warned_reg;
+    bool warned_rekey;
     bool no_publish; /* at exit: the publisher is gone */
 } octd_gpu;
 
@@ -109,6 +112,7 @@ static void pool_key_of(const octd *d, pool_key *k)
     k->geom = d->eng_geom;
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         k->depths[m] = oct_engine_depths(d->eng, m);
+    k->products = d->params.products & OCT_PRODUCTS_KNOWN;
 }
 
 static void slot_free(octd_slot *s)
@@ -130,18 +134,26 @@ static void pool_reap(octd_gpu *g)
     g->nretired = n;
 }
 
-/* Empties the pool: free buffers are freed, held ones retired. */
-static void pool_clear(octd_gpu *g)
+/* Empties the pool: free buffers are freed, held ones retired.  False (and
+ * nothing changed) when the held ones would not fit in the retired list:
+ * subscribers still hold two earlier pools' images. */
+static bool pool_clear(octd_gpu *g)
 {
     pool_reap(g);
+    int held = 0;
+    for (int i = 0; i < g->nslots; i++)
+        held += atomic_load(&g->slots[i]->refs) != 0;
+    if (g->nretired + held > 2 * POOL_MAX)
+        return false;
     for (int i = 0; i < g->nslots; i++) {
         octd_slot *s = g->slots[i];
-        if (atomic_load(&s->refs) == 0 || g->nretired >= 2 * POOL_MAX)
-            slot_free(s); /* (a full retired list cannot happen: at most one pool's worth each time) */
+        if (atomic_load(&s->refs) == 0)
+            slot_free(s);
         else
             g->retired[g->nretired++] = s;
     }
     g->nslots = 0;
+    return true;
 }
 
 static octd_slot *pool_grow(octd_gpu *g, octd *d)
@@ -150,7 +162,7 @@ static octd_slot *pool_grow(octd_gpu *g, octd *d)
         return NULL;
     oct_error e;
     octd_slot *s = calloc(1, sizeof *s);
-    if (!s || !(s->prod = oct_engine_products_create(d->eng, &e))) {
+    if (!s || !(s->prod = oct_engine_products_create_for(d->eng, g->key.products, &e))) {
         if (s)
             log_once(d, "pinned product buffers", &e);
         free(s);
@@ -162,7 +174,8 @@ static octd_slot *pool_grow(octd_gpu *g, octd *d)
         uint64_t bytes = 1;
         for (int m = 0; m < OCT_METHOD_COUNT; m++)
             for (int k = 0; k < OCT_KIND_COUNT; k++)
-                bytes += (uint64_t)s->prod->img[m][k].cap_pixels * (1 + sizeof(float));
+                bytes += (uint64_t)s->prod->img[m][k].cap_pixels *
+                         (1 + (s->prod->img[m][k].f32 ? sizeof(float) : 0));
         g->slot_bytes = bytes;
         uint64_t n = POOL_BYTES / bytes;
         int lo = g->depth + POOL_EXTRA;
@@ -207,6 +220,42 @@ static void unbind_path(octd_gpu *g)
     g->bound = false;
 }
 
+/* Makes the pool fit the engine's geometry, depths and the products asked
+ * for (a new key: the old buffers go, those ZeroMQ holds once released). */
+static void pool_fill(octd_gpu *g, octd *d)
+{
+    pool_key k;
+    pool_key_of(d, &k);
+    if (memcmp(&k, &g->key, sizeof k) != 0) {
+        if (!pool_clear(g)) {
+            if (!g->warned_rekey)
+                octd_log(LOG_WARNING, "product buffers: subscribers still hold earlier ones; "
+                                      "keeping the current buffers for now");
+            g->warned_rekey = true;
+            return;
+        }
+        g->warned_rekey = false;
+        g->key = k;
+        g->pool_max = 0; /* set from the first new buffer's size */
+    }
+    pool_reap(g);
+    /* Up front, so the first frames do not wait for pinned allocations. */
+    while (g->nslots < g->depth + POOL_EXTRA && pool_grow(g, d))
+        ;
+    bool have_reserve = false;
+    for (int i = 0; i < g->nslots; i++)
+        have_reserve |= g->slots[i]->copy_only;
+    octd_slot *r = have_reserve ? NULL : pool_grow(g, d);
+    if (r)
+        r->copy_only = true;
+    /* Products of a few MB (B-scans; volumes without the volume product):
+     * the whole pool now, so that no pinned allocation (slow, and it may
+     * synchronise the device) happens in the frame loop. */
+    if (g->nslots > 0 && (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)
+        while (g->nslots < g->pool_max && pool_grow(g, d))
+            ;
+}
+
 static bool bind_path(octd_gpu *g, octd *d)
 {
     if (g->bound && g->eng == d->eng && g->ring == d->ring)
@@ -228,29 +277,8 @@ static bool bind_path(octd_gpu *g, octd *d)
         g->depth = OCT_ENGINE_DEPTH_MAX;
     g->head = g->count = 0;
     g->have_last = false;
-    pool_key k;
-    pool_key_of(d, &k);
-    if (memcmp(&k, &g->key, sizeof k) != 0) {
-        pool_clear(g); /* buffers still held by ZeroMQ are freed once released */
-        g->key = k;
-        g->pool_max = 0; /* set from the first new buffer's size */
-    }
-    pool_reap(g);
-    /* Up front, so the first frames do not wait for pinned allocations. */
     uint64_t t0 = oct_time_monotonic_ns();
-    while (g->nslots < g->depth + POOL_EXTRA && pool_grow(g, d))
-        ;
-    bool have_reserve = false;
-    for (int i = 0; i < g->nslots; i++)
-        have_reserve |= g->slots[i]->copy_only;
-    octd_slot *r = have_reserve ? NULL : pool_grow(g, d);
-    if (r)
-        r->copy_only = true;
-    /* Small products (B-scans): the whole pool now, so that no pinned
-     * allocation (slow, and it may synchronise the device) happens later. */
-    if (g->nslots > 0 && (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)
-        while (g->nslots < g->pool_max && pool_grow(g, d))
-            ;
+    pool_fill(g, d);
     /* Register the whole read-only mapping: every slot is then DMA-able. */
     const oct_ring_header *h = oct_ring_consumer_header(d->ring);
     size_t bytes = (size_t)(h->slot0_offset + (uint64_t)h->slot_count * h->slot_stride);
@@ -394,6 +422,12 @@ bool octd_gpu_online_step(octd *d, oct_err *rc_out, oct_error *e)
     octd_gpu *g = d->gpu;
     if (!bind_path(g, d))
         return false;
+    /* The operator changed the products: buffers of the new size (the
+     * frames in flight keep theirs). */
+    if ((d->params.products & OCT_PRODUCTS_KNOWN) != g->key.products) {
+        octd_log(LOG_INFO, "products changed: new pinned product buffers");
+        pool_fill(g, d);
+    }
     /* room for one more frame */
     while (g->count >= g->depth)
         if (!complete_one(g, d, COMPLETE_WAIT_MS))

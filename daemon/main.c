@@ -13,6 +13,11 @@
  *    into the control block as a new generation, and a warning is logged.
  *    If the masks do not fit the new number of samples MSI is switched off
  *    (error logged) and CFD goes on.
+ *  - Before an engine exists (no ring yet) a new generation is validated as
+ *    the engine would: against the ring's or the profile's geometry when one
+ *    is known, else with every rule that needs no geometry (checks.h).
+ *  - Exit status: 78 only for a bad configuration (systemd does not restart
+ *    it); start-up failures that may pass (bind, no GPU, no memory) are 69.
  *  - A rejected generation: the last good values are written back into the
  *    control block (after rejected_gen/reason are published), so `octctl get`
  *    shows what is in use and a later command does not carry the bad values.
@@ -35,11 +40,13 @@
 #include <unistd.h>
 
 #include "oct_control_keys.h"
+#include "checks.h"
 #include "gpu_path.h"
 #include "octd.h"
 #include "save.h"
 
-#define EX_CONFIG 78
+#define EX_CONFIG 78      /* bad configuration: systemd must not restart (RestartPreventExitStatus) */
+#define EX_UNAVAILABLE 69 /* start-up failed for another reason (bind, GPU, memory): restartable */
 #define RING_TIMEOUT_MS 100
 #define ATTACH_INTERVAL_NS 100000000ull
 #define CONTROL_ATTEMPTS 8
@@ -587,6 +594,28 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
     status_counters(d);
 }
 
+/* The engine's validation of p when there is no engine: against the ring's
+ * geometry (attached, engine not planned) or the profile's, with the
+ * profile's arrays for it; without either, every rule that needs no
+ * geometry (checks.h).  What passes here is what oct_engine_set_params
+ * would accept for that geometry. */
+static oct_err check_params_without_engine(octd *d, const oct_params *p, oct_error *e)
+{
+    const oct_geometry *g = d->ring ? &d->ring_geom : d->prof.has_geometry ? &d->prof.geom : NULL;
+    if (!g)
+        return octd_params_check_nogeom(p, &d->prof, e);
+    if (d->data_samples != g->samples) { /* as ensure_engine will */
+        oct_profile_data_free(&d->data);
+        load_data_for(&d->prof, g->samples, &d->data);
+        d->data_samples = g->samples;
+    }
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = *g;
+    oct_profile_setup(&d->prof, &d->data, &s);
+    return oct_params_check(p, &s, e);
+}
+
 static void poll_control(octd *d)
 {
     if (oct_control_generation(d->ctl) == d->seen_gen)
@@ -602,9 +631,10 @@ static void poll_control(octd *d)
     oct_params_from_control(&p, &v);
     if (memcmp(&p, &d->params, sizeof p) != 0) {
         oct_error e;
-        /* Without an engine (no ring yet) the values are checked against
-         * the geometry when the engine is planned. */
-        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e) : OCT_OK;
+        /* Without an engine (no ring yet) the values are checked as far as
+         * the geometry known now allows, with the engine's rules. */
+        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+                            : check_params_without_engine(d, &p, &e);
         if (rc == OCT_OK) {
             d->params = p;
             d->applied_gen = gen;
@@ -646,20 +676,26 @@ static oct_err load_config(const char *path, oct_daemon_config *cfg, oct_profile
     rc = oct_profile_load(prof, cfg->profile_path, e);
     if (rc != OCT_OK)
         return rc;
-    if (prof->has_geometry) {
-        oct_profile_data data;
-        rc = oct_profile_load_data(prof, prof->geom.samples, &data, e);
-        if (rc != OCT_OK)
-            return rc;
-        oct_setup s;
-        oct_setup_default(&s);
-        s.geom = prof->geom;
-        oct_profile_setup(prof, &data, &s);
-        rc = oct_params_check(&prof->params, &s, e);
-        oct_profile_data_free(&data);
-        if (rc != OCT_OK)
+    if (!prof->has_geometry) {
+        /* Sizes against R x M wait for the ring; that each file is there
+         * and parses, and the values' geometry-free rules, do not. */
+        rc = octd_profile_files_check(prof, e);
+        if (rc == OCT_OK && (rc = octd_params_check_nogeom(&prof->params, prof, e)) != OCT_OK)
             return oct_error_prefix(e, rc, "%s", prof->source_path);
+        return rc;
     }
+    oct_profile_data data;
+    rc = oct_profile_load_data(prof, prof->geom.samples, &data, e);
+    if (rc != OCT_OK)
+        return rc;
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = prof->geom;
+    oct_profile_setup(prof, &data, &s);
+    rc = oct_params_check(&prof->params, &s, e);
+    oct_profile_data_free(&data);
+    if (rc != OCT_OK)
+        return oct_error_prefix(e, rc, "%s", prof->source_path);
     return OCT_OK;
 }
 
@@ -853,11 +889,16 @@ static void usage(FILE *f)
             "       octd --version | --help\n"
             "Real-time OCT processing daemon: frame ring -> CFD/MSI images -> ZeroMQ.\n"
             "  -c, --config FILE   octd.ini (SPEC 5.1); its [profile] path names the profile\n"
-            "  -t, --check-config  validate octd.ini, the profile and the masks, then exit\n"
-            "                      (0 valid, 78 invalid)\n"
+            "  -t, --check-config  validate octd.ini, the profile and its data files (masks,\n"
+            "                      reference, ...), then exit (0 valid, 78 invalid)\n"
             "  -f, --foreground    accepted for compatibility; octd always runs in the foreground\n"
             "  -V, --version       print the version\n"
-            "Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.\n");
+            "Signals: SIGHUP reloads the configuration, SIGTERM/SIGINT stop.\n"
+            "Exit status: 0 stopped by a signal; 78 bad configuration (octd.ini, profile or\n"
+            "  data files; restarting does not help); 69 start-up failed for another reason\n"
+            "  (a publish endpoint cannot be bound, the engine cannot be planned: no GPU, out\n"
+            "  of memory; a restart may help); 1 other errors (e.g. another octd is running);\n"
+            "  2 usage.\n");
 }
 
 static int run(octd *d);
@@ -905,7 +946,8 @@ int main(int argc, char **argv)
     warn_save_dir(&d->cfg);
     if (check) {
         if (!d->prof.has_geometry && d->prof.masks_path[0])
-            octd_log(LOG_WARNING, "%s: no geometry: the mask sizes are checked when the ring appears",
+            octd_log(LOG_WARNING, "%s: no geometry: the mask files were read, their sizes "
+                                  "against R x M are checked when the ring appears",
                      d->prof.source_path);
         printf("configuration valid: %s, profile %s\n", config, d->prof.source_path);
         free(d);
@@ -970,13 +1012,16 @@ static int run(octd *d)
     set_state(d, OCT_STATE_STARTING);
     STORE64(d->sb->applied_gen, d->applied_gen);
     d->mode = OCT_STATE_ONLINE;
+    /* The configuration was checked (load_config): failures from here on
+     * (an endpoint in use, no GPU, no memory) may pass, so they are not 78,
+     * which would keep the service down for good. */
     if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
         octd_log(LOG_CRIT, "%s", e.msg);
-        exit_code = EX_CONFIG;
+        exit_code = EX_UNAVAILABLE;
         goto out;
     }
     if (d->prof.has_geometry && !ensure_engine(d, &d->prof.geom)) {
-        exit_code = EX_CONFIG;
+        exit_code = EX_UNAVAILABLE;
         goto out;
     }
     try_attach(d);

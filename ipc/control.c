@@ -14,40 +14,7 @@
 
 #include "ipc_internal.h"
 
-_Static_assert(sizeof(oct_control_block) == 4096, "control block size");
-_Static_assert(offsetof(oct_control_block, magic) == 0, "magic");
-_Static_assert(offsetof(oct_control_block, abi_major) == 8, "abi_major");
-_Static_assert(offsetof(oct_control_block, abi_minor) == 12, "abi_minor");
-_Static_assert(offsetof(oct_control_block, block_bytes) == 16, "block_bytes");
-_Static_assert(offsetof(oct_control_block, seq) == 64, "seq");
-_Static_assert(offsetof(oct_control_block, methods) == 128, "methods");
-_Static_assert(offsetof(oct_control_block, window) == 132, "window");
-_Static_assert(offsetof(oct_control_block, window_param) == 136, "window_param");
-_Static_assert(offsetof(oct_control_block, freq_cutoff) == 140, "freq_cutoff");
-_Static_assert(offsetof(oct_control_block, msi_lag_lo) == 144, "msi_lag_lo");
-_Static_assert(offsetof(oct_control_block, msi_lag_hi) == 148, "msi_lag_hi");
-_Static_assert(offsetof(oct_control_block, scale) == 152, "scale");
-_Static_assert(offsetof(oct_control_block, background) == 156, "background");
-_Static_assert(offsetof(oct_control_block, enface_start) == 160, "enface_start");
-_Static_assert(offsetof(oct_control_block, enface_step) == 164, "enface_step");
-_Static_assert(offsetof(oct_control_block, enface_count) == 168, "enface_count");
-_Static_assert(offsetof(oct_control_block, xsec_h_index) == 172, "xsec_h_index");
-_Static_assert(offsetof(oct_control_block, xsec_v_index) == 176, "xsec_v_index");
-_Static_assert(offsetof(oct_control_block, gsc) == 180, "gsc");
-_Static_assert(offsetof(oct_control_block, contrast) == 192, "contrast");
-_Static_assert(offsetof(oct_control_block, brightness) == 204, "brightness");
-_Static_assert(offsetof(oct_control_block, products) == 216, "products");
-_Static_assert(offsetof(oct_control_block, command_seq) == 224, "command_seq");
-_Static_assert(offsetof(oct_control_block, command) == 232, "command");
-_Static_assert(offsetof(oct_control_block, background_param) == 236, "background_param");
-_Static_assert(offsetof(oct_control_block, klin) == 240, "klin");
-_Static_assert(offsetof(oct_control_block, klin_taps) == 244, "klin_taps");
-_Static_assert(offsetof(oct_control_block, klin_coef) == 248, "klin_coef");
-_Static_assert(offsetof(oct_control_block, klin_source) == 280, "klin_source");
-_Static_assert(offsetof(oct_control_block, disp_a2) == 284, "disp_a2");
-_Static_assert(offsetof(oct_control_block, disp_a3) == 288, "disp_a3");
-_Static_assert(offsetof(oct_control_block, disp_k0) == 292, "disp_k0");
-_Static_assert(sizeof(float) == 4 && sizeof(double) == 8, "f32/f64");
+/* ABI offsets and sizes: static asserts in oct_ipc.h */
 
 struct oct_control {
     char name[OCT_SHM_NAME_MAX + 1];

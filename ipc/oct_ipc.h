@@ -6,7 +6,24 @@
  *  status block   octd writes, anyone reads
  *
  * All multi-byte fields are little-endian; fields marked "atomic" are only
- * accessed with 64/32-bit atomic loads (acquire) and stores (release).
+ * accessed with 64/32-bit atomic loads (acquire) and stores (release).  The
+ * library does this with GCC's __atomic builtins (__atomic_load_n with
+ * __ATOMIC_ACQUIRE, __atomic_store_n with __ATOMIC_RELEASE) on the plain
+ * fields below: the same memory model as C11 atomic_load_explicit /
+ * atomic_store_explicit with memory_order_acquire / memory_order_release,
+ * and compatible with std::atomic_ref, Rust's AtomicU64 or Python writers
+ * that store aligned 8-byte words.
+ *
+ * Control block writers (any language) serialise like this, so they
+ * interoperate with octctl and this library:
+ *   1. flock(fd, LOCK_EX) on the control block's own shm fd (shm_open
+ *      O_RDWR of the name; no side lock file).  The kernel drops the lock
+ *      when a writer dies.
+ *   2. s = seq (acquire).  If s is even: store seq = s+1, release fence.
+ *      If s is odd, a writer died inside: keep s (already odd) and simply
+ *      overwrite every value field, which completes that generation.
+ *   3. write the value fields; store seq = s+1 (release; even again).
+ *   4. flock(fd, LOCK_UN).  The generation is seq/2.
  */
 #ifndef OCT_IPC_H
 #define OCT_IPC_H
@@ -221,6 +238,110 @@ typedef struct oct_status_block {
     uint8_t pad1[4096 - 568];
 } oct_status_block;
 
+
+/* ------------------------------------------------------------------ */
+/* ABI checks: every offset and size above.  They are in the public     */
+/* header so that a program compiled with other flags (packing, -m32,   */
+/* another compiler) fails to build instead of silently disagreeing.    */
+/* ------------------------------------------------------------------ */
+#if defined(__cplusplus)
+#define OCT_ABI_ASSERT(cond, msg) static_assert(cond, "octd ABI: " msg)
+#else
+#define OCT_ABI_ASSERT(cond, msg) _Static_assert(cond, "octd ABI: " msg)
+#endif
+OCT_ABI_ASSERT(sizeof(oct_ring_header) == 4096, "ring header size");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, magic) == 0, "magic");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, abi_major) == 8, "abi_major");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, abi_minor) == 12, "abi_minor");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, header_bytes) == 16, "header_bytes");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, slot_count) == 20, "slot_count");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, slot_stride) == 24, "slot_stride");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, slot0_offset) == 32, "slot0_offset");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, samples) == 40, "samples");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, ascans) == 44, "ascans");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, lines) == 48, "lines");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, sample_type) == 52, "sample_type");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, sample_shift) == 56, "sample_shift");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, flags) == 60, "flags");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, epoch) == 64, "epoch");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, producer_pid) == 72, "producer_pid");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, producer_start_ns) == 80, "producer_start_ns");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, frame_bytes) == 88, "frame_bytes");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, write_seq) == 128, "write_seq");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, heartbeat_ns) == 192, "heartbeat_ns");
+OCT_ABI_ASSERT(offsetof(oct_ring_header, state) == 256, "state");
+OCT_ABI_ASSERT(sizeof(oct_slot_header) == 4096, "slot header size");
+OCT_ABI_ASSERT(offsetof(oct_slot_header, seq) == 0, "slot seq");
+OCT_ABI_ASSERT(offsetof(oct_slot_header, frame_id) == 8, "slot frame_id");
+OCT_ABI_ASSERT(offsetof(oct_slot_header, t_acq_ns) == 16, "slot t_acq_ns");
+OCT_ABI_ASSERT(offsetof(oct_slot_header, flags) == 24, "slot flags");
+OCT_ABI_ASSERT(sizeof(oct_control_block) == 4096, "control block size");
+OCT_ABI_ASSERT(offsetof(oct_control_block, magic) == 0, "magic");
+OCT_ABI_ASSERT(offsetof(oct_control_block, abi_major) == 8, "abi_major");
+OCT_ABI_ASSERT(offsetof(oct_control_block, abi_minor) == 12, "abi_minor");
+OCT_ABI_ASSERT(offsetof(oct_control_block, block_bytes) == 16, "block_bytes");
+OCT_ABI_ASSERT(offsetof(oct_control_block, seq) == 64, "seq");
+OCT_ABI_ASSERT(offsetof(oct_control_block, methods) == 128, "methods");
+OCT_ABI_ASSERT(offsetof(oct_control_block, window) == 132, "window");
+OCT_ABI_ASSERT(offsetof(oct_control_block, window_param) == 136, "window_param");
+OCT_ABI_ASSERT(offsetof(oct_control_block, freq_cutoff) == 140, "freq_cutoff");
+OCT_ABI_ASSERT(offsetof(oct_control_block, msi_lag_lo) == 144, "msi_lag_lo");
+OCT_ABI_ASSERT(offsetof(oct_control_block, msi_lag_hi) == 148, "msi_lag_hi");
+OCT_ABI_ASSERT(offsetof(oct_control_block, scale) == 152, "scale");
+OCT_ABI_ASSERT(offsetof(oct_control_block, background) == 156, "background");
+OCT_ABI_ASSERT(offsetof(oct_control_block, enface_start) == 160, "enface_start");
+OCT_ABI_ASSERT(offsetof(oct_control_block, enface_step) == 164, "enface_step");
+OCT_ABI_ASSERT(offsetof(oct_control_block, enface_count) == 168, "enface_count");
+OCT_ABI_ASSERT(offsetof(oct_control_block, xsec_h_index) == 172, "xsec_h_index");
+OCT_ABI_ASSERT(offsetof(oct_control_block, xsec_v_index) == 176, "xsec_v_index");
+OCT_ABI_ASSERT(offsetof(oct_control_block, gsc) == 180, "gsc");
+OCT_ABI_ASSERT(offsetof(oct_control_block, contrast) == 192, "contrast");
+OCT_ABI_ASSERT(offsetof(oct_control_block, brightness) == 204, "brightness");
+OCT_ABI_ASSERT(offsetof(oct_control_block, products) == 216, "products");
+OCT_ABI_ASSERT(offsetof(oct_control_block, command_seq) == 224, "command_seq");
+OCT_ABI_ASSERT(offsetof(oct_control_block, command) == 232, "command");
+OCT_ABI_ASSERT(offsetof(oct_control_block, background_param) == 236, "background_param");
+OCT_ABI_ASSERT(offsetof(oct_control_block, klin) == 240, "klin");
+OCT_ABI_ASSERT(offsetof(oct_control_block, klin_taps) == 244, "klin_taps");
+OCT_ABI_ASSERT(offsetof(oct_control_block, klin_coef) == 248, "klin_coef");
+OCT_ABI_ASSERT(offsetof(oct_control_block, klin_source) == 280, "klin_source");
+OCT_ABI_ASSERT(offsetof(oct_control_block, disp_a2) == 284, "disp_a2");
+OCT_ABI_ASSERT(offsetof(oct_control_block, disp_a3) == 288, "disp_a3");
+OCT_ABI_ASSERT(offsetof(oct_control_block, disp_k0) == 292, "disp_k0");
+OCT_ABI_ASSERT(sizeof(float) == 4 && sizeof(double) == 8, "f32/f64");
+OCT_ABI_ASSERT(sizeof(oct_status_block) == 4096, "status block size");
+OCT_ABI_ASSERT(offsetof(oct_status_block, magic) == 0, "magic");
+OCT_ABI_ASSERT(offsetof(oct_status_block, abi_major) == 8, "abi_major");
+OCT_ABI_ASSERT(offsetof(oct_status_block, abi_minor) == 12, "abi_minor");
+OCT_ABI_ASSERT(offsetof(oct_status_block, block_bytes) == 16, "block_bytes");
+OCT_ABI_ASSERT(offsetof(oct_status_block, state) == 20, "state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, pid) == 24, "pid");
+OCT_ABI_ASSERT(offsetof(oct_status_block, seq) == 32, "seq");
+OCT_ABI_ASSERT(offsetof(oct_status_block, heartbeat_ns) == 40, "heartbeat_ns");
+OCT_ABI_ASSERT(offsetof(oct_status_block, backend) == 48, "backend");
+OCT_ABI_ASSERT(offsetof(oct_status_block, device) == 80, "device");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_epoch) == 176, "ring_epoch");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_samples) == 184, "ring_samples");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_ascans) == 188, "ring_ascans");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_lines) == 192, "ring_lines");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_sample_type) == 196, "ring_sample_type");
+OCT_ABI_ASSERT(offsetof(oct_status_block, applied_gen) == 200, "applied_gen");
+OCT_ABI_ASSERT(offsetof(oct_status_block, rejected_gen) == 208, "rejected_gen");
+OCT_ABI_ASSERT(offsetof(oct_status_block, rejected_reason) == 216, "rejected_reason");
+OCT_ABI_ASSERT(offsetof(oct_status_block, command_ack_seq) == 344, "command_ack_seq");
+OCT_ABI_ASSERT(offsetof(oct_status_block, command_result) == 352, "command_result");
+OCT_ABI_ASSERT(offsetof(oct_status_block, command_message) == 360, "command_message");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_seen) == 488, "frames_seen");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_processed) == 496, "frames_processed");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_skipped) == 504, "frames_skipped");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_torn) == 512, "frames_torn");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_reattaches) == 520, "ring_reattaches");
+OCT_ABI_ASSERT(offsetof(oct_status_block, images_published) == 528, "images_published");
+OCT_ABI_ASSERT(offsetof(oct_status_block, publish_drops) == 536, "publish_drops");
+OCT_ABI_ASSERT(offsetof(oct_status_block, last_frame_id) == 544, "last_frame_id");
+OCT_ABI_ASSERT(offsetof(oct_status_block, last_latency_ns) == 552, "last_latency_ns");
+OCT_ABI_ASSERT(offsetof(oct_status_block, start_ns) == 560, "start_ns");
+
 /* ------------------------------------------------------------------ */
 /* library: frame ring                                                 */
 /* ------------------------------------------------------------------ */
@@ -272,6 +393,17 @@ typedef struct oct_ring_stats {
  * OCT_ENOENT when absent, OCT_EAGAIN while state is INIT. */
 oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_error *e);
 void oct_ring_consumer_close(oct_ring_consumer *c);
+/* After OCT_ESTALE or OCT_ECLOSED: re-opens the same name, waiting up to
+ * timeout_ms (sleeping, 5 ms steps) for a producer's new ring, and adopts it:
+ * its epoch, geometry and frame size (read them again with
+ * oct_ring_consumer_geometry/_header; frames are then taken from the newest
+ * one on), keeping the counters (reattaches + 1).  The same ring (same
+ * epoch) still CLOSED or with a stale heartbeat, no ring, or a ring in state
+ * INIT count as "not there yet": OCT_EAGAIN with
+ * timeout_ms <= 0 (one try), else OCT_ETIMEDOUT.  A ring that is there but
+ * refused (magic, ABI, geometry) returns that error at once.  On any error
+ * c is unchanged (still the old mapping) and may be re-attached again. */
+oct_err oct_ring_consumer_reattach(oct_ring_consumer *c, int timeout_ms, oct_error *e);
 const oct_ring_header *oct_ring_consumer_header(const oct_ring_consumer *c);
 void oct_ring_consumer_geometry(const oct_ring_consumer *c, oct_geometry *g);
 
@@ -280,7 +412,8 @@ void oct_ring_consumer_geometry(const oct_ring_consumer *c, oct_geometry *g);
  * OCT_ETORN (copy discarded, counted; call again; info->seq and
  * info->skipped still name the lost frame), OCT_ECLOSED (state
  * CLOSED), OCT_ESTALE (epoch changed, object unlinked/replaced or heartbeat
- * older than stale_ms): the caller closes and re-opens.  Sleeps, never spins. */
+ * older than stale_ms): the caller re-attaches (oct_ring_consumer_reattach)
+ * or closes and re-opens.  Sleeps, never spins. */
 oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
                                size_t dst_bytes, int timeout_ms, oct_frame_info *info,
                                oct_error *e);
@@ -317,8 +450,9 @@ oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, ui
 /* Current generation without reading the values. */
 uint64_t oct_control_generation(const oct_control *c);
 
-/* Writer: lock (flock on a side lock file, so writers in several processes
- * serialise and a dead writer's lock is released), read the current values,
+/* Writer: lock (flock(LOCK_EX) on the block's shm fd itself, so writers in
+ * several processes serialise and a dead writer's lock is released by the
+ * kernel; see the protocol at the top of this file), read the current values,
  * call fn to modify them, write them as one generation.  Returns the new
  * generation in *gen.  A writer that finds the seq odd (a writer died inside)
  * completes the generation itself. */

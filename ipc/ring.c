@@ -18,33 +18,7 @@
 
 #include "ipc_internal.h"
 
-/* ---- ABI: every offset and size of SPEC 3.1 ---- */
-_Static_assert(sizeof(oct_ring_header) == 4096, "ring header size");
-_Static_assert(offsetof(oct_ring_header, magic) == 0, "magic");
-_Static_assert(offsetof(oct_ring_header, abi_major) == 8, "abi_major");
-_Static_assert(offsetof(oct_ring_header, abi_minor) == 12, "abi_minor");
-_Static_assert(offsetof(oct_ring_header, header_bytes) == 16, "header_bytes");
-_Static_assert(offsetof(oct_ring_header, slot_count) == 20, "slot_count");
-_Static_assert(offsetof(oct_ring_header, slot_stride) == 24, "slot_stride");
-_Static_assert(offsetof(oct_ring_header, slot0_offset) == 32, "slot0_offset");
-_Static_assert(offsetof(oct_ring_header, samples) == 40, "samples");
-_Static_assert(offsetof(oct_ring_header, ascans) == 44, "ascans");
-_Static_assert(offsetof(oct_ring_header, lines) == 48, "lines");
-_Static_assert(offsetof(oct_ring_header, sample_type) == 52, "sample_type");
-_Static_assert(offsetof(oct_ring_header, sample_shift) == 56, "sample_shift");
-_Static_assert(offsetof(oct_ring_header, flags) == 60, "flags");
-_Static_assert(offsetof(oct_ring_header, epoch) == 64, "epoch");
-_Static_assert(offsetof(oct_ring_header, producer_pid) == 72, "producer_pid");
-_Static_assert(offsetof(oct_ring_header, producer_start_ns) == 80, "producer_start_ns");
-_Static_assert(offsetof(oct_ring_header, frame_bytes) == 88, "frame_bytes");
-_Static_assert(offsetof(oct_ring_header, write_seq) == 128, "write_seq");
-_Static_assert(offsetof(oct_ring_header, heartbeat_ns) == 192, "heartbeat_ns");
-_Static_assert(offsetof(oct_ring_header, state) == 256, "state");
-_Static_assert(sizeof(oct_slot_header) == 4096, "slot header size");
-_Static_assert(offsetof(oct_slot_header, seq) == 0, "slot seq");
-_Static_assert(offsetof(oct_slot_header, frame_id) == 8, "slot frame_id");
-_Static_assert(offsetof(oct_slot_header, t_acq_ns) == 16, "slot t_acq_ns");
-_Static_assert(offsetof(oct_slot_header, flags) == 24, "slot flags");
+/* ABI offsets and sizes: static asserts in oct_ipc.h */
 
 #define PAGE 4096ull
 #define SLOT_COUNT_MAX 65536u
@@ -457,6 +431,59 @@ void oct_ring_consumer_close(oct_ring_consumer *c)
         return;
     munmap((void *)c->map, c->map_bytes);
     free(c);
+}
+
+oct_err oct_ring_consumer_reattach(oct_ring_consumer *c, int timeout_ms, oct_error *e)
+{
+    if (!c)
+        return oct_error_set(e, OCT_EINVAL, "ring: no consumer given");
+    uint64_t t0 = oct_time_monotonic_ns();
+    uint64_t deadline = t0 + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ull : 0);
+    oct_error e2;
+    for (;;) {
+        oct_ring_consumer *n = NULL;
+        oct_err err = oct_ring_consumer_open(&n, c->name, &e2);
+        if (!err) {
+            /* the same object, closed or with a stale heartbeat: its
+             * producer has not come back yet (a fresh heartbeat: adopt it
+             * again, the producer was only paused) */
+            uint64_t now = oct_time_monotonic_ns();
+            uint64_t hb = OCT_LOAD_ACQ(&n->h->heartbeat_ns);
+            bool stale = now > hb && now - hb > (uint64_t)c->stale_ms * 1000000ull;
+            if (n->epoch == c->epoch && n->ino == c->ino && n->dev == c->dev &&
+                (OCT_LOAD_ACQ(&n->h->state) == OCT_RING_CLOSED || stale)) {
+                oct_ring_consumer_close(n);
+                err = oct_error_set(&e2, OCT_EAGAIN, "ring %s is still the %s ring of epoch "
+                                    "%016llx (no new producer yet)",
+                                    c->name, stale ? "stale" : "closed",
+                                    (unsigned long long)c->epoch);
+            } else {
+                /* adopt the new mapping, geometry and epoch; keep the counters */
+                oct_ring_stats st = c->st;
+                uint32_t stale_ms = c->stale_ms;
+                munmap((void *)c->map, c->map_bytes);
+                *c = *n;
+                free(n);
+                c->st = st;
+                c->st.reattaches++;
+                c->stale_ms = stale_ms;
+                return OCT_OK;
+            }
+        } else if (err != OCT_ENOENT && err != OCT_EAGAIN) {
+            if (e)
+                *e = e2;
+            return err; /* a ring that is there but refused (ABI, geometry...) */
+        }
+        uint64_t now = oct_time_monotonic_ns();
+        if (now >= deadline) {
+            if (timeout_ms <= 0)
+                return oct_error_set(e, OCT_EAGAIN, "%s", e2.msg);
+            return oct_error_set(e, OCT_ETIMEDOUT, "ring %s: not back within %d ms (%s)",
+                                 c->name, timeout_ms, e2.msg);
+        }
+        uint64_t left = deadline - now;
+        oct_ipc_sleep_ns(left < 5000000ull ? left : 5000000ull);
+    }
 }
 
 const oct_ring_header *oct_ring_consumer_header(const oct_ring_consumer *c)

@@ -9,38 +9,7 @@
 
 #include "ipc_internal.h"
 
-_Static_assert(sizeof(oct_status_block) == 4096, "status block size");
-_Static_assert(offsetof(oct_status_block, magic) == 0, "magic");
-_Static_assert(offsetof(oct_status_block, abi_major) == 8, "abi_major");
-_Static_assert(offsetof(oct_status_block, abi_minor) == 12, "abi_minor");
-_Static_assert(offsetof(oct_status_block, block_bytes) == 16, "block_bytes");
-_Static_assert(offsetof(oct_status_block, state) == 20, "state");
-_Static_assert(offsetof(oct_status_block, pid) == 24, "pid");
-_Static_assert(offsetof(oct_status_block, seq) == 32, "seq");
-_Static_assert(offsetof(oct_status_block, heartbeat_ns) == 40, "heartbeat_ns");
-_Static_assert(offsetof(oct_status_block, backend) == 48, "backend");
-_Static_assert(offsetof(oct_status_block, device) == 80, "device");
-_Static_assert(offsetof(oct_status_block, ring_epoch) == 176, "ring_epoch");
-_Static_assert(offsetof(oct_status_block, ring_samples) == 184, "ring_samples");
-_Static_assert(offsetof(oct_status_block, ring_ascans) == 188, "ring_ascans");
-_Static_assert(offsetof(oct_status_block, ring_lines) == 192, "ring_lines");
-_Static_assert(offsetof(oct_status_block, ring_sample_type) == 196, "ring_sample_type");
-_Static_assert(offsetof(oct_status_block, applied_gen) == 200, "applied_gen");
-_Static_assert(offsetof(oct_status_block, rejected_gen) == 208, "rejected_gen");
-_Static_assert(offsetof(oct_status_block, rejected_reason) == 216, "rejected_reason");
-_Static_assert(offsetof(oct_status_block, command_ack_seq) == 344, "command_ack_seq");
-_Static_assert(offsetof(oct_status_block, command_result) == 352, "command_result");
-_Static_assert(offsetof(oct_status_block, command_message) == 360, "command_message");
-_Static_assert(offsetof(oct_status_block, frames_seen) == 488, "frames_seen");
-_Static_assert(offsetof(oct_status_block, frames_processed) == 496, "frames_processed");
-_Static_assert(offsetof(oct_status_block, frames_skipped) == 504, "frames_skipped");
-_Static_assert(offsetof(oct_status_block, frames_torn) == 512, "frames_torn");
-_Static_assert(offsetof(oct_status_block, ring_reattaches) == 520, "ring_reattaches");
-_Static_assert(offsetof(oct_status_block, images_published) == 528, "images_published");
-_Static_assert(offsetof(oct_status_block, publish_drops) == 536, "publish_drops");
-_Static_assert(offsetof(oct_status_block, last_frame_id) == 544, "last_frame_id");
-_Static_assert(offsetof(oct_status_block, last_latency_ns) == 552, "last_latency_ns");
-_Static_assert(offsetof(oct_status_block, start_ns) == 560, "start_ns");
+/* ABI offsets and sizes: static asserts in oct_ipc.h */
 
 #define READ_ATTEMPTS 200
 #define READ_PAUSE_NS 20000ull

@@ -36,6 +36,12 @@ const char *oct_cuda_gemm_name(const oct_engine *eng);
 oct_err oct_cuda_h2d_rate(oct_engine *eng, const void *src, size_t bytes, int reps, double *gbps,
                           oct_error *e);
 
+/* Device memory ceiling: a device-to-device copy between two of the
+ * engine's spectrum-sized buffers, `reps` copies timed by events, in GB/s
+ * counting bytes read + written (the convention of the conversion stage's
+ * rate, oct_stage_times.convert_bytes).  Nothing may be in flight. */
+oct_err oct_cuda_d2d_rate(oct_engine *eng, int reps, double *gbps, oct_error *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1169,6 +1169,12 @@ static unsigned params_diff(const oct_params *a, const oct_params *b)
     return c;
 }
 
+void oct_engine_hold_history(oct_engine *eng, bool hold)
+{
+    if (eng)
+        eng->hold_history = hold;
+}
+
 oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_error *e)
 {
     if (!eng || !params)
@@ -1381,6 +1387,11 @@ void oct_engine_unregister_host(oct_engine *eng, const void *ptr)
 
 oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e)
 {
+    return oct_engine_products_create_for(eng, OCT_PRODUCTS_KNOWN, e);
+}
+
+oct_products *oct_engine_products_create_for(oct_engine *eng, uint32_t products, oct_error *e)
+{
     if (!eng) {
         oct_error_set(e, OCT_EINVAL, "oct_engine_products_create: NULL engine");
         return NULL;
@@ -1390,7 +1401,7 @@ oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e)
         oct_error_set(e, OCT_ENOMEM, "products: out of memory");
         return NULL;
     }
-    if (eng->ops->products_init && eng->ops->products_init(eng, p, e) != OCT_OK) {
+    if (eng->ops->products_init && eng->ops->products_init(eng, p, products, e) != OCT_OK) {
         oct_products_destroy(p);
         return NULL;
     }

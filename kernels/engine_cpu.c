@@ -981,7 +981,19 @@ static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
                 sum += s->acc[(size_t)t * M + n];
             s->meand[n] = sum / (double)nspec;
         }
-        if (c->eng->params.background == OCT_BG_ROLLING) {
+        if (c->eng->params.background == OCT_BG_ROLLING && c->eng->hold_history) {
+            /* as the next frame, without entering the ring: this frame's
+             * mean with the kept rows but the one it would overwrite */
+            bool full = s->hist_n == s->hist_K;
+            uint32_t kept = full ? s->hist_K : s->hist_n + 1;
+            for (uint32_t n = 0; n < M; n++) {
+                double sum = s->meand[n];
+                for (uint32_t k = 0; k < s->hist_n; k++)
+                    if (!(full && k == s->hist_pos))
+                        sum += s->hist[(size_t)k * M + n];
+                s->bg[n] = (float)(sum / kept);
+            }
+        } else if (c->eng->params.background == OCT_BG_ROLLING) {
             /* this frame's mean into the ring, b = mean over the ring */
             memcpy(s->hist + (size_t)s->hist_pos * M, s->meand, sizeof(double) * M);
             s->hist_pos = (s->hist_pos + 1) % s->hist_K;

@@ -586,6 +586,7 @@ struct Slot {
     bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
     bool f32;
     double t_submit;
+    double conv_bytes;           /* device bytes read + written by the conversion stage */
 };
 
 struct HostReg {
@@ -595,6 +596,7 @@ struct HostReg {
 
 struct CudaState {
     int device;
+    bool device_ok;   /* the device was selected: teardown calls mean something */
     uint64_t allocs;
     cudaStream_t s_comp, s_cfd, s_copy, s_d2h;
     cudaEvent_t ev_stg[2], ev_fork;
@@ -626,7 +628,8 @@ struct CudaState {
     float2 *d_Mf;     /* R x K their spectra (FFT path) */
     float *d_Bfull, *d_Benf;
     size_t mat_cap;   /* floats of each matrix */
-    int nl_cap;
+    int nl_cap;       /* lags the matrices hold */
+    bool both_paths;  /* auto path: buffers of both MSI paths, switched live by the lag count */
     float *d_C;
     size_t C_cap;     /* floats */
     float2 *d_Y;
@@ -743,16 +746,33 @@ size_t product_cap(int N, int L, long long S_, int D, int kind)
     }
 }
 
-/* GEMM matrices for up to nl lags: (re)allocates when nl exceeds the capacity. */
+/* Lags the GEMM matrices are made for at create: as many as the cost model
+ * gives the GEMM path (GEMM_LAGS_MAX), so that a live change of the lag
+ * window never allocates; fewer when the two matrices would pass 4 GiB. */
+#define GEMM_LAGS_MAX 128
+int gemm_lag_capacity(const CudaState *s)
+{
+    long long per_lag = (long long)s->R * s->kM * (long long)sizeof(float);
+    long long fit = per_lag > 0 ? (2ll << 30) / per_lag : GEMM_LAGS_MAX;
+    return (int)std::max(1ll, std::min({(long long)GEMM_LAGS_MAX, (long long)s->M - 1, fit}));
+}
+
+/* GEMM matrices for up to nl lags.  Allocates at create; later only when a
+ * forced GEMM path (setup.msi_path = gemm, a test/benchmark knob) is given
+ * more lags than it was made for (the auto path switches to the FFT path
+ * instead, see cuda_update). */
 oct_err ensure_matrices(oct_engine *eng, int nl, oct_error *e)
 {
     CudaState *s = ST(eng);
     if (nl <= s->nl_cap && s->d_Bfull) return OCT_OK;
-    cudaFree(s->d_Bfull); /* cudaFree waits for the device work using them */
-    cudaFree(s->d_Benf);
-    cudaFree(s->d_C);
+    if (s->d_Bfull || s->d_Benf || s->d_C) {
+        CU(cudaDeviceSynchronize()); /* nothing in flight may still read them */
+        CU(cudaFree(s->d_Bfull));
+        CU(cudaFree(s->d_Benf));
+        CU(cudaFree(s->d_C));
+    }
     s->d_Bfull = s->d_Benf = s->d_C = NULL;
-    s->nl_cap = std::max(nl, std::min(s->M - 1, 41));
+    s->nl_cap = std::max(nl, gemm_lag_capacity(s));
     s->mat_cap = (size_t)s->R * s->nl_cap * s->kM;
     TRY(dmalloc(s, &s->d_Bfull, s->mat_cap, "the MSI mask matrix", e));
     TRY(dmalloc(s, &s->d_Benf, s->mat_cap, "the MSI en-face mask matrix", e));
@@ -901,46 +921,60 @@ oct_err prepare_cms(oct_engine *eng, oct_error *e)
     return OCT_OK;
 }
 
+/* Teardown and error paths cannot return an error: they say it on stderr
+ * (octd's log) so a failing device does not go unnoticed. */
+void warn_cuda(const char *what, cudaError_t r)
+{
+    if (r != cudaSuccess) fprintf(stderr, "cuda: %s: %s\n", what, cudaGetErrorString(r));
+}
+
+#define WARN_CUDA(call) warn_cuda(#call, call)
+#define WARN_LIB(call, ok) do { if ((call) != (ok)) fprintf(stderr, "cuda: %s failed\n", #call); } while (0)
+
 void free_state(CudaState *s)
 {
     if (!s) return;
-    for (int i = 0; i < s->nreg; i++) cudaHostUnregister((void *)s->reg[i].ptr);
-    if (s->have_plan_x) cufftDestroy(s->plan_x);
-    if (s->have_plan_m) cufftDestroy(s->plan_m);
-    if (s->have_plan_c2r) cufftDestroy(s->plan_c2r);
-    if (s->have_plan_d) cufftDestroy(s->plan_d);
-    if (s->have_blas) cublasDestroy(s->blas);
+    if (!s->device_ok) { /* nothing was made on a device */
+        free(s);
+        return;
+    }
+    for (int i = 0; i < s->nreg; i++) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
+    if (s->have_plan_x) WARN_LIB(cufftDestroy(s->plan_x), CUFFT_SUCCESS);
+    if (s->have_plan_m) WARN_LIB(cufftDestroy(s->plan_m), CUFFT_SUCCESS);
+    if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);
+    if (s->have_plan_d) WARN_LIB(cufftDestroy(s->plan_d), CUFFT_SUCCESS);
+    if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
     void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
-    for (void *p : dev) cudaFree(p);
+    for (void *p : dev) WARN_CUDA(cudaFree(p));
     for (int i = 0; i < DEPTH; i++) {
         Slot *sl = &s->slot[i];
-        cudaFree(sl->d_raw);
-        cudaFree(sl->d_bad);
-        cudaFreeHost(sl->h_bad);
-        cudaFreeHost(sl->h_out);
+        WARN_CUDA(cudaFree(sl->d_raw));
+        WARN_CUDA(cudaFree(sl->d_bad));
+        WARN_CUDA(cudaFreeHost(sl->h_bad));
+        WARN_CUDA(cudaFreeHost(sl->h_out));
         for (int m = 0; m < OCT_METHOD_COUNT; m++)
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                cudaFree(sl->prod[m][k].f);
-                cudaFree(sl->prod[m][k].u);
+                WARN_CUDA(cudaFree(sl->prod[m][k].f));
+                WARN_CUDA(cudaFree(sl->prod[m][k].u));
             }
         for (int j = 0; j < EV_COUNT; j++)
-            if (sl->ev[j]) cudaEventDestroy(sl->ev[j]);
+            if (sl->ev[j]) WARN_CUDA(cudaEventDestroy(sl->ev[j]));
         cudaEvent_t more[] = {sl->ev_h2d0, sl->ev_h2d1, sl->ev_d2h0, sl->ev_d2h1};
         for (cudaEvent_t ev : more)
-            if (ev) cudaEventDestroy(ev);
+            if (ev) WARN_CUDA(cudaEventDestroy(ev));
     }
-    cudaFreeHost(s->h_stage[0]);
-    cudaFreeHost(s->h_stage[1]);
+    WARN_CUDA(cudaFreeHost(s->h_stage[0]));
+    WARN_CUDA(cudaFreeHost(s->h_stage[1]));
     cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork};
     for (cudaEvent_t ev : evs)
-        if (ev) cudaEventDestroy(ev);
+        if (ev) WARN_CUDA(cudaEventDestroy(ev));
     cudaStream_t st[] = {s->s_comp, s->s_cfd, s->s_copy, s->s_d2h};
     for (cudaStream_t x : st)
-        if (x) cudaStreamDestroy(x);
+        if (x) WARN_CUDA(cudaStreamDestroy(x));
     free(s);
 }
 
@@ -950,6 +984,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     s->device = eng->setup.device;
     TRY(oct_cuda_probe(s->device, eng->device_name, sizeof eng->device_name, e));
     CU(cudaSetDevice(s->device));
+    s->device_ok = true;
     s->M = (int)g->samples;
     s->K = s->M / 2 + 1;
     s->N = (int)g->ascans;
@@ -984,15 +1019,19 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
      * 2*M*nl flops at ~50 TFLOP/s; FFT: ~16*M bytes through memory at
      * ~3 TB/s (~17 flops per byte), i.e. GEMM wins below ~136 lags; the
      * matrices must also fit comfortably. */
+    /* With msi_path auto the buffers of both paths are made, and a live
+     * change of the lag window moves between them without allocating. */
     eng->msi_path = OCT_MSI_GEMM;
+    s->both_paths = false;
     if (s->R > 0) {
-        int nl = lag_count(eng);
-        size_t mat_bytes = (size_t)s->R * std::max(nl, std::min(s->M - 1, 41)) * s->kM * 4;
         if (eng->setup.msi_path == OCT_MSI_FFT) eng->msi_path = OCT_MSI_FFT;
-        else if (eng->setup.msi_path == OCT_MSI_AUTO && (nl > 128 || mat_bytes > (1ull << 31)))
-            eng->msi_path = OCT_MSI_FFT;
+        else if (eng->setup.msi_path == OCT_MSI_AUTO) {
+            s->both_paths = true;
+            if (lag_count(eng) > gemm_lag_capacity(s)) eng->msi_path = OCT_MSI_FFT;
+        }
     }
-    bool gemm = s->R > 0 && eng->msi_path == OCT_MSI_GEMM;
+    bool gemm = s->R > 0 && (eng->msi_path == OCT_MSI_GEMM || s->both_paths);
+    bool fftp = s->R > 0 && (eng->msi_path == OCT_MSI_FFT || s->both_paths);
     bool blas = gemm || s->RC > 0; /* CMS is always one GEMM */
 
     /* work buffers; x3 only for the split-TF32 GEMM */
@@ -1100,7 +1139,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     size_t ng = (size_t)s->N + s->L;
     if (s->R > 0) {
         TRY(dmalloc(s, &s->d_mf, (size_t)s->R * s->M, "the filtered masks", e));
-        if (eng->msi_path == OCT_MSI_FFT) {
+        if (fftp) {
             TRY(dmalloc(s, &s->d_Mf, (size_t)s->R * s->K, "the mask spectra", e));
             FFT(cufftCreate(&s->plan_m));
             s->have_plan_m = true;
@@ -1123,7 +1162,8 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
             wmax = std::max(wmax, ws);
             FFT(cufftSetStream(s->plan_c2r, s->s_comp));
             TRY(dmalloc(s, &s->d_Xg, ng * s->K, "the cross-section spectra", e));
-        } else {
+        }
+        if (gemm) {
             TRY(ensure_matrices(eng, lag_count(eng), e));
             TRY(dmalloc(s, &s->d_xg, ng * s->kM, "the cross-section spectra", e));
         }
@@ -1462,6 +1502,15 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         break;
     }
     LAUNCHED("convert");
+    {
+        /* what the conversion stage moves: the raw frame (twice with a
+         * frame-mean or rolling background: column sums first), each f32
+         * output (4 B per sample) and each TF32 split (12 B per sample) */
+        double ns = (double)s->S * s->M, in = (double)s->frame_bytes;
+        bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
+        sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
+                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)));
+    }
     if (commit) {
         roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
                                                                         s->d_ring, s->M, s->d_roll,
@@ -1567,6 +1616,7 @@ void device_times(const Slot *sl, oct_stage_times *t)
     t->msi_ms = ev_ms(sl->ev[EV_CONV], sl->ev[EV_CMS]); /* MSI + CMS: both matrix products */
     t->products_ms = 0.0; /* fused into the sinks */
     t->device_ms = ev_ms(sl->ev[EV_START], sl->ev[EV_PROD]);
+    t->convert_bytes = sl->conv_bytes;
 }
 
 void wanted(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
@@ -1618,11 +1668,15 @@ const HostReg *find_reg(const CudaState *s, const void *p, size_t bytes)
 }
 
 /* After a failure half-way through enqueueing: let every stream drain so no
- * copy or kernel still touches the caller's buffers. */
+ * copy or kernel still touches the caller's buffers.  (The error that got
+ * us here is already reported; a sticky one would repeat it.) */
 void drain(CudaState *s)
 {
     cudaStream_t st[] = {s->s_copy, s->s_comp, s->s_cfd, s->s_d2h};
-    for (cudaStream_t x : st) cudaStreamSynchronize(x);
+    for (cudaStream_t x : st) {
+        cudaError_t r = cudaStreamSynchronize(x);
+        if (r != cudaSuccess && r != cudaGetLastError()) warn_cuda("draining a stream", r);
+    }
     cudaGetLastError();
 }
 
@@ -1674,7 +1728,7 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     /* compute after the input copy and after the slot's last download */
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev_h2d1, 0));
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev_d2h1, 0));
-    TRY(run_device(eng, sl, sl->want, false, e));
+    TRY(run_device(eng, sl, sl->want, eng->hold_history, e));
 
     /* products -> host (own stream: overlaps the next frame's compute) */
     float *h_f32 = (float *)sl->h_out;
@@ -1816,20 +1870,22 @@ void cuda_unregister_host(oct_engine *eng, const void *ptr)
     CudaState *s = ST(eng);
     for (int i = 0; i < s->nreg; i++) {
         if (s->reg[i].ptr != ptr) continue;
-        cudaSetDevice(s->device);
-        cudaStreamSynchronize(s->s_copy); /* input copies in flight may read it */
-        cudaHostUnregister((void *)ptr);
+        warn_cuda("selecting the device", cudaSetDevice(s->device));
+        /* input copies in flight may read it */
+        warn_cuda("waiting for input copies", cudaStreamSynchronize(s->s_copy));
+        warn_cuda("unregistering host memory", cudaHostUnregister((void *)ptr));
         cudaGetLastError();
         s->reg[i] = s->reg[--s->nreg];
         return;
     }
 }
 
-void cuda_products_free(oct_products *p) { cudaFreeHost(p->priv); }
+void cuda_products_free(oct_products *p) { warn_cuda("freeing pinned products", cudaFreeHost(p->priv)); }
 
 /* One pinned block for every image of the geometry at its largest. */
-oct_err cuda_products_init(oct_engine *eng, oct_products *p, oct_error *e)
+oct_err cuda_products_init(oct_engine *eng, oct_products *p, uint32_t products, oct_error *e)
 {
+    bool f32 = (products & OCT_PRODUCT_F32) != 0;
     CudaState *s = ST(eng);
     CU(cudaSetDevice(s->device));
     size_t total = 0;
@@ -1840,15 +1896,15 @@ oct_err cuda_products_init(oct_engine *eng, oct_products *p, oct_error *e)
             int D = (int)eng->depths[m];
             if (D == 0) continue;
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                size_t cap = product_cap(s->N, s->L, s->S, D, k);
+                size_t cap = (products & OCT_PRODUCT_BIT(k)) ? product_cap(s->N, s->L, s->S, D, k) : 0;
                 if (cap == 0) continue;
                 size_t nidx = (k == OCT_KIND_ENFACE || k == OCT_KIND_CONFOCAL) ? (size_t)D
                               : (k == OCT_KIND_XSEC_H || k == OCT_KIND_XSEC_V) ? 1 : 0;
-                size_t of = off, ou = of + cap * sizeof(float), oi = (ou + cap + 63) & ~(size_t)63;
+                size_t of = off, ou = of + (f32 ? cap * sizeof(float) : 0), oi = (ou + cap + 63) & ~(size_t)63;
                 off = (oi + nidx * sizeof(int32_t) + 63) & ~(size_t)63;
                 if (pass == 0) continue;
                 oct_image *img = &p->img[m][k];
-                img->f32 = (float *)(base + of);
+                img->f32 = f32 ? (float *)(base + of) : NULL;
                 img->u8 = base + ou;
                 img->indices = nidx ? (int32_t *)(base + oi) : NULL;
                 img->cap_pixels = cap;
@@ -1889,7 +1945,7 @@ void cuda_destroy(oct_engine *eng)
 {
     CudaState *s = ST(eng);
     if (!s) return;
-    cudaSetDevice(s->device);
+    warn_cuda("selecting the device", cudaSetDevice(s->device));
     drain(s);
     free_state(s);
     eng->be = NULL;
@@ -1900,6 +1956,19 @@ oct_err cuda_update(oct_engine *eng, unsigned changed, oct_error *e)
     CudaState *s = ST(eng);
     CU(cudaSetDevice(s->device));
     TRY(refresh(eng, changed, e));
+    if ((changed & OCT_CHG_LAGS) && s->R > 0 && s->both_paths) {
+        oct_msi_path want = lag_count(eng) <= s->nl_cap ? OCT_MSI_GEMM : OCT_MSI_FFT;
+        if (want != eng->msi_path) {
+            /* The spectra's R2C moves between the CFD and compute streams
+             * (and shares a work area): let the frames in flight finish. */
+            cudaStream_t st[] = {s->s_copy, s->s_comp, s->s_cfd, s->s_d2h};
+            for (cudaStream_t x : st) CU(cudaStreamSynchronize(x));
+            eng->msi_path = want;
+            s->x_on_comp = want == OCT_MSI_FFT;
+            FFT(cufftSetStream(s->plan_x, s->x_on_comp ? s->s_comp : s->s_cfd));
+            s->matrices_ok = false;
+        }
+    }
     if ((changed & OCT_CHG_LAGS) && eng->msi_path == OCT_MSI_GEMM && s->R > 0)
         TRY(ensure_matrices(eng, lag_count(eng), e));
     return OCT_OK;
@@ -1992,8 +2061,9 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_s
     oct_err err = OCT_OK;
     for (int r = 0; r < reps && err == OCT_OK; r++) {
         err = run_device(eng, sl, want, true, e);
-        if (err == OCT_OK && cudaEventSynchronize(sl->ev[EV_PROD]) != cudaSuccess)
-            err = oct_error_set(e, OCT_EDEVICE, "cuda: %s", cudaGetErrorString(cudaGetLastError()));
+        cudaError_t cr = err == OCT_OK ? cudaEventSynchronize(sl->ev[EV_PROD]) : cudaSuccess;
+        if (cr != cudaSuccess)
+            err = oct_error_set(e, OCT_EDEVICE, "cuda: timing replay: %s", cudaGetErrorString(cr));
         memset(&ts[r], 0, sizeof ts[r]);
         device_times(sl, &ts[r]);
         ts[r].total_ms = ts[r].device_ms;
@@ -2011,6 +2081,30 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_s
     free(v);
     free(ts);
     return err;
+}
+
+oct_err oct_cuda_d2d_rate(oct_engine *eng, int reps, double *gbps, oct_error *e)
+{
+    if (!is_cuda(eng)) return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: not a CUDA engine");
+    CudaState *s = ST(eng);
+    if (!gbps) return oct_error_set(e, OCT_EINVAL, "cuda: d2d rate: no result pointer");
+    if (s->count > 0)
+        return oct_error_set(e, OCT_ESTATE, "cuda: %d frame(s) in flight: complete them first", s->count);
+    if (reps < 1) reps = 1;
+    CU(cudaSetDevice(s->device));
+    /* d_xp and d_xk (S x M floats each) are scratch between frames */
+    size_t bytes = (size_t)s->S * s->M * sizeof(float);
+    Slot *sl = &s->slot[0];
+    CU(cudaMemcpyAsync(s->d_xk, s->d_xp, bytes, cudaMemcpyDeviceToDevice, s->s_comp)); /* warm-up */
+    CU(cudaEventRecord(sl->ev_h2d0, s->s_comp));
+    for (int r = 0; r < reps; r++)
+        CU(cudaMemcpyAsync(s->d_xk, s->d_xp, bytes, cudaMemcpyDeviceToDevice, s->s_comp));
+    CU(cudaEventRecord(sl->ev_h2d1, s->s_comp));
+    CU(cudaEventSynchronize(sl->ev_h2d1));
+    float ms = 0.0f;
+    CU(cudaEventElapsedTime(&ms, sl->ev_h2d0, sl->ev_h2d1));
+    *gbps = ms > 0 ? 2.0 * (double)bytes * reps / ((double)ms * 1e-3) / 1e9 : 0.0;
+    return OCT_OK;
 }
 
 oct_err oct_cuda_h2d_rate(oct_engine *eng, const void *src, size_t bytes, int reps, double *gbps,

@@ -56,7 +56,7 @@ typedef struct oct_backend_ops {
     oct_err (*register_host)(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e);
     void (*unregister_host)(oct_engine *eng, const void *ptr);
     /* Fills p's images with engine-owned buffers (fixed = true, pinned) */
-    oct_err (*products_init)(oct_engine *eng, oct_products *p, oct_error *e);
+    oct_err (*products_init)(oct_engine *eng, oct_products *p, uint32_t products, oct_error *e);
 } oct_backend_ops;
 
 struct oct_engine {
@@ -76,6 +76,7 @@ struct oct_engine {
     int32_t *enface_idx[OCT_METHOD_COUNT];  /* idx_q < D of each method */
     uint32_t enface_n[OCT_METHOD_COUNT];    /* Q actually used per method */
     oct_msi_path msi_path;    /* FFT or GEMM, chosen by the backend */
+    bool hold_history;        /* frames do not enter the rolling history */
 
     /* k-linearisation (CFD), built by engine.c from params (+ klin_positions):
      * y[n] = sum_{t<klin_T} klin_w[n*klin_T+t] * x'[klin_idx[n*klin_T+t]],

@@ -264,6 +264,13 @@ const oct_setup *oct_engine_setup(const oct_engine *eng); /* masks/reference are
 oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_bytes,
                            oct_products *out, oct_error *e);
 
+/* While held, frames are processed with the rolling background they would
+ * get as the next frame (this frame's mean with the newest K-1 of the
+ * history) but do not enter the history: review mode re-processes one kept
+ * frame again and again, which must not drift the background.  Applies to
+ * frames processed or submitted after the call. */
+void oct_engine_hold_history(oct_engine *eng, bool hold);
+
 const char *oct_engine_backend_name(const oct_engine *eng); /* "cpu", "cuda" */
 const char *oct_engine_device_name(const oct_engine *eng);  /* CPU model or GPU name */
 oct_msi_path oct_engine_msi_path(const oct_engine *eng);    /* path in use (FFT or GEMM) */
@@ -326,6 +333,13 @@ void oct_engine_unregister_host(oct_engine *eng, const void *ptr);
  * be handed to ZeroMQ zero-copy.  Never reallocated; free with
  * oct_products_destroy() (before or after the engine).  CPU: a plain object. */
 oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e);
+/* The same, with room only for the products in `products` (OCT_PRODUCT_*
+ * bits; float32 copies only with OCT_PRODUCT_F32): a volume frame's pinned
+ * buffer shrinks from hundreds of MB (volume and f32 capacity) to the few MB
+ * of its en-face stack and cross-sections.  A frame that asks for more than
+ * the object holds fails with OCT_ESIZE: make new objects when the products
+ * change. */
+oct_products *oct_engine_products_create_for(oct_engine *eng, uint32_t products, oct_error *e);
 
 /* Stage timings of the last oct_engine_process(), in milliseconds (for octbench). */
 typedef struct oct_stage_times {
@@ -337,6 +351,7 @@ typedef struct oct_stage_times {
     double d2h_ms;       /* device -> host copy of the products (CUDA; 0 on CPU) */
     double total_ms;     /* whole oct_engine_process() call */
     double device_ms;    /* CUDA: device time without the copies (events); CPU: = total */
+    double convert_bytes; /* CUDA: device memory the conversion stage read + wrote (0 on CPU) */
 } oct_stage_times;
 void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t);
 

@@ -4,8 +4,10 @@
 # through octd's pipelined zero-copy path (OCTD_ZERO_COPY=1 forces it for the
 # depth-1 CPU engine) and once through the copying path.  Checks that frames
 # arrive, that the table is complete and that a paced rate loses no frame.
+# Smoke runs of `octbench --quick --only ipc` and `--only bscan-msi --backend
+# cpu` (exit 0, their tables printed).
 # Then tests/e2e_daemon.sh once more with OCTD_ZERO_COPY=1.
-# Exit 0 pass, 77 skip, else fail.  About 25 s.
+# Exit 0 pass, 77 skip, else fail.  About 30 s.
 set -u
 BIN=${BIN:-bin}
 for p in octbench octd; do
@@ -36,6 +38,24 @@ timeout 40 "$BIN/octbench" --e2e --quick --backend cpu --only bscan --seconds 0.
 grep -q "pipelined" "$TMP/out.txt" && fail "the copying path was not used for the CPU engine"
 check_rows bscan
 echo "ok copying path: $(grep -E '^# bscan: (highest|no frame)' "$TMP/out.txt")"
+
+# smoke runs of the other parts: the IPC ring benchmark and one engine workload
+timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
+grep -q "^shared-memory ring" "$TMP/out.txt" || fail "--only ipc: no ring table"
+grep -q "^case .*GB/s .*lost .*torn" "$TMP/out.txt" || fail "--only ipc: no table header"
+for w in "bscan 500x1024 u16" "volume 200x192x1024 u16"; do
+    awk -v w="$w" 'index($0, w) == 1 { n++; if ($(NF - 7) + 0 <= 0) bad++ }
+                   END { exit !(n == 1 && bad == 0) }' "$TMP/out.txt" || fail "--only ipc: no row '$w' with GB/s > 0"
+done
+echo "ok octbench --quick --only ipc: $(grep -c -E '^(bscan|volume) ' "$TMP/out.txt") rows"
+timeout 120 "$BIN/octbench" --quick --only bscan-msi --backend cpu >"$TMP/out.txt" 2>&1 ||
+    fail "octbench --quick --only bscan-msi --backend cpu exit $?"
+grep -q "^engine workloads" "$TMP/out.txt" || fail "--only bscan-msi: no engine table"
+grep -q "^workload .*total .*A-scans/s" "$TMP/out.txt" || fail "--only bscan-msi: no table header"
+awk '$1 == "bscan-msi" && $2 == "cpu" && /seed-cpu/ { n++ } END { exit !(n == 1) }' "$TMP/out.txt" ||
+    fail "--only bscan-msi: no cpu row with the seed speed-up"
+[ "$(grep -c -E '^(bscan|volume|msi|li)-' "$TMP/out.txt")" -eq 1 ] || fail "--only bscan-msi ran other workloads"
+echo "ok octbench --quick --only bscan-msi --backend cpu: $(awk '$1 == "bscan-msi" { print $10 " ms" }' "$TMP/out.txt")"
 
 # bad option: a clear refusal, no child left behind
 "$BIN/octbench" --e2e --only nosuch >"$TMP/out.txt" 2>&1 && fail "--only nosuch accepted"

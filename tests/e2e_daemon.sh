@@ -7,7 +7,12 @@
 #  save leaves nothing); SIGHUP with a good and a bad profile; the sd_notify
 #  protocol on an abstract socket (READY, STATUS, WATCHDOG, RELOADING,
 #  STOPPING); a ring restart with a new geometry; no subscriber; SIGTERM
-#  within a second.  Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
+#  within a second.  Also: data files named by a profile without geometry
+#  are checked (missing / unparsable: 78); a publish endpoint in use exits 69,
+#  not 78; control values validated before any ring; every SPEC 6 header
+#  field of a B-scan and an en-face message.  A sub-check that cannot run
+#  here prints "SKIP (part): ..." (the script may still pass).
+#  Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -121,6 +126,54 @@ sed "s#^level = warning#level = err#" "$T/lw.ini" >"$T/le.ini"
 grep -q "^<4>octd: .*nosuchdir" "$T/lw.txt" || fail "level warning: no <4> warning: $(cat "$T/lw.txt")"
 ! grep -q "^<[4-7]>" "$T/le.txt" || fail "level err lets through: $(cat "$T/le.txt")"
 echo "ok   --check-config: 0 / 78 with file:line:key"
+# data files of a profile without geometry: missing or unparsable -> 78 naming key and file
+sed "s#$T/profile.yaml#$T/dataprof.yaml#" "$T/octd.ini" >"$T/data.ini"
+for bad in missing garbage truncated rows; do
+    profile 1 | sed "s#file: masks.npy#file: $bad.npy#" >"$T/dataprof.yaml"
+    case $bad in
+    garbage) echo "not an npy file" >"$T/$bad.npy" ;;
+    truncated) head -c 200 "$T/masks.npy" >"$T/$bad.npy" ;;
+    rows) "$PYTHON" -c "import numpy as n; n.save('$T/$bad.npy', n.ones(($R + 1, $M), n.float32))" ;;
+    esac
+    "$BIN/octd" --config "$T/data.ini" --check-config >/dev/null 2>"$T/data.txt"
+    rc=$?
+    [ $rc = 78 ] || fail "--check-config with a $bad mask file (no geometry): exit $rc, not 78"
+    grep -q "dataprof.yaml.*msi.masks.file.*$bad.npy" "$T/data.txt" ||
+        fail "$bad mask file: the message names no file and key: $(cat "$T/data.txt")"
+    # and octd itself refuses to start on it
+    if [ $bad = missing ]; then
+        "$BIN/octd" --config "$T/data.ini" >/dev/null 2>&1
+        rc=$?
+        [ $rc = 78 ] || fail "octd started with a missing mask file: exit $rc, not 78"
+    fi
+done
+profile 1 | sed 's#^background:.*##; s#^scale: log#scale: log\nbackground: {mode: reference, reference: noref.npy}#' >"$T/dataprof.yaml"
+"$BIN/octd" --config "$T/data.ini" --check-config >/dev/null 2>"$T/data.txt"
+[ $? = 78 ] && grep -q "background.reference.*noref.npy" "$T/data.txt" ||
+    fail "missing background.reference (no geometry) passes or is not named: $(cat "$T/data.txt")"
+echo "ok   --check-config without geometry: missing / unparsable / wrong-row mask file and missing reference: 78 naming key and file"
+# a start-up failure that is not a configuration error: exit 69, not 78
+PORT_FILE="$T/port"
+"$PYTHON" - "$PORT_FILE" <<'EOF2' &
+import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(1)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(20)
+EOF2
+HOLDER=$!
+PIDS+=($HOLDER)
+wait_for 5 '[ -s "$PORT_FILE" ]' || fail "port holder"
+sed -e "s#^endpoint = .*#endpoint = tcp://127.0.0.1:$(cat "$PORT_FILE")#" -e "s#$N-#$N-busy-#g" "$T/octd.ini" >"$T/busy.ini"
+"$BIN/octd" --config "$T/busy.ini" --check-config >/dev/null 2>&1 || fail "busy.ini should be a valid configuration"
+timeout 10 "$BIN/octd" --config "$T/busy.ini" >/dev/null 2>"$T/busy.txt"
+rc=$?
+rm -f "/dev/shm$N-busy-control" "/dev/shm$N-busy-status"
+kill $HOLDER 2>/dev/null
+[ $rc = 69 ] || fail "octd with its publish endpoint in use: exit $rc, not 69 (EX_UNAVAILABLE): $(tail -2 "$T/busy.txt")"
+echo "ok   publish endpoint in use at start: exit 69, not 78 ($(grep -o 'tcp://[^ ]*.*' "$T/busy.txt" | head -1 | cut -c1-80))"
 
 # ---- 2. start: sd_notify listener on an abstract socket, octd, producer ----
 "$PYTHON" - "@octe2e-notify-$$" "$T/notify.txt" <<'EOF' &
@@ -145,6 +198,20 @@ OCTD=$!
 wait_for 5 'grep -q "READY=1" "$T/notify.txt" 2>/dev/null' || fail "no READY=1"
 grep -q "READY=1.*waiting for ring" "$T/notify.txt" || fail "READY without 'waiting for ring'"
 [ "$(st state)" = online ] || fail "state $(st state) before the ring"
+# no ring yet (no engine, no geometry in the profile): control values are
+# still validated, with the reason in the status block; valid ones apply
+for kv in lag_window=2,-2 freq_cutoff=-5 window=tukey:2 xsec.h_index=-1 lag_window=-5000,5000 methods=cms; do
+    out=$("${CTL[@]}" set "$kv")
+    rc=$?
+    [ $rc = 1 ] || fail "no ring: octctl set $kv: exit $rc ($out), not 1"
+    echo "$out" | grep -q "^rejected (generation [0-9]*): ${kv%%[.=_]*}" || fail "no ring: set $kv: $out"
+    [ "$(st rejected_reason)" = "${out#*: }" ] || fail "no ring: status rejected_reason '$(st rejected_reason)' for $kv"
+done
+out=$("${CTL[@]}" set freq_cutoff=6 lag_window=-5,5) || fail "no ring: a valid generation: $out"
+echo "$out" | grep -q "^applied" || fail "no ring: valid set printed $out"
+[ "$("${CTL[@]}" get freq_cutoff lag_window | tr '\n' ' ')" = "freq_cutoff=6 lag_window=-5,5 " ] || fail "no ring: values not applied"
+"${CTL[@]}" set freq_cutoff=4 lag_window=-3,3 >/dev/null || fail "no ring: restoring the profile's values"
+echo "ok   no ring yet: invalid control values rejected with the reason (lag order/bounds, F < 0, tukey alpha, xsec < 0, cms), valid ones applied"
 [ "$(stat -c %a "/dev/shm$N-control")" = 660 ] || fail "control block mode $(stat -c %a "/dev/shm$N-control")"
 [ "$(stat -c %a "/dev/shm$N-status")" = 664 ] || fail "status block mode $(stat -c %a "/dev/shm$N-status")"
 "$BIN/octsim" replay "$T/frame.npy" --ring "$N-frames" --loop --rate $((A * 25)) --quiet 2>"$T/sim.log" &
@@ -215,7 +282,47 @@ for m in cfd msi; do
     "$PYTHON" "$T/cmp.py" png "$T"/g1/bscan_${m}_0*.png "$T/ref/bscan_$m.png" || fail "bscan/$m differs from octproc"
 done
 grep -q "^bscan/msi/f32 .*shape \[$R,$A\]" "$T/g1.txt" || fail "bscan/msi/f32 shape: $(head -3 "$T/g1.txt")"
-echo "ok   published B-scans (u8 + f32, CFD + MSI) equal octproc's"
+# every SPEC 6 header field, with sensible values (octgrab --headers prints them)
+cat >"$T/hdr.py" <<'EOF'
+import json, sys, time
+path, epoch, gen, M, N, L, R = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), *map(int, sys.argv[4:8])
+want = sys.argv[8]  # kind/method
+hs = [json.loads(l) for l in open(path) if l.startswith("{")]
+assert hs, "no header line"
+fields = ["htype", "topic", "kind", "method", "frame_id", "frame_seq", "image_seq", "epoch",
+          "t_acq_ns", "t_pub_ns", "shape", "dtype", "indices", "params_gen", "skipped", "torn"]
+now = time.time_ns()
+for h in hs:
+    missing = [f for f in fields if f not in h]
+    assert not missing, f"{h.get('topic')}: missing {missing}"
+    assert h["htype"] == "octd-image-1", h["htype"]
+    f32 = h["topic"].endswith("/f32")
+    assert h["topic"] == want + ("/f32" if f32 else ""), (h["topic"], want)
+    assert h["topic"] == f"{h['kind']}/{h['method']}" + ("/f32" if f32 else ""), h["topic"]
+    assert h["epoch"] == epoch, (h["epoch"], epoch)
+    assert h["dtype"] == ("f32" if f32 else "u8"), (h["topic"], h["dtype"])
+    for f in ("frame_id", "frame_seq", "image_seq", "t_acq_ns", "t_pub_ns", "params_gen", "skipped", "torn"):
+        assert isinstance(h[f], int) and h[f] >= 0, (f, h[f])
+    assert h["frame_seq"] > 0 and 0 < h["params_gen"] <= gen, (h["frame_seq"], h["params_gen"], gen)
+    assert 0 < h["t_acq_ns"] <= h["t_pub_ns"] <= now and now - h["t_pub_ns"] < 60e9, (h["t_acq_ns"], h["t_pub_ns"])
+    assert h["torn"] == 0, h["torn"]
+    D = M // 2 + 1 if h["method"] == "cfd" else R  # depths: CFD 0..M/2, MSI one per mask
+    if h["kind"] == "bscan":
+        assert h["shape"] == [D, N] and h["indices"] == [], (h["shape"], h["indices"])
+    else:  # enface start 10 step 20 count 4: the depths that exist (MSI: < R)
+        q = len(h["indices"])
+        assert h["shape"] == [q, L, N] and 1 <= q <= 4, (h["shape"], h["indices"])
+        assert h["indices"] == [i for i in (10, 30, 50, 70) if i < D], (h["indices"], D)
+seqs = {}
+for h in hs:  # image_seq grows per topic
+    assert h["image_seq"] > seqs.get(h["topic"], -1), (h["topic"], h["image_seq"])
+    seqs[h["topic"]] = h["image_seq"]
+EOF
+"$BIN/octgrab" --endpoint "ipc://$T/pub" --topic bscan/cfd --count 4 --timeout 10 --headers --quiet >"$T/h1.txt" ||
+    fail "octgrab --headers: $(tail -3 "$T/h1.txt")"
+"$PYTHON" "$T/hdr.py" "$T/h1.txt" "$(st ring_epoch)" "$(st applied_gen)" $M $A 1 $R bscan/cfd ||
+    fail "published B-scan headers: $(grep '^{' "$T/h1.txt" | head -2)"
+echo "ok   published B-scans (u8 + f32, CFD + MSI) equal octproc's; their headers carry every SPEC 6 field"
 
 # ---- 4. a control change takes effect on the next frame -------------------------
 out=$("${CTL[@]}" set display.bscan.gsc=2 window=tukey:0.5) || fail "octctl set: $out"
@@ -335,7 +442,7 @@ if mount -t tmpfs -o size=16k,mode=0777 octd-e2e "$T/save" 2>/dev/null; then
     umount "$T/save" && MOUNTED=""
     echo "ok   disk full / read-only: FAILED with the reason, nothing left behind"
 else
-    echo "note: not root: the disk-full and read-only save checks were not run"
+    echo "SKIP (part): disk-full and read-only save checks NOT run: cannot mount a tmpfs on $T/save (needs root / CAP_SYS_ADMIN)"
 fi
 "${CTL[@]}" online | grep -q ok || fail "online"
 p0=$(st frames_processed)
@@ -375,6 +482,12 @@ grep -q "clamp" "$T/octd.log" || fail "xsec.v_index 40 >= 24 A-scans: no clampin
 grep -q "^enface/cfd .*shape \[4,6,24\]" "$T/g3.txt" || fail "enface shape: $(cat "$T/g3.txt")"
 grep -q "^xsec_v/msi .*shape \[$R,6\]" "$T/g3.txt" || fail "xsec_v shape: $(cat "$T/g3.txt")"
 echo "ok   ring restart with a new geometry: re-attached, re-planned, clamped, volume products"
+# every SPEC 6 header field of an en-face message of the volume (the B-scan: section 3)
+"$BIN/octgrab" --endpoint "ipc://$T/pub" --topic enface/msi --count 4 --timeout 10 \
+    --headers --quiet >"$T/h2.txt" || fail "octgrab --headers: $(tail -3 "$T/h2.txt")"
+"$PYTHON" "$T/hdr.py" "$T/h2.txt" "$(st ring_epoch)" "$(st applied_gen)" $M 24 6 $R enface/msi ||
+    fail "published en-face headers: $(grep '^{' "$T/h2.txt" | head -2)"
+echo "ok   en-face headers (octgrab --headers) carry every SPEC 6 field with sensible values"
 
 # ---- 10. watchdog and status notifications, then SIGTERM within a second ----------
 w=$(grep -c "WATCHDOG=1" "$T/notify.txt")

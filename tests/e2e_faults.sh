@@ -9,15 +9,19 @@
 #     published; consumer lapped: counted (seen = processed + skipped + torn)
 #  3. producer truncating the ring under octd's mapping (to 0 and to the
 #     header): no SIGBUS death, detach, re-attach to the next ring
-#  4. control writer dying inside a write (odd seq): octd goes on, recovers
+#  4. control writer dying inside a write (odd seq, garbage methods and a NaN
+#     gsc half-written): octd goes on; the next writer's generation is built
+#     on top of those fields (ipc/control.c), so octd rejects it as a whole;
+#     octd writes the last good values back and the writer's next one applies
 #  5. FAULT_CTL_GENS [100000] random control generations: each applied or rejected
 #  6. subscribers that connect, stall and vanish (200)
 #  7. save directory renamed away during saves: ok or failed, nothing partial
 #     anywhere (neither in the new directory nor in the renamed ones)
 #  8. masks replaced by a bad file before SIGHUP: refused, config stays
 #  9. SIGHUP storm (100): alive, values intact, no fd leak
-# 10. SIGTERM while waiting for the ring, processing, in review, saving:
-#     exit 0 within 1 s
+# 10. SIGTERM while waiting for the ring, processing, in review, saving (sent
+#     once the save's temporary file exists): exit 0 within 1 s, the save
+#     complete or absent
 # 11. security: modes of the shared objects (none world-writable)
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
@@ -194,6 +198,7 @@ echo "ok   ring truncated to 0 / 4096 / 8192 bytes under the mapping: octd alive
 bg_produce --geom 256,32,1 --fps 200
 processing 5 || fail "no frames before the dead writer"
 g0=$(st applied_gen)
+v_good=$("${CTL[@]}" get methods display.bscan.gsc display.enface.gsc | tr "\n" " ")
 fault ctl-die --control "$N-control"
 [ $? = 137 ] || fail "ctl-die did not die"
 p0=$(st frames_processed)
@@ -203,9 +208,26 @@ hb=$(st heartbeat_age_ms)
 [ "${hb%.*}" -lt 500 ] || fail "status heartbeat is $hb ms old (octd hangs on the odd seq)"
 [ "$(st frames_processed)" -gt $((p0 + 20)) ] || fail "frames stopped after a dead control writer"
 [ "$(st applied_gen)" = "$g0" ] || fail "a half-written generation was applied"
-out=$("${CTL[@]}" set methods=cfd,msi display.bscan.gsc=2) || fail "recovery write: $out"
+# Recovery.  A writer that finds the odd seq completes a new generation on
+# top of the block as it is (ipc/control.c write_locked): the dead writer's
+# half-written fields (methods = 0xffffffff, gsc[bscan] = NaN) stay in it,
+# although this writer only changes an unrelated key.  octd validates the
+# generation as a whole and rejects it (nothing of it is applied), then
+# writes the last good values back as a new generation; the writer's next
+# generation is applied.
+out=$("${CTL[@]}" set display.enface.gsc=0.5)
+rc=$?
+[ $rc = 1 ] || fail "generation over the dead writer's fields: exit $rc ($out), not a rejection"
+echo "$out" | grep -q "^rejected (generation [0-9]*): methods = 0xffffffff" ||
+    fail "generation over the dead writer's fields: $out"
+wait_for 3 '[ "$("${CTL[@]}" get methods display.bscan.gsc display.enface.gsc | tr "\n" " ")" = "$v_good" ]' ||
+    fail "last good values not written back: $("${CTL[@]}" get methods display.bscan.gsc display.enface.gsc | tr '\n' ' ') (want $v_good)"
+out2=$("${CTL[@]}" set display.enface.gsc=0.5) || fail "recovery write: $out2"
+[ "$("${CTL[@]}" get display.enface.gsc)" = "display.enface.gsc=0.5" ] || fail "recovered generation not in use"
 [ "$(st applied_gen)" -gt "$g0" ] || fail "recovered generation not applied"
-echo "ok   dead control writer (odd seq): heartbeat and frames go on with the last good values; $out"
+processing 3 || fail "no frames after the recovery"
+echo "ok   dead control writer (odd seq): heartbeat and frames go on with the last good values;" \
+    "the next generation (over its fields) $out; then $out2"
 
 # ---- 5. random control generations -------------------------------------------------
 kill $PROD; wait $PROD 2>/dev/null
@@ -318,7 +340,7 @@ kill $PROD; wait $PROD 2>/dev/null
 rm -f "/dev/shm$N-frames"
 start_octd
 term waiting-for-ring
-bg_produce --geom 2048,256,2 --fps 50
+bg_produce --geom 2048,256,8 --fps 20
 start_octd
 processing 10 || fail "no frames (large geometry)"
 "${CTL[@]}" snapshot >/dev/null && "${CTL[@]}" review >/dev/null || fail "review"
@@ -326,9 +348,47 @@ term review
 start_octd
 processing 10 || fail "no frames (large geometry)"
 "${CTL[@]}" snapshot >/dev/null && "${CTL[@]}" review >/dev/null || fail "review"
-"${CTL[@]}" --timeout 2 save raw >/dev/null 2>&1 &
-sleep 0.01
-term saving
-find "$T/save" -name '*.tmp.*' | grep -q . && fail "a save interrupted by SIGTERM left $(find "$T/save" -name '*.tmp.*')"
+# SIGTERM while a save is in progress: octctl save raw (an 8 MiB frame),
+# SIGTERM as soon as its temporary file exists; retried if the save was done
+# before it could be seen
+caught=""
+for try in 1 2 3 4 5 6 7 8 9 10; do
+    caught=$("$PYTHON" - "$T/save" "$OCTD" "${CTL[@]}" <<'EOF'
+import os, signal, subprocess, sys, time
+d, pid, ctl = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+p = subprocess.Popen(ctl + ["save", "raw"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while p.poll() is None:
+    tmp = [n for n in os.listdir(d) if ".tmp" in n]
+    if tmp:
+        t0 = time.time_ns()
+        os.kill(pid, signal.SIGTERM)
+        print(t0, tmp[0])
+        p.wait()
+        sys.exit(0)
+sys.exit(3)
+EOF
+) && break
+    caught=""
+done
+[ -n "$caught" ] || fail "SIGTERM saving: 10 saves finished before their temporary file was seen"
+wait $OCTD
+rc=$?
+t1=$(date +%s%N)
+OCTD=""
+ms=$(((t1 - ${caught%% *}) / 1000000))
+[ $rc = 0 ] || fail "SIGTERM saving: exit $rc"
+[ $ms -lt 1000 ] || fail "SIGTERM saving: $ms ms"
+echo -n " saving (during ${caught#* }, try $try) $ms ms;"
+find "$T/save" -name '*.tmp*' | grep -q . && fail "a save interrupted by SIGTERM left $(find "$T/save" -name '*.tmp*')"
+# the interrupted save: complete (frame + sidecar) or absent
+"$PYTHON" - "$T/save" "${caught#* }" <<'EOF' || fail "a save interrupted by SIGTERM is partial"
+import os, sys, numpy as np
+d, tmp = sys.argv[1], sys.argv[2]
+base = os.path.join(d, tmp[:tmp.index(".tmp")].rsplit(".", 1)[0])
+have = [os.path.exists(base + x) for x in (".npy", ".yaml")]
+assert have[0] == have[1], f"{base}: .npy {have[0]}, .yaml {have[1]}"
+if have[0]:
+    assert np.load(base + ".npy").shape == (8, 256, 2048), base
+EOF
 echo " exit 0 each"
 echo "PASS e2e_faults ($((SECONDS - t_start)) s)"

@@ -1,5 +1,6 @@
 #!/bin/bash
-# e2e_issue7.sh - issue 7 end to end on the CPU backend: k-linearisation,
+# e2e_issue7.sh - issue 7 end to end (BACKEND=cpu by default; BACKEND=cuda on
+# a GPU machine, as tools/build/gpu_run.sh does): k-linearisation,
 # dispersion compensation, rolling / FPN background and Complex Master/Slave
 # through octsim -> octproc -> octd/octctl.
 #  1. octsim: a simulated B-scan (non-linear k, dispersion) dumped from the
@@ -20,6 +21,8 @@
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps the temp directory.
 set -u
 BIN=$(cd "${BIN:-bin}" 2>/dev/null && pwd) || { echo "SKIP e2e_issue7: no bin directory"; exit 77; }
+BACKEND=${BACKEND:-cpu}
+case $BACKEND in cpu|cuda) ;; *) echo "e2e_issue7: BACKEND must be cpu or cuda" >&2; exit 2 ;; esac
 PYTHON=${PYTHON:-/usr/bin/python3}
 for p in octd octsim octctl octgrab octproc; do
     [ -x "$BIN/$p" ] || { echo "SKIP e2e_issue7: $BIN/$p not built"; exit 77; }
@@ -97,7 +100,7 @@ echo "ok   octsim: B-scan dumped from the ring, masks, CMS calibration, k-lin po
 proc() { # OUTDIR INPUT [args...]
     local o=$1 i=$2
     shift 2
-    "$BIN/octproc" --profile p.yaml --input "$i" --backend cpu --threads 2 --output "$o" "$@" \
+    "$BIN/octproc" --profile p.yaml --input "$i" --backend "$BACKEND" --threads 2 --output "$o" "$@" \
         >"$o.log" 2>&1 || fail "octproc -> $o $*: $(cat "$o.log")"
 }
 proc out_f frame.npy
@@ -262,7 +265,7 @@ EOF
 expect_fail() { # fragment args...
     local frag=$1 out
     shift
-    out=$("$BIN/octproc" --backend cpu --input frame.npy --output bad "$@" 2>&1) && fail "octproc $* succeeded"
+    out=$("$BIN/octproc" --backend "$BACKEND" --input frame.npy --output bad "$@" 2>&1) && fail "octproc $* succeeded"
     echo "$out" | grep -qi -- "$frag" || fail "octproc $*: message lacks '$frag': $out"
     echo "ok   octproc $*: $(echo "$out" | head -1)"
 }
@@ -275,7 +278,7 @@ expect_fail "increase" --profile p.yaml --set klin.source=poly --set klin.coefs=
 ini() { # SUFFIX PROFILE
     cat <<EOF
 [engine]
-backend = cpu
+backend = $BACKEND
 threads = 1
 [ring]
 frames = $N-frames

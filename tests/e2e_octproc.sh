@@ -77,6 +77,15 @@ EOF
     || fail "octproc on a volume failed"
 "$OCTPROC" --profile "$T/volume.yaml" --input "$T/stack.npy" --output "$T/out_s" \
     || fail "octproc on a stack failed"
+# SPEC 2.4: en-face indices past the last depth (M = 128: depths 0..63) are
+# cut, and the cut is reported: 50, 55, 60 of 50..75 are used
+sed 's/enface: {start: 2, step: 3, count: 3}/enface: {start: 50, step: 5, count: 6}/' \
+    "$T/volume.yaml" >"$T/cut.yaml"
+"$OCTPROC" --profile "$T/cut.yaml" --input "$T/volume.npy" --output "$T/out_cut" >"$T/cut.txt" 2>&1 \
+    || { cat "$T/cut.txt"; fail "octproc with en-face indices past the last depth failed"; }
+grep -q "en-face cfd: 6 depths requested, 3 used" "$T/cut.txt" || { cat "$T/cut.txt"; fail "the cut en-face count is not reported"; }
+[ -e "$T/out_cut/enface_cfd_2.png" ] && [ ! -e "$T/out_cut/enface_cfd_3.png" ] || fail "cut en-face: wrong files"
+echo "ok en-face cut reported: $(grep 'depths requested' "$T/cut.txt")"
 
 "$PYTHON" - "$T" <<'EOF' || exit 1
 import os, struct, sys, numpy as np
@@ -178,6 +187,12 @@ expect_fail 1 "bscan.yaml" $P --input "$T/volume.npy" --output "$T/x"
 expect_fail 1 "nope.yaml" --profile "$T/nope.yaml" --input "$T/bscan.npy" --output "$T/x"
 sed 's/count: 16/count: 17/' "$T/bscan.yaml" >"$T/badcount.yaml"
 expect_fail 1 "(17, 256)" --profile "$T/badcount.yaml" --input "$T/bscan.npy" --output "$T/x"
+# data files and checks against the frames' geometry name FILE:LINE: key (SPEC 5.2)
+expect_fail 1 "badcount.yaml:6: msi.masks.file: " --profile "$T/badcount.yaml" --input "$T/bscan.npy" --output "$T/x"
+sed 's/masks.npy/nomasks.npy/' "$T/bscan.yaml" >"$T/nomask.yaml"
+expect_fail 1 "nomask.yaml:6: msi.masks.file: " --profile "$T/nomask.yaml" --input "$T/bscan.npy" --output "$T/x"
+printf 'methods: [cfd]\n\nfreq_cutoff: 100\n' >"$T/fc.yaml"
+expect_fail 1 "fc.yaml:3: freq_cutoff: freq_cutoff = 100" --profile "$T/fc.yaml" --input "$T/volume.npy" --output "$T/x"
 printf 'methods: [cfd]\nwindow: {type: hann, size: 3}\n' >"$T/badkey.yaml"
 expect_fail 1 "badkey.yaml:2: window.size" --profile "$T/badkey.yaml" --input "$T/bscan.npy" --output "$T/x"
 expect_fail 2 "required" --input "$T/bscan.npy" --output "$T/x"

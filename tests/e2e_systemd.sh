@@ -7,7 +7,12 @@
 #    pointed at the built octd, the only change);
 #  - the sysusers snippet creates user and group octd in a scratch root, the
 #    tmpfiles snippet is accepted;
-#  - the example octd.ini + profile pass `octd --check-config` (with masks).
+#  - the unit has the ordering and hardening of README "Reliability" (and
+#    not the directives that would break CUDA or the shared blocks); its
+#    `systemd-analyze security --offline=true` score is the README's;
+#  - the installed example octd.ini + profile pass `octd --check-config` as
+#    shipped (only /etc/octd and the save directory relocated), and with MSI
+#    switched on as the profile's comments say (octsim masks).
 # Exit 0 pass, 77 skip (no systemd-analyze), else fail.
 set -u
 BIN=${BIN:-bin}
@@ -87,7 +92,24 @@ for k in "Type=notify" "NotifyAccess=main" "WatchdogSec=" "Restart=on-failure" "
     grep -qF "$k" "$T/unit/octd.service" || fail "unit lacks $k"
 done
 ! grep -Eq "^(PrivateDevices|PrivateIPC)=yes" "$T/unit/octd.service" || fail "unit hides devices or IPC"
-echo "ok   systemd-analyze verify octd.service"
+for k in "Wants=network-online.target" "After=network.target network-online.target" \
+         "DeviceAllow=char-nvidia-caps r" "RestrictRealtime=yes" "ProtectProc=invisible" \
+         "SystemCallFilter=@system-service" "SystemCallErrorNumber=EPERM" "LockPersonality=yes" \
+         "RestartPreventExitStatus=78"; do
+    grep -qxF "$k" "$T/unit/octd.service" || fail "unit lacks $k"
+done
+# RemoveIPC would delete the shared blocks, MemoryDenyWriteExecute breaks CUDA's JIT
+! grep -Eq "^(RemoveIPC|MemoryDenyWriteExecute|PrivateUsers)=" "$T/unit/octd.service" ||
+    fail "unit sets a directive that breaks the shared blocks or CUDA: $(grep -E "^(RemoveIPC|MemoryDenyWriteExecute|PrivateUsers)=" "$T/unit/octd.service")"
+echo "ok   systemd-analyze verify octd.service; ordering and hardening directives present"
+score=$(systemd-analyze security --offline=true --no-pager "$T/unit/octd.service" 2>/dev/null |
+    sed -n 's/.*Overall exposure level for octd.service: \([0-9.]*\).*/\1/p')
+if [ -n "$score" ]; then
+    grep -q "scores \*\*$score " README.md || fail "README does not give the measured security score $score"
+    echo "ok   systemd-analyze security --offline=true: $score (as in README)"
+else
+    echo "note: systemd-analyze security --offline=true gave no score here (not checked)"
+fi
 
 # ---- sysusers / tmpfiles -----------------------------------------------------------
 if command -v systemd-sysusers >/dev/null; then
@@ -105,12 +127,24 @@ if command -v systemd-tmpfiles >/dev/null; then
     echo "ok   tmpfiles: /var/lib/octd/saved"
 fi
 
-# ---- the example configuration is valid ----------------------------------------------
+# ---- the example configuration is valid as shipped ----------------------------------
 mkdir -p "$T/etc"
 cp "$R/etc/octd/profile.yaml" "$T/etc/"
-"$BIN/octsim" masks --samples 1024 --count 512 --output "$T/etc/masks.npy" >/dev/null 2>&1 || fail "octsim masks"
+cmp -s "$R/etc/octd/profile.yaml" "$R/opt/octd/share/doc/octd/examples/profile.yaml" ||
+    fail "etc/octd/profile.yaml differs from the shipped example"
 sed -e "s#/etc/octd/#$T/etc/#" -e "s#/var/lib/octd/saved#$T#" "$R/opt/octd/share/doc/octd/examples/octd.ini" >"$T/etc/octd.ini"
 "$BIN/octd" --config "$T/etc/octd.ini" --check-config >"$T/check.log" 2>&1 ||
-    fail "the example configuration is invalid: $(cat "$T/check.log")"
-echo "ok   the example octd.ini + profile.yaml pass --check-config"
+    fail "the example configuration as installed is invalid: $(cat "$T/check.log")"
+echo "ok   the installed example octd.ini + profile.yaml pass --check-config as shipped (no masks)"
+# MSI as the profile's comments describe: methods cfd, msi + the masks line
+sed -i -e 's/^methods: \[cfd\]/methods: [cfd, msi]/' -e 's/^  # masks:/  masks:/' "$T/etc/profile.yaml"
+grep -q "^methods: \[cfd, msi\]" "$T/etc/profile.yaml" && grep -q "^  masks: {file: masks.npy" "$T/etc/profile.yaml" ||
+    fail "the example profile's commented MSI set-up is not where its comments say"
+"$BIN/octd" --config "$T/etc/octd.ini" --check-config >"$T/check2.log" 2>&1 &&
+    fail "MSI without masks.npy passes --check-config"
+grep -q "msi.masks.file.*masks.npy" "$T/check2.log" || fail "missing masks: the error names no key/file: $(cat "$T/check2.log")"
+"$BIN/octsim" masks --samples 1024 --count 512 --output "$T/etc/masks.npy" >/dev/null 2>&1 || fail "octsim masks"
+"$BIN/octd" --config "$T/etc/octd.ini" --check-config >"$T/check3.log" 2>&1 ||
+    fail "the example with MSI and octsim masks is invalid: $(cat "$T/check3.log")"
+echo "ok   with MSI switched on as documented: 78 without masks.npy, valid with octsim masks"
 echo "PASS e2e_systemd"

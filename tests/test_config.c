@@ -598,6 +598,78 @@ START_TEST(profile_files_and_data)
 }
 END_TEST
 
+/* SPEC 5.2: errors found after parsing (data files, checks against the
+ * frames' geometry) name FILE:LINE: key like parse errors do. */
+START_TEST(profile_data_errors_name_line)
+{
+    char *d = tmpdir_make();
+    char p[OCT_PATH_MAX], mp[OCT_PATH_MAX], want[OCT_PATH_MAX + 64];
+    oct_profile prof;
+    oct_profile_data data;
+    oct_error e = {{0}};
+    enum { M = 64 };
+    /* raw f32 masks of 2 x 64 when the profile declares 4: line 6 (file:) */
+    float raw[2 * M] = {0};
+    for (int i = 0; i < 2 * M; i++)
+        raw[i] = (float)i;
+    snprintf(mp, sizeof mp, "%s/m_bad.raw", d);
+    write_file(mp, raw, sizeof raw);
+    const char *t = "# masks of the wrong size\n"
+                    "methods: [cfd, msi]\n"
+                    "freq_cutoff: 40\n"
+                    "msi:\n"
+                    "  masks:\n"
+                    "    file: m_bad.raw\n"
+                    "    count: 4\n";
+    snprintf(p, sizeof p, "%s/p3.yaml", d);
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_profile_load(&prof, p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(oct_profile_key_line(&prof, "msi.masks.file"), 6);
+    ck_assert_uint_eq(oct_profile_key_line(&prof, "msi.masks.count"), 7);
+    ck_assert_uint_eq(oct_profile_key_line(&prof, "msi.lag_window"), 4); /* parent msi */
+    ck_assert_uint_eq(oct_profile_key_line(&prof, "enface.count"), 0);
+    snprintf(want, sizeof want, "%s:6: msi.masks.file: ", p);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ESIZE, &e, "bad mask size", want,
+               "m_bad.raw", "512 bytes", "1024 bytes", NULL);
+    ck_assert_ptr_null(data.masks);
+
+    /* the mask file is missing: same line */
+    unlink(mp);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ENOENT, &e, "missing mask", want,
+               "m_bad.raw", NULL);
+
+    /* freq_cutoff = 40 is fine until the frames give M = 64 (M/2 = 32): line 3 */
+    prof.params.methods = OCT_METHOD_BIT(OCT_METHOD_CFD);
+    prof.masks_path[0] = '\0';
+    ck_assert_msg(oct_profile_load_data(&prof, M, &data, &e) == OCT_OK, "%s", e.msg);
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom = (oct_geometry){M, 4, 1, OCT_SAMPLE_U16, 0};
+    oct_profile_setup(&prof, &data, &su);
+    snprintf(want, sizeof want, "%s:3: freq_cutoff: ", p);
+    expect_err(oct_profile_check(&prof, &su, &e), OCT_EINVAL, &e, "freq_cutoff", want,
+               "freq_cutoff = 40", "[0, 32]", NULL);
+    su.geom.samples = 128;
+    ck_assert_msg(oct_profile_check(&prof, &su, &e) == OCT_OK, "%s", e.msg);
+    oct_profile_data_free(&data);
+
+    /* a missing reference and a bad k-lin positions file name their lines too */
+    t = "background:\n  mode: reference\n  reference: nope.npy\nklin:\n  interp: linear\n"
+        "  positions: pos.npy\n";
+    write_file(p, t, strlen(t));
+    ck_assert_msg(oct_profile_load(&prof, p, &e) == OCT_OK, "%s", e.msg);
+    snprintf(want, sizeof want, "%s:6: klin.positions: ", p);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ENOENT, &e, "pos missing", want,
+               "pos.npy", NULL);
+    prof.klin_path[0] = '\0';
+    snprintf(want, sizeof want, "%s:3: background.reference: ", p);
+    expect_err(oct_profile_load_data(&prof, M, &data, &e), OCT_ENOENT, &e, "ref missing", want,
+               "nope.npy", NULL);
+    rm_rf(d);
+    free(d);
+}
+END_TEST
+
 /* issue 7: every new key's value, the arrays they name, and the set-up. */
 START_TEST(profile_abi_1_1_keys)
 {
@@ -1154,6 +1226,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, profile_defaults);
     tcase_add_loop_test(tc, profile_errors, 0, (int)(sizeof prof_cases / sizeof *prof_cases));
     tcase_add_test(tc, profile_files_and_data);
+    tcase_add_test(tc, profile_data_errors_name_line);
     tcase_add_test(tc, profile_abi_1_1_keys);
     tcase_add_test(tc, profile_mutations);
     suite_add_tcase(s, tc);

@@ -433,6 +433,50 @@ START_TEST(t_no_realloc)
 }
 END_TEST
 
+/* msi_path auto: a live change of the lag window past the GEMM path's
+ * capacity (128 lags) moves to the FFT path and back, with no allocation,
+ * and every result matches the float64 reference. */
+START_TEST(t_lag_switch)
+{
+    const tcase_cfg *c = &g_cfgs[8]; /* M = 1024, L > 1, auto path */
+    ck_assert_int_eq(c->path, OCT_MSI_AUTO);
+    fixture f;
+    fixture_make(&f, c, 9191);
+    f.p.lag_lo = -2;
+    f.p.lag_hi = 2;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    oct_products *out = oct_products_create();
+    run_and_check(gpu, &f, &f.p, TU_TOL_FP32, out, "lags [-2, 2]");
+    ck_assert_int_eq(oct_engine_msi_path(gpu), OCT_MSI_GEMM);
+    uint64_t n0 = oct_cuda_alloc_count(gpu);
+    static const struct { int lo, hi; oct_msi_path path; } steps[] = {
+        {-100, 100, OCT_MSI_FFT},  /* 201 lags */
+        {-5, 3, OCT_MSI_GEMM},
+        {-64, 63, OCT_MSI_GEMM},   /* exactly 128 */
+        {-64, 64, OCT_MSI_FFT},    /* 129 */
+        {-511, 511, OCT_MSI_FFT},  /* the widest SPEC allows for M = 1024 */
+        {0, 0, OCT_MSI_GEMM},
+    };
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        oct_params p = *oct_engine_params(gpu);
+        p.lag_lo = steps[i].lo;
+        p.lag_hi = steps[i].hi;
+        oct_error e = {{0}};
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "set_params: %s", e.msg);
+        char label[64];
+        snprintf(label, sizeof label, "lags [%d, %d]", p.lag_lo, p.lag_hi);
+        run_and_check(gpu, &f, &p, TU_TOL_FP32, out, label);
+        ck_assert_msg(oct_engine_msi_path(gpu) == steps[i].path, "%s: path %d, expected %d", label,
+                      (int)oct_engine_msi_path(gpu), (int)steps[i].path);
+        ck_assert_msg(oct_cuda_alloc_count(gpu) == n0, "%s: %llu allocations after %llu", label,
+                      (unsigned long long)oct_cuda_alloc_count(gpu), (unsigned long long)n0);
+    }
+    oct_products_destroy(out);
+    oct_engine_destroy(gpu);
+    fixture_free(&f);
+}
+END_TEST
+
 /* Frames A, B, A: the two A results are byte-identical; device-only timing works. */
 START_TEST(t_repeat)
 {
@@ -1089,6 +1133,7 @@ static Suite *cuda_suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, t_agree, 0, N_CFGS);
     tcase_add_loop_test(tc, t_no_realloc, 0, 2);
+    tcase_add_test(tc, t_lag_switch);
     tcase_add_test(tc, t_repeat);
     tcase_add_test(tc, t_nonfinite);
     tcase_add_test(tc, t_gemm_accuracy);

@@ -1,11 +1,14 @@
 /* test_daemon.c - unit tests of the daemon's pure parts: the control key
  * table (config/control_keys.c: octctl get/set), octd's JSON writer
  * (daemon/json.c) read back by octgrab's strict header parser
- * (tools/octgrab/jsonhdr.c).  The daemon and octgrab sources are not in
- * liboct.a, so they are compiled in here. */
+ * (tools/octgrab/jsonhdr.c), and octd's checks that need no geometry
+ * (daemon/checks.c: control values before a ring, the profile's data files).
+ * The daemon and octgrab sources are not in liboct.a, so they are compiled
+ * in here. */
 /* first: jsonhdr.c has a function named like Check's fail() macro */
 #include "../daemon/json.c"
 #include "../tools/octgrab/jsonhdr.c"
+#include "../daemon/checks.c"
 
 #include <check.h>
 #include <float.h>
@@ -333,6 +336,186 @@ START_TEST(json_parser_garbage)
 }
 END_TEST
 
+/* ---- daemon/checks.c ---- */
+static void profile_named(oct_profile *prof, bool arrays)
+{
+    memset(prof, 0, sizeof *prof);
+    snprintf(prof->source_path, sizeof prof->source_path, "p.yaml");
+    oct_params_default(&prof->params);
+    if (arrays) { /* every array named: MSI, reference, klin file and CMS allowed */
+        snprintf(prof->masks_path, sizeof prof->masks_path, "masks.npy");
+        snprintf(prof->reference_path, sizeof prof->reference_path, "ref.npy");
+        snprintf(prof->klin_path, sizeof prof->klin_path, "klin.npy");
+        snprintf(prof->cms_path, sizeof prof->cms_path, "cms.npy");
+        prof->cms_count = 64;
+        prof->cms_cal_count = 4;
+    }
+}
+
+static oct_err nogeom(const oct_params *p, const oct_profile *prof, char *msg, size_t len)
+{
+    oct_error e;
+    memset(&e, 0, sizeof e);
+    oct_err rc = octd_params_check_nogeom(p, prof, &e);
+    snprintf(msg, len, "%s", rc ? e.msg : "");
+    return rc;
+}
+
+START_TEST(nogeom_params_cases)
+{
+    oct_profile prof;
+    profile_named(&prof, false);
+    oct_params p;
+    char m[512];
+    oct_params_default(&p);
+    ck_assert_int_eq(nogeom(&p, &prof, m, sizeof m), OCT_OK);
+    static const struct { const char *what, *reason; } cases[] = {
+        {"lag order", "lag_lo = 2 > lag_hi = -2"},   {"lag bound", "lag_lo = -5000"},
+        {"F < 0", "freq_cutoff = -5"},               {"F too big", "freq_cutoff = 5000"},
+        {"tukey", "window_param = 2"},               {"msi", "msi needs masks"},
+        {"cms", "cms needs a calibration"},          {"reference", "no reference spectrum"},
+        {"gsc nan", "gsc[0] (bscan) = nan"},          {"xsec", "xsec_h = -1"},
+        {"klin file", "klin_source = 1 (file)"},      {"window enum", "window = 9"},
+        {"enface", "enface_step = 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        oct_params_default(&p);
+        switch (i) {
+        case 0: p.lag_lo = 2; p.lag_hi = -2; break;
+        case 1: p.lag_lo = -5000; break;
+        case 2: p.freq_cutoff = -5; break;
+        case 3: p.freq_cutoff = 5000; break;
+        case 4: p.window = OCT_WINDOW_TUKEY; p.window_param = 2; break;
+        case 5: p.methods |= OCT_METHOD_BIT(OCT_METHOD_MSI); break;
+        case 6: p.methods |= OCT_METHOD_BIT(OCT_METHOD_CMS); break;
+        case 7: p.background = OCT_BG_REFERENCE; break;
+        case 8: p.gsc[0] = NAN; break;
+        case 9: p.xsec_h = -1; break;
+        case 10: p.klin = OCT_KLIN_LINEAR; p.klin_source = OCT_KLIN_FILE; break;
+        case 11: p.window = 9; break;
+        case 12: p.enface_step = 0; break;
+        }
+        ck_assert_msg(nogeom(&p, &prof, m, sizeof m) != OCT_OK, "%s accepted", cases[i].what);
+        ck_assert_msg(strstr(m, cases[i].reason), "%s: reason '%s'", cases[i].what, m);
+    }
+    /* what the engine accepts for some geometry is accepted */
+    oct_params_default(&p);
+    p.gsc[0] = -1.0f; /* the engine only wants gsc finite */
+    p.lag_lo = -4095;
+    p.lag_hi = 4095;
+    p.freq_cutoff = 4096;
+    p.xsec_h = p.xsec_v = 100000;
+    ck_assert_msg(nogeom(&p, &prof, m, sizeof m) == OCT_OK, "%s", m);
+    /* arrays the profile names count as loaded */
+    profile_named(&prof, true);
+    p.methods = OCT_METHODS_ALL;
+    p.background = OCT_BG_REFERENCE;
+    p.klin = OCT_KLIN_LINEAR;
+    p.klin_source = OCT_KLIN_FILE;
+    ck_assert_msg(nogeom(&p, &prof, m, sizeof m) == OCT_OK, "%s", m);
+}
+END_TEST
+
+/* Random generations: without geometry octd accepts exactly what the engine
+ * accepts for the largest geometry (the indices used stay below it), and
+ * never rejects what the engine accepts for a small one. */
+START_TEST(nogeom_params_mirror_engine)
+{
+    oct_profile prof;
+    profile_named(&prof, true);
+    const oct_geometry big = {OCT_SAMPLES_MAX, 1000, 1000, OCT_SAMPLE_U16, 0};
+    const oct_geometry small = {256, 32, 4, OCT_SAMPLE_U16, 0};
+    ck_assert_int_eq(oct_geometry_check(&big, NULL), OCT_OK);
+    unsigned seed = 99;
+    int accepted = 0, rejected = 0;
+    char m[512];
+    for (int it = 0; it < 20000; it++) {
+        oct_control_values v;
+        random_values(&v, &seed);
+        switch (rand_r(&seed) % 8) { /* and some out of range */
+        case 0: v.freq_cutoff -= 60; break;
+        case 1: { int32_t t = v.msi_lag_lo; v.msi_lag_lo = v.msi_lag_hi + 1; v.msi_lag_hi = t; break; }
+        case 2: v.xsec_h_index = -1 - rand_r(&seed) % 5; break;
+        case 3: v.methods = (uint32_t)(rand_r(&seed) % 16); break;
+        case 4: v.msi_lag_lo = -4200 + rand_r(&seed) % 200; break;
+        default: break;
+        }
+        oct_params p;
+        oct_params_from_control(&p, &v);
+        oct_error e;
+        bool eng_big = oct_params_validate(&p, &big, 1, true, &e) == OCT_OK;
+        bool eng_small = oct_params_validate(&p, &small, 1, true, &e) == OCT_OK;
+        bool ours = nogeom(&p, &prof, m, sizeof m) == OCT_OK;
+        ck_assert_msg(ours == eng_big, "iteration %d: nogeom %s (%s), engine (M = %u) %s", it,
+                      ours ? "accepts" : "rejects", m, big.samples, eng_big ? "accepts" : "rejects");
+        ck_assert_msg(!eng_small || ours, "iteration %d: the engine accepts for M = 256, nogeom: %s",
+                      it, m);
+        ours ? accepted++ : rejected++;
+    }
+    ck_assert_int_gt(accepted, 1000);
+    ck_assert_int_gt(rejected, 1000);
+}
+END_TEST
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, len, f), len);
+    fclose(f);
+}
+
+START_TEST(profile_files_checked_without_geometry)
+{
+    char dir[] = "/tmp/octd-test-checks.XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    oct_profile prof;
+    profile_named(&prof, false);
+    oct_error e;
+    ck_assert_int_eq(octd_profile_files_check(&prof, &e), OCT_OK); /* no file named */
+    prof.params.methods |= OCT_METHOD_BIT(OCT_METHOD_MSI);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK); /* msi, no masks named */
+    ck_assert_ptr_nonnull(strstr(e.msg, "msi.masks.file: required"));
+    snprintf(prof.masks_path, sizeof prof.masks_path, "%s/masks.npy", dir);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK); /* missing */
+    ck_assert_msg(strstr(e.msg, "p.yaml: msi.masks.file: ") && strstr(e.msg, "masks.npy"), "%s", e.msg);
+    write_file(prof.masks_path, "garbage", 7);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK); /* unparsable */
+    ck_assert_msg(strstr(e.msg, "msi.masks.file"), "%s", e.msg);
+    float data[4 * 64 + 1] = {0}; /* + 1: room for the odd-sized raw file */
+    uint64_t shape[2] = {4, 64};
+    ck_assert_int_eq(oct_npy_save(prof.masks_path, OCT_DTYPE_F32, 2, shape, data, &e), OCT_OK);
+    ck_assert_msg(octd_profile_files_check(&prof, &e) == OCT_OK, "%s", e.msg);
+    prof.masks_count = 5; /* declared rows differ */
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "holds 4 spectra but 5 are declared"), "%s", e.msg);
+    /* raw: a whole number of elements (of declared rows) */
+    prof.masks_count = 4;
+    snprintf(prof.masks_path, sizeof prof.masks_path, "%s/masks.raw", dir);
+    write_file(prof.masks_path, data, 4 * 64 * 4 + 2);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "masks.raw: raw file of 1026 bytes"), "%s", e.msg);
+    write_file(prof.masks_path, data, 4 * 64 * 4);
+    ck_assert_msg(octd_profile_files_check(&prof, &e) == OCT_OK, "%s", e.msg);
+    /* the other keys */
+    snprintf(prof.reference_path, sizeof prof.reference_path, "%s/none.npy", dir);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "background.reference: "), "%s", e.msg);
+    prof.reference_path[0] = '\0';
+    snprintf(prof.klin_path, sizeof prof.klin_path, "%s", dir); /* a directory */
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "klin.positions: ") && strstr(e.msg, "not a regular file"), "%s", e.msg);
+    prof.klin_path[0] = '\0';
+    snprintf(prof.cms_path, sizeof prof.cms_path, "%s/cms.raw", dir);
+    write_file(prof.cms_path, data, 0);
+    ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "cms.calibration: ") && strstr(e.msg, "empty"), "%s", e.msg);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -347,6 +530,12 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, json_header_round_trip);
     tcase_add_test(tc, json_parser_garbage);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("checks");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, nogeom_params_cases);
+    tcase_add_test(tc, nogeom_params_mirror_engine);
+    tcase_add_test(tc, profile_files_checked_without_geometry);
     suite_add_tcase(s, tc);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -409,6 +409,121 @@ START_TEST(ring_restart_new_geometry)
 }
 END_TEST
 
+/* oct_ring_consumer_reattach: after ECLOSED / ESTALE the same consumer
+ * object adopts the restarted producer's ring (new epoch and geometry);
+ * "not there yet" is EAGAIN (one try) or ETIMEDOUT and leaves it unchanged. */
+START_TEST(ring_reattach)
+{
+    oct_geometry g1 = {64, 8, 1, OCT_SAMPLE_U16, 0}, g2 = {128, 5, 3, OCT_SAMPLE_F32, 0},
+                 g3 = {256, 4, 2, OCT_SAMPLE_I16, 0};
+    oct_ring_config c1 = {g1, 2, 0}, c2 = {g2, 8, 0}, c3 = {g3, 4, 0};
+    oct_error e = {{0}};
+    oct_ring_producer *p1, *p2;
+    oct_ring_consumer *c;
+    oct_geometry cg;
+    oct_frame_info info;
+    oct_ring_stats st;
+    const char *name = shm_name("reattach");
+    static char buf[256 * 8 * 3 * 4];
+    ck_assert_msg(oct_ring_producer_create(&p1, name, &c1, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    uint64_t epoch1 = oct_ring_consumer_header(c)->epoch;
+    produce(p1, &g1, 0);
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 100, &info, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g1, 0));
+
+    /* 1. closed: ECLOSED; re-attaching to the same closed ring is "not yet" */
+    oct_ring_producer_close(p1, false);
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 100, &info, &e), OCT_ECLOSED);
+    ck_assert_int_eq(oct_ring_consumer_reattach(c, 0, &e), OCT_EAGAIN);
+    ck_assert_msg(strstr(e.msg, name), "%s", e.msg);
+    double t0 = now_s();
+    ck_assert_int_eq(oct_ring_consumer_reattach(c, 60, &e), OCT_ETIMEDOUT);
+    ck_assert(now_s() - t0 >= 0.05 && now_s() - t0 < 1.0);
+    oct_ring_consumer_geometry(c, &cg);
+    ck_assert_mem_eq(&cg, &g1, sizeof g1); /* unchanged */
+    ck_assert_uint_eq(oct_ring_consumer_header(c)->epoch, epoch1);
+
+    /* absent name: EAGAIN, not ENOENT */
+    shm_unlink(name);
+    ck_assert_int_eq(oct_ring_consumer_reattach(c, 0, &e), OCT_EAGAIN);
+
+    /* 2. a producer restarts with a new geometry (the old one "crashed"):
+     * ESTALE, then reattach adopts it */
+    ck_assert_msg(oct_ring_producer_create(&p2, name, &c2, &e) == OCT_OK, "%s", e.msg);
+    produce(p2, &g2, 0);
+    oct_err err = oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 100, &info, &e);
+    ck_assert_msg(err == OCT_ECLOSED || err == OCT_ESTALE, "%s", e.msg); /* old mapping: CLOSED */
+    ck_assert_msg(oct_ring_consumer_reattach(c, 1000, &e) == OCT_OK, "%s", e.msg);
+    oct_ring_consumer_geometry(c, &cg);
+    ck_assert_mem_eq(&cg, &g2, sizeof g2);
+    uint64_t epoch2 = oct_ring_consumer_header(c)->epoch;
+    ck_assert_uint_ne(epoch2, epoch1);
+    ck_assert_uint_eq(oct_ring_consumer_header(c)->slot_count, 8);
+    ck_assert_uint_eq(oct_ring_consumer_header(c)->frame_bytes, 128 * 5 * 3 * 4);
+    /* the newest frame at attach (0), then the following ones, all of g2 */
+    for (uint64_t n = 1; n < 4; n++)
+        produce(p2, &g2, n);
+    for (uint64_t n = 0; n < 4; n++) {
+        ck_assert_msg(oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 100, &info, &e) == OCT_OK,
+                      "%s", e.msg);
+        ck_assert_uint_eq(info.seq, n);
+        ck_assert_uint_eq(info.epoch, epoch2);
+        ck_assert(check_frame(buf, &g2, n));
+    }
+    oct_ring_consumer_stats(c, &st);
+    ck_assert_uint_eq(st.reattaches, 1);
+    ck_assert_uint_eq(st.frames_taken, 5); /* counters survive the re-attach */
+
+    /* 3. another process restarts it (crash, new geometry) while we wait in
+     * reattach: ESTALE, then frames of g3 in order */
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        oct_ring_producer *p3;
+        oct_error ce;
+        usleep(150000);
+        if (oct_ring_producer_create(&p3, name, &c3, &ce) != OCT_OK)
+            _exit(2);
+        for (uint64_t n = 0; n < 300; n++) {
+            void *dst = oct_ring_producer_begin(p3);
+            fill_frame(dst, &g3, n);
+            oct_ring_producer_commit(p3, 1000 + n, oct_time_realtime_ns());
+            usleep(5000);
+        }
+        oct_ring_producer_close(p3, false);
+        _exit(0);
+    }
+    do
+        err = oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 3000, &info, &e);
+    while (err == OCT_ETIMEDOUT);
+    ck_assert_msg(err == OCT_ESTALE, "%s: %s", oct_strerror(err), e.msg);
+    ck_assert_msg(oct_ring_consumer_reattach(c, 5000, &e) == OCT_OK, "%s", e.msg);
+    oct_ring_consumer_geometry(c, &cg);
+    ck_assert_mem_eq(&cg, &g3, sizeof g3);
+    ck_assert_uint_ne(oct_ring_consumer_header(c)->epoch, epoch2);
+    uint64_t prev = UINT64_MAX;
+    for (int k = 0; k < 20; k++) {
+        ck_assert_msg(oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 1000, &info, &e) == OCT_OK,
+                      "%s", e.msg);
+        ck_assert(check_frame(buf, &g3, info.seq));
+        ck_assert_uint_eq(info.frame_id, 1000 + info.seq);
+        if (prev != UINT64_MAX)
+            ck_assert_uint_eq(info.seq, prev + 1);
+        prev = info.seq;
+    }
+    oct_ring_consumer_stats(c, &st);
+    ck_assert_uint_eq(st.reattaches, 2);
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p2, false);
+    shm_unlink(name);
+}
+END_TEST
+
 /* Writes into the producer's object through a second read-write mapping. */
 static oct_ring_header *map_rw(const char *name, int *fd_out)
 {
@@ -540,23 +655,54 @@ static void pattern_fn(oct_control_values *v, void *arg)
         v->gsc[i] = v->contrast[i] = v->brightness[i] = (float)x;
     v->products = (uint32_t)x;
     v->command = (uint32_t)x;
+    /* ABI 1.1 fields (offsets 236..295) */
+    v->background_param = x;
+    v->klin = (uint32_t)x;
+    v->klin_taps = -x;
+    for (int i = 0; i < 4; i++)
+        v->klin_coef[i] = (double)x + 0.25 * i;
+    v->klin_source = (uint32_t)x ^ 0x5a5a5a5au;
+    v->disp_a2 = (float)x;
+    v->disp_a3 = -(float)x;
+    v->disp_k0 = (float)(x + 3);
+}
+
+/* Every field, the 1.1 ones included (command_seq is no part of a pattern). */
+static bool values_equal(const oct_control_values *a, const oct_control_values *b)
+{
+    bool ok = a->methods == b->methods && a->window == b->window &&
+              a->window_param == b->window_param && a->freq_cutoff == b->freq_cutoff &&
+              a->msi_lag_lo == b->msi_lag_lo && a->msi_lag_hi == b->msi_lag_hi &&
+              a->scale == b->scale && a->background == b->background &&
+              a->enface_start == b->enface_start && a->enface_step == b->enface_step &&
+              a->enface_count == b->enface_count && a->xsec_h_index == b->xsec_h_index &&
+              a->xsec_v_index == b->xsec_v_index && a->products == b->products &&
+              a->command == b->command && a->background_param == b->background_param &&
+              a->klin == b->klin && a->klin_taps == b->klin_taps &&
+              a->klin_source == b->klin_source && a->disp_a2 == b->disp_a2 &&
+              a->disp_a3 == b->disp_a3 && a->disp_k0 == b->disp_k0;
+    for (int i = 0; i < 3; i++)
+        ok = ok && a->gsc[i] == b->gsc[i] && a->contrast[i] == b->contrast[i] &&
+             a->brightness[i] == b->brightness[i];
+    for (int i = 0; i < 4; i++)
+        ok = ok && a->klin_coef[i] == b->klin_coef[i];
+    return ok;
 }
 
 static bool pattern_ok(const oct_control_values *v)
 {
-    if (v->methods == 1 && v->freq_cutoff == 8)
-        return true; /* the initial generation */
+    /* the initial generation: every field as created */
+    oct_control_values init = default_values();
+    if (values_equal(v, &init))
+        return true;
+    /* else a generation of one writer: every field from the same (writer, k) */
     int32_t x = v->freq_cutoff;
-    bool ok = (int32_t)v->methods * 1000000 == x - x % 1000000 && v->window == (uint32_t)x &&
-              v->window_param == (float)x && v->msi_lag_lo == -x && v->msi_lag_hi == x + 1 &&
-              v->scale == (uint32_t)x && v->background == (uint32_t)x &&
-              v->enface_start == x && v->enface_step == x && v->enface_count == x &&
-              v->xsec_h_index == x && v->xsec_v_index == x && v->products == (uint32_t)x &&
-              v->command == (uint32_t)x;
-    for (int i = 0; i < 3; i++)
-        ok = ok && v->gsc[i] == (float)x && v->contrast[i] == (float)x &&
-             v->brightness[i] == (float)x;
-    return ok;
+    if (x < 1000000 || v->methods < 2)
+        return false;
+    struct pattern pt = {v->methods, x % 1000000};
+    oct_control_values want = *v;
+    pattern_fn(&want, &pt);
+    return values_equal(v, &want);
 }
 
 START_TEST(control_concurrent_writers)
@@ -929,6 +1075,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc, ring_peek_verify);
     tcase_add_test(tc, ring_lapped_and_latest_counts);
     tcase_add_test(tc, ring_restart_new_geometry);
+    tcase_add_test(tc, ring_reattach);
     tcase_add_test(tc, ring_bad_headers_refused);
     suite_add_tcase(s, tc);
     TCase *tc2 = tcase_create("control_status");

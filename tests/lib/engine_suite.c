@@ -822,6 +822,60 @@ START_TEST(test_rolling)
 }
 END_TEST
 
+/* Review mode holds the rolling history: held frames get the background
+ * they would get as the next frame, repeatably, and never enter it. */
+START_TEST(test_rolling_hold)
+{
+    static const ecase c = {.name = "rolling_hold", .M = 128, .N = 4, .L = 2, .type = OCT_SAMPLE_U16, .R = 3,
+                            .window = OCT_WINDOW_HANN, .F = 2, .W1 = -1, .W2 = 1, .bg = OCT_BG_ROLLING, .bgp = 3,
+                            .methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI),
+                            .es = 1, .est = 5, .ec = 3, .xh = 1, .xv = 2, .gray = GRAY_AUTO, .seed = 307};
+    enum { NF = 7 };
+    fixture fx;
+    fixture_init(&fx, &c, OCT_MSI_AUTO);
+    void *frames[NF];
+    size_t bytes;
+    for (int i = 0; i < NF; i++) {
+        frames[i] = tu_frame_random(&fx.setup.geom, 700 + (uint64_t)i * 17, &bytes);
+        ck_assert_ptr_nonnull(frames[i]);
+    }
+    void *frame0 = fx.frame;
+    oct_engine *eng = engine_new(&fx, &fx.params);
+    oct_products *out = oct_products_create();
+    ck_assert_ptr_nonnull(out);
+    /* frame processed, held?, the history the reference sees (frame indices, last = this one) */
+    static const struct { int frame; bool hold; int seq[4]; int n; } steps[] = {
+        {0, false, {0}, 1},          {1, false, {0, 1}, 2},
+        {2, true, {0, 1, 2}, 3},     {2, true, {0, 1, 2}, 3},  /* the same kept frame again */
+        {3, true, {0, 1, 3}, 3},     {4, false, {0, 1, 4}, 3}, /* 2 and 3 never entered */
+        {5, false, {1, 4, 5}, 3},    {5, true, {4, 5, 5}, 3},  /* full ring: the oldest is left out */
+        {6, false, {4, 5, 6}, 3},
+    };
+    char label[64];
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        oct_engine_hold_history(eng, steps[i].hold);
+        fx.frame = frames[steps[i].frame];
+        expect_free(&fx);
+        ref64_destroy(fx.ref);
+        const void *seq[4];
+        for (int k = 0; k < steps[i].n; k++) seq[k] = frames[steps[i].seq[k]];
+        ck_assert(ref64_create_seq(&fx.ref, &fx.setup, &fx.params, seq, (size_t)steps[i].n) == 0);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                if (fx.want[m][k]) ck_assert(ref64_product(fx.ref, m, k, &fx.exp[m][k]) == 0);
+        expect_regray(&fx);
+        engine_run(&fx, eng, out);
+        snprintf(label, sizeof(label), "step %zu: frame %d%s", i, steps[i].frame, steps[i].hold ? " (held)" : "");
+        check_products(&fx, out, label);
+    }
+    fx.frame = frame0;
+    for (int i = 0; i < NF; i++) free(frames[i]);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+    fixture_free(&fx);
+}
+END_TEST
+
 /* One engine through changes of the ABI 1.1 values; after each it matches
  * the reference and a fresh engine. */
 START_TEST(test_set_params_options)
@@ -1047,6 +1101,7 @@ Suite *oct_engine_suite_ex(oct_backend backend, oct_precision precision, const c
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, test_options, 0, NCASES(opt_cases));
     tcase_add_test(tc, test_rolling);
+    tcase_add_test(tc, test_rolling_hold);
     tcase_add_test(tc, test_set_params_options);
     tcase_add_test(tc, test_physical);
     suite_add_tcase(s, tc);

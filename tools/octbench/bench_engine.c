@@ -126,6 +126,7 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     oct_engine *eng = NULL;
     oct_products *out = oct_products_create();
     int rc = -1;
+    double conv_bytes = 0, d2d = 0;
     oct_error e = {{0}};
     if (!frame || (w.R && !masks) || !out || !t[7]) {
         fprintf(stderr, "octbench: %s: out of memory\n", w.name);
@@ -197,6 +198,7 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
         t[0][r] = st.h2d_ms, t[1][r] = st.convert_ms, t[2][r] = st.cfd_ms, t[3][r] = st.msi_ms;
         t[4][r] = st.products_ms, t[5][r] = st.d2h_ms, t[6][r] = st.total_ms;
         t[7][r] = st.device_ms;
+        conv_bytes = st.convert_bytes;
     }
     double med[8];
     for (int i = 0; i < 8; i++)
@@ -226,6 +228,14 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
                seed_gpu / med[6], seed_gpu / med[7], med[7]);
     else if (!strcmp(oct_engine_backend_name(eng), "cuda"))
         printf("  device %.3f ms", med[7]);
+#ifdef OCT_HAVE_CUDA
+    /* memory-bound stage against the device's own copy rate (issue 5) */
+    if (!strcmp(oct_engine_backend_name(eng), "cuda") && conv_bytes > 0 && med[1] > 0 &&
+        oct_cuda_d2d_rate(eng, 20, &d2d, &e) == OCT_OK && d2d > 0) {
+        double cgb = conv_bytes / (med[1] * 1e-3) / 1e9;
+        printf("  conv %.0f GB/s = %.0f%% of D2D copy %.0f GB/s", cgb, 100.0 * cgb / d2d, d2d);
+    }
+#endif
     if (w.paper > 0)
         printf("  Li et al. GTX 295: %.0fk A-lines/s (ours x%.2f)", w.paper / 1e3,
                ascans_s / w.paper);
@@ -237,10 +247,11 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
                 "\"reps\":%d,\"create_ms\":%.3f,\"h2d_ms\":%.3f,\"convert_ms\":%.3f,\"cfd_ms\":%.3f,"
                 "\"msi_ms\":%.3f,\"products_ms\":%.3f,\"d2h_ms\":%.3f,\"total_ms\":%.3f,"
                 "\"device_ms\":%.3f,\"ascans_per_s\":%.0f,\"mb_per_s\":%.1f,"
-                "\"seed_cpu_ms\":%.3f,\"seed_gpu_ms\":%.3f}\n",
+                "\"seed_cpu_ms\":%.3f,\"seed_gpu_ms\":%.3f,\"convert_bytes\":%.0f,"
+                "\"d2d_gb_per_s\":%.1f}\n",
                 w.name, oct_engine_backend_name(eng), oct_engine_device_name(eng), path, w.M, w.N,
                 w.L, w.R, reps, create_ms, med[0], med[1], med[2], med[3], med[4], med[5], med[6],
-                med[7], ascans_s, mbs, seed_cpu, seed_gpu);
+                med[7], ascans_s, mbs, seed_cpu, seed_gpu, conv_bytes, d2d);
     }
     rc = 0;
 done:
@@ -332,15 +343,18 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
         }
     }
     int warm = o->quick ? 2 : 2 * depth + 2;
-    double t0 = 0;
+    double t0 = 0, submit_ms = 0; /* host time inside submit: the launch cost a CUDA graph would cut */
     int submitted = 0, completed = 0;
     while (completed < warm + nframes) {
         while (submitted < warm + nframes && nfree > 0) {
             oct_products *out = freel[--nfree];
+            double ts = oct_now_ms();
             if (oct_engine_submit(eng, buf + (submitted % K) * stride, fbytes, out, &e)) {
                 fprintf(stderr, "octbench: stream %s: submit: %s\n", w.name, e.msg);
                 goto done;
             }
+            if (submitted >= warm)
+                submit_ms += oct_now_ms() - ts;
             submitted++;
         }
         oct_products *d = NULL;
@@ -358,14 +372,16 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
            w.name, reg ? "registered" : "pageable", depth, fps, fps * w.N * w.L, gbs);
     if (h2d > 0)
         printf("  (pinned H2D %.1f GB/s: %.0f%%)", h2d, 100.0 * gbs / h2d);
+    printf("  host submit %.1f us/frame", 1e3 * submit_ms / nframes);
     printf("\n");
     if (json)
         fprintf(json,
                 "{\"part\":\"stream\",\"workload\":\"%s\",\"input\":\"%s\",\"device\":\"%s\","
                 "\"depth\":%d,\"frames\":%d,\"frame_bytes\":%zu,\"frames_per_s\":%.2f,"
-                "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f}\n",
+                "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f,"
+                "\"submit_us\":%.2f}\n",
                 w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
-                fbytes, fps, fps * w.N * w.L, gbs, h2d);
+                fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes);
     rc = 0;
 done:
     while (eng && oct_engine_inflight(eng) > 0) {

@@ -118,6 +118,13 @@ static const char *bounded(const char *s, size_t len, char *buf)
     return buf;
 }
 
+/* A usage error that names the first argument a command does not take. */
+static int extra_argument(const char *cmd, const char *arg)
+{
+    fprintf(stderr, "octctl %s: unexpected argument '%s' (octctl --help)\n", cmd, arg);
+    return EX_USAGE;
+}
+
 /* ---------------- get ---------------- */
 static int cmd_get(const ctl_opts *o, int argc, char **argv)
 {
@@ -390,6 +397,8 @@ static int cmd_watch(const ctl_opts *o, int argc, char **argv)
         default: return EX_USAGE;
         }
     }
+    if (optind < argc)
+        return extra_argument("watch", argv[optind]);
     oct_status *s = open_status(o);
     if (!s)
         return 2;
@@ -472,17 +481,15 @@ int main(int argc, char **argv)
     if (!strcmp(cmd, "set"))
         return cmd_set(&o, cargc, cargv);
     if (!strcmp(cmd, "status"))
-        return cargc == 1 ? cmd_status(&o) : EX_USAGE;
+        return cargc == 1 ? cmd_status(&o) : extra_argument("status", cargv[1]);
     struct {
         const char *name;
         uint32_t cmd;
     } simple[] = {{"snapshot", OCT_CMD_SNAPSHOT}, {"review", OCT_CMD_REVIEW}, {"online", OCT_CMD_ONLINE}};
     for (size_t i = 0; i < sizeof simple / sizeof simple[0]; i++)
         if (!strcmp(cmd, simple[i].name)) {
-            if (cargc != 1) {
-                fprintf(stderr, "octctl %s takes no arguments\n", cmd);
-                return EX_USAGE;
-            }
+            if (cargc != 1)
+                return extra_argument(cmd, cargv[1]);
             return cmd_command(&o, simple[i].cmd, simple[i].name);
         }
     if (!strcmp(cmd, "save")) {
@@ -490,6 +497,11 @@ int main(int argc, char **argv)
             return cmd_command(&o, OCT_CMD_SAVE_RAW, "save raw");
         if (cargc == 2 && !strcmp(cargv[1], "images"))
             return cmd_command(&o, OCT_CMD_SAVE_IMAGES, "save images");
+        if (cargc > 2 && (!strcmp(cargv[1], "raw") || !strcmp(cargv[1], "images")))
+            return extra_argument(cargc > 2 && !strcmp(cargv[1], "raw") ? "save raw" : "save images",
+                                  cargv[2]);
+        if (cargc >= 2)
+            fprintf(stderr, "octctl save: '%s' is neither raw nor images\n", cargv[1]);
         fprintf(stderr, "usage: octctl save raw|images\n");
         return EX_USAGE;
     }

@@ -37,7 +37,7 @@ typedef struct grab {
     int nprefixes;
     long count, save_max;
     double timeout_s;
-    bool quiet;
+    bool quiet, headers;
     topic_stats topics[MAX_TOPICS];
     int ntopics;
     uint64_t images, malformed, status_msgs, save_errors;
@@ -64,7 +64,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: octgrab [--endpoint E] [--topic PREFIX]... [--count N] [--timeout SEC]\n"
-            "               [--output DIR] [--save-max N] [--quiet]\n"
+            "               [--output DIR] [--save-max N] [--quiet] [--headers]\n"
             "Subscribes to octd's images and prints one line per message and a summary.\n"
             "  -e, --endpoint E    default tcp://127.0.0.1:5556\n"
             "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd\n"
@@ -74,7 +74,9 @@ static void usage(FILE *f)
             "  -o, --output DIR    save images: u8 -> PNG (3-D: one PNG per slice), f32 -> .npy,\n"
             "                      named <topic with / as _>_<image_seq>[_<slice>].png/.npy\n"
             "  -s, --save-max N    save at most N messages per topic (default: all)\n"
-            "  -q, --quiet         no line per message\n");
+            "  -q, --quiet         no line per message\n"
+            "  -H, --headers       also print each image message's full JSON header (one line,\n"
+            "                      starting with '{', after the message's line; also with --quiet)\n");
 }
 
 static topic_stats *stats_for(grab *g, const char *topic)
@@ -218,6 +220,13 @@ static void handle(grab *g, zmq_msg_t *parts, int nparts)
                " latency %.2f ms\n",
                h.topic, h.image_seq, h.frame_id, shape, h.dtype, h.params_gen, lat);
     }
+    if (g->headers) {
+        size_t hl = zmq_msg_size(&parts[1]);
+        const char *hd = zmq_msg_data(&parts[1]);
+        while (hl && (hd[hl - 1] == '\n' || hd[hl - 1] == '\0'))
+            hl--;
+        printf("%.*s\n", (int)hl, hd);
+    }
     if (g->outdir && (g->save_max < 0 || t->saved < (uint64_t)g->save_max))
         save_image(g, t, &h, zmq_msg_data(&parts[2]));
     return;
@@ -269,7 +278,7 @@ int main(int argc, char **argv)
         {"count", required_argument, 0, 'n'},    {"timeout", required_argument, 0, 'T'},
         {"output", required_argument, 0, 'o'},   {"save-max", required_argument, 0, 's'},
         {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0}};
+        {"headers", no_argument, 0, 'H'},        {0, 0, 0, 0}};
     grab *g = calloc(1, sizeof *g);
     if (!g)
         return 2;
@@ -278,7 +287,7 @@ int main(int argc, char **argv)
     g->save_max = -1;
     g->timeout_s = 0;
     int c;
-    while ((c = getopt_long(argc, argv, "e:t:n:T:o:s:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "e:t:n:T:o:s:qHh", opts, NULL)) != -1) {
         switch (c) {
         case 'e': g->endpoint = optarg; break;
         case 't':
@@ -307,6 +316,7 @@ int main(int argc, char **argv)
         }
         case 'o': g->outdir = optarg; break;
         case 'q': g->quiet = true; break;
+        case 'H': g->headers = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 64;
         }

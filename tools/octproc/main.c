@@ -51,7 +51,8 @@ static void usage(FILE *f)
             "\n"
             "Files per frame, for each method (cfd, msi, cms) and product of the profile:\n"
             "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v)\n"
-            "  enface_<method>_<q>.png    one per en-face depth q = 0..Q-1\n"
+            "  enface_<method>_<q>.png    one per en-face depth q = 0..Q-1 (indices past the\n"
+            "                             last depth are cut; a line says how many were used)\n"
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
@@ -334,8 +335,8 @@ int main(int argc, char **argv)
     setup.backend = backend;
     setup.threads = threads;
     setup.flags = K < MEASURE_PLAN_FRAMES ? OCT_SETUP_QUICK_PLAN : 0;
-    if ((err = oct_params_check(&prof->params, &setup, &e))) {
-        fprintf(stderr, "octproc: %s: %s\n", profile_path, e.msg);
+    if ((err = oct_profile_check(prof, &setup, &e))) {
+        fprintf(stderr, "octproc: %s\n", e.msg);
         goto out;
     }
     if ((err = oct_engine_create(&eng, &setup, &prof->params, &e))) {
@@ -382,6 +383,15 @@ int main(int argc, char **argv)
         }
         printf("octproc: frame %llu -> %s: %d files (%s, %.1f ms processing)\n",
                (unsigned long long)k, dir, files, oct_engine_backend_name(eng), t1 - t0);
+        /* SPEC 2.4: en-face indices past the last depth are cut, and said so */
+        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+            const oct_image *img = &pr->img[m][OCT_KIND_ENFACE];
+            if (img->present && img->n_indices < img->requested)
+                printf("octproc: frame %llu: en-face %s: %u depths requested, %u used "
+                       "(enface start %d, step %d: indices past the last depth are cut)\n",
+                       (unsigned long long)k, oct_method_name(m), img->requested, img->n_indices,
+                       prof->params.enface_start, prof->params.enface_step);
+        }
     }
     rc = 0;
 out:
