@@ -1630,11 +1630,22 @@ void wanted(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
 oct_err check_bad(CudaState *s, const Slot *sl, oct_error *e)
 {
     int bad = *sl->h_bad;
-    if (bad >= 0 && bad < s->S)
-        return oct_error_set(e, OCT_EINVAL,
-                             "frame spectrum %d (line %d, A-scan %d) has a non-finite sample",
-                             bad, bad / s->N, bad % s->N);
-    return OCT_OK;
+    if (bad < 0 || bad >= s->S) return OCT_OK;
+    /* A rejected frame (only f32 input can hold non-finite samples): name
+     * the sample as the CPU backend does, from the slot's raw copy, which
+     * stays until the next frame is submitted into this slot. */
+    float spec[8192];
+    int M = std::min(s->M, 8192), n = -1;
+    if (s->frame_bytes == (size_t)s->S * s->M * sizeof(float) &&
+        cudaMemcpy(spec, (const float *)sl->d_raw + (size_t)bad * s->M, (size_t)M * sizeof(float),
+                   cudaMemcpyDeviceToHost) == cudaSuccess)
+        for (int i = 0; i < M && n < 0; i++)
+            if (!std::isfinite(spec[i])) n = i;
+    if (n >= 0)
+        return oct_error_set(e, OCT_EINVAL, "frame: sample %d of spectrum %d (line %d, A-scan %d) is not finite (%g)",
+                             n, bad, bad / s->N, bad % s->N, (double)spec[n]);
+    return oct_error_set(e, OCT_EINVAL, "frame: spectrum %d (line %d, A-scan %d) has a non-finite sample", bad,
+                         bad / s->N, bad % s->N);
 }
 
 /* Waits for an event: timeout_ms < 0 blocks, 0 asks, > 0 polls until then. */

@@ -31,6 +31,11 @@ test)
     echo "test_cuda_engine exit $?"
     grep -E '^[0-9]+%|SKIP|cuda: device' "$OUT/test_cuda.log"
     grep -E ':[EF]:' "$OUT/test_cuda.log" | head -20
+    # the backend-neutral engine API tests on the GPU
+    OCT_TEST_BACKEND=cuda "$B/tests/test_engine_api" >"$OUT/test_engine_api_cuda.log" 2>&1
+    echo "test_engine_api (cuda) exit $?"
+    grep -E '^[0-9]+%|SKIP' "$OUT/test_engine_api_cuda.log"
+    grep -E ':[EF]:' "$OUT/test_engine_api_cuda.log" | head -20
     ;;
 bench)
     log bench fp32 "(3xTF32 GEMM, seed baseline, GPU stream)"
