@@ -388,6 +388,18 @@ START_TEST(t_agree)
 }
 END_TEST
 
+/* Applies p, checks the next frame against the reference and that the
+ * engine allocated nothing since it had made n0 allocations. */
+static void change_and_check(oct_engine *gpu, const fixture *f, const oct_params *p, oct_products *out,
+                             uint64_t n0, const char *label)
+{
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_set_params(gpu, p, &e) == OCT_OK, "%s: set_params: %s", label, e.msg);
+    run_and_check(gpu, f, p, TU_TOL_FP32, out, label);
+    ck_assert_msg(oct_cuda_alloc_count(gpu) == n0, "%s: %llu allocations after %llu", label,
+                  (unsigned long long)oct_cuda_alloc_count(gpu), (unsigned long long)n0);
+}
+
 /* Control changes between frames: results follow, nothing is allocated. */
 START_TEST(t_no_realloc)
 {
@@ -419,13 +431,9 @@ START_TEST(t_no_realloc)
         p.methods = 1u + (uint32_t)(tu_rng_next(&rng) % 3);
         p.products = (uint32_t)(tu_rng_next(&rng) & 0x3fu) | OCT_PRODUCT_F32;
         p.gsc[1] *= 1.5f;
-        oct_error e = {{0}};
-        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "set_params: %s", e.msg);
         char label[64];
         snprintf(label, sizeof label, "change %d", it);
-        run_and_check(gpu, &f, &p, TU_TOL_FP32, out, label);
-        ck_assert_msg(oct_cuda_alloc_count(gpu) == n0, "%s: %llu allocations after %llu", label,
-                      (unsigned long long)oct_cuda_alloc_count(gpu), (unsigned long long)n0);
+        change_and_check(gpu, &f, &p, out, n0, label);
     }
     oct_products_destroy(out);
     oct_engine_destroy(gpu);
@@ -461,15 +469,11 @@ START_TEST(t_lag_switch)
         oct_params p = *oct_engine_params(gpu);
         p.lag_lo = steps[i].lo;
         p.lag_hi = steps[i].hi;
-        oct_error e = {{0}};
-        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "set_params: %s", e.msg);
         char label[64];
         snprintf(label, sizeof label, "lags [%d, %d]", p.lag_lo, p.lag_hi);
-        run_and_check(gpu, &f, &p, TU_TOL_FP32, out, label);
+        change_and_check(gpu, &f, &p, out, n0, label);
         ck_assert_msg(oct_engine_msi_path(gpu) == steps[i].path, "%s: path %d, expected %d", label,
                       (int)oct_engine_msi_path(gpu), (int)steps[i].path);
-        ck_assert_msg(oct_cuda_alloc_count(gpu) == n0, "%s: %llu allocations after %llu", label,
-                      (unsigned long long)oct_cuda_alloc_count(gpu), (unsigned long long)n0);
     }
     oct_products_destroy(out);
     oct_engine_destroy(gpu);

@@ -1095,14 +1095,10 @@ int main(void)
             return 0;
         }
         g_backend = OCT_BACKEND_CUDA;
-        SRunner *cr = srunner_create(neutral_suite("engine_api-cuda"));
-        srunner_set_fork_status(cr, CK_NOFORK); /* never fork after CUDA was initialised */
-        srunner_run_all(cr, CK_NORMAL);
-        int f = srunner_ntests_failed(cr);
-        srunner_free(cr);
-        return f ? 1 : 0;
     }
-    SRunner *sr = srunner_create(suite());
+    SRunner *sr = srunner_create(g_backend == OCT_BACKEND_CUDA ? neutral_suite("engine_api-cuda") : suite());
+    if (g_backend == OCT_BACKEND_CUDA)
+        srunner_set_fork_status(sr, CK_NOFORK); /* never fork after CUDA was initialised */
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);

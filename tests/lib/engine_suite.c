@@ -764,6 +764,19 @@ START_TEST(test_options)
 }
 END_TEST
 
+/* The expected products for the frames processed since the rolling history
+ * (re)started, the last one being the frame evaluated. */
+static void expect_seq(fixture *fx, const void *const *seq, size_t n)
+{
+    expect_free(fx);
+    ref64_destroy(fx->ref);
+    ck_assert(ref64_create_seq(&fx->ref, &fx->setup, &fx->params, seq, n) == 0);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            if (fx->want[m][k]) ck_assert(ref64_product(fx->ref, m, k, &fx->exp[m][k]) == 0);
+    expect_regray(fx);
+}
+
 /* Rolling background over a sequence of frames: the reference sees the
  * frames since the history (re)started; K changes mid-sequence (restart),
  * a change of something else keeps the history. */
@@ -802,14 +815,7 @@ START_TEST(test_rolling)
             ck_assert_msg(oct_engine_set_params(eng, &fx.params, &e) == OCT_OK, "set_params: %s", e.msg);
         }
         fx.frame = frames[i];
-        expect_free(&fx);
-        ref64_destroy(fx.ref);
-        ck_assert(ref64_create_seq(&fx.ref, &fx.setup, &fx.params, (const void *const *)&frames[since],
-                                   (size_t)(i - since + 1)) == 0);
-        for (int m = 0; m < OCT_METHOD_COUNT; m++)
-            for (int k = 0; k < OCT_KIND_COUNT; k++)
-                if (fx.want[m][k]) ck_assert(ref64_product(fx.ref, m, k, &fx.exp[m][k]) == 0);
-        expect_regray(&fx);
+        expect_seq(&fx, (const void *const *)&frames[since], (size_t)(i - since + 1));
         engine_run(&fx, eng, out);
         snprintf(label, sizeof(label), "frame %d (history from %d)", i, since);
         check_products(&fx, out, label);
@@ -855,15 +861,9 @@ START_TEST(test_rolling_hold)
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         oct_engine_hold_history(eng, steps[i].hold);
         fx.frame = frames[steps[i].frame];
-        expect_free(&fx);
-        ref64_destroy(fx.ref);
         const void *seq[4];
         for (int k = 0; k < steps[i].n; k++) seq[k] = frames[steps[i].seq[k]];
-        ck_assert(ref64_create_seq(&fx.ref, &fx.setup, &fx.params, seq, (size_t)steps[i].n) == 0);
-        for (int m = 0; m < OCT_METHOD_COUNT; m++)
-            for (int k = 0; k < OCT_KIND_COUNT; k++)
-                if (fx.want[m][k]) ck_assert(ref64_product(fx.ref, m, k, &fx.exp[m][k]) == 0);
-        expect_regray(&fx);
+        expect_seq(&fx, seq, (size_t)steps[i].n);
         engine_run(&fx, eng, out);
         snprintf(label, sizeof(label), "step %zu: frame %d%s", i, steps[i].frame, steps[i].hold ? " (held)" : "");
         check_products(&fx, out, label);
