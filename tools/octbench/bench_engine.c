@@ -28,7 +28,12 @@ typedef struct workload {
     bool disp;
     uint32_t cms;
     double paper;
+    uint32_t bg;       /* background mode (0 = none) */
+    int32_t bg_param;  /* rolling K / FPN segment G */
 } workload;
+
+/* Rows leave the trailing option fields (background, ...) at zero. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 
 #define P(k) OCT_PRODUCT_BIT(OCT_KIND_##k)
 #define CFD OCT_METHOD_BIT(OCT_METHOD_CFD)
@@ -71,6 +76,10 @@ static const workload workloads[] = {
     {"volume-cms", 1024, 200, 192, 0, CMS, 0, 0, VOLPROD, 20, 10, 40,
      "volume 200x192x1024, CMS R=512: en-face Q=40, confocal, xsec_h, xsec_v", OCT_KLIN_OFF, 21,
      false, 512, 0},
+    {"volume-cfd-rolling", 1024, 200, 192, 0, CFD, 0, 0, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024, CFD, rolling background K=16", OCT_KLIN_OFF, 21, false, 0, 0, OCT_BG_ROLLING, 16},
+    {"volume-cfd-fpn", 1024, 200, 192, 0, CFD, 0, 0, VOLPROD, 20, 10, 40,
+     "volume 200x192x1024, CFD, fixed-pattern background G=200", OCT_KLIN_OFF, 21, false, 0, 0, OCT_BG_FPN, 200},
 };
 
 static int cmp_double(const void *a, const void *b)
@@ -151,6 +160,8 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     p.enface_start = w.enface_start, p.enface_step = w.enface_step, p.enface_count = w.enface_count;
     p.xsec_h = (int32_t)(w.L / 2), p.xsec_v = (int32_t)(w.N / 2);
     p.freq_cutoff = 8;
+    if (w.bg)
+        p.background = w.bg, p.background_param = w.bg_param;
     /* a mild k non-linearity: p(t) = M (0.96 t + 0.08 t^2 - 0.04 t^3), increasing, p(1) = M */
     p.klin = w.klin, p.klin_taps = w.taps, p.klin_source = OCT_KLIN_POLY;
     p.klin_coef[0] = 0, p.klin_coef[1] = 0.96 * w.M, p.klin_coef[2] = 0.08 * w.M;
@@ -454,7 +465,7 @@ int octbench_engine(const octbench_opts *o)
         const workload *w = &workloads[i];
         /* groups: li (Li et al.'s workload), issue7 (k-lin, dispersion, CMS) */
         bool group = o->only && ((!strcmp(o->only, "li") && !strncmp(w->name, "li-", 3)) ||
-                                 (!strcmp(o->only, "issue7") && (w->klin || w->disp || w->cms ||
+                                 (!strcmp(o->only, "issue7") && (w->klin || w->disp || w->cms || w->bg ||
                                                                  !strncmp(w->name, "li-", 3))));
         if (o->only && !group && strcmp(o->only, w->name) && strcmp(o->only, "engine"))
             continue;
