@@ -299,7 +299,11 @@ static void process_frame(octd *d, const octd_frame_buf *f, bool review)
     }
     oct_error e;
     size_t bytes = oct_geometry_frame_bytes(&f->geom);
+    /* Review re-processes the kept frame again and again: it must not enter
+     * the rolling background's history (which would drift the image). */
+    oct_engine_hold_history(d->eng, review);
     oct_err rc = oct_engine_process(d->eng, f->data, bytes, slot->prod, &e);
+    oct_engine_hold_history(d->eng, false);
     if (rc != OCT_OK) {
         octd_slot_release(slot);
         if (strcmp(d->proc_err, e.msg) != 0) {
@@ -692,11 +696,9 @@ static oct_err load_config(const char *path, oct_daemon_config *cfg, oct_profile
     oct_setup_default(&s);
     s.geom = prof->geom;
     oct_profile_setup(prof, &data, &s);
-    rc = oct_params_check(&prof->params, &s, e);
+    rc = oct_profile_check(prof, &s, e); /* "profile:line: key: ..." */
     oct_profile_data_free(&data);
-    if (rc != OCT_OK)
-        return oct_error_prefix(e, rc, "%s", prof->source_path);
-    return OCT_OK;
+    return rc;
 }
 
 static void warn_save_dir(const oct_daemon_config *cfg)
@@ -887,7 +889,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: octd --config FILE [--check-config] [--foreground]\n"
             "       octd --version | --help\n"
-            "Real-time OCT processing daemon: frame ring -> CFD/MSI images -> ZeroMQ.\n"
+            "Real-time OCT processing daemon: frame ring -> CFD/MSI/CMS images -> ZeroMQ.\n"
             "  -c, --config FILE   octd.ini (SPEC 5.1); its [profile] path names the profile\n"
             "  -t, --check-config  validate octd.ini, the profile and its data files (masks,\n"
             "                      reference, ...), then exit (0 valid, 78 invalid)\n"

@@ -119,7 +119,10 @@ sanitize)
     san_verdict "octd memcheck" $rc "$SD/octd.memcheck.log"
     kill $sp; wait $sp 2>/dev/null
     rm -f /dev/shm"$R"-*
-    echo "sanitize: $san_fails failing run(s); logs in $SD"
+    echo "sanitize: $san_fails failing run(s)"
+    # the logs as one file (the device tool brings back few files)
+    (cd "$SD" && tar -czf "$OUT/sanitize_logs.tgz" ./*.log) && rm -rf "$SD" &&
+        echo "sanitize: logs in $OUT/sanitize_logs.tgz"
     ;;
 ceil)
     log ceilings

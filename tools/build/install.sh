@@ -72,7 +72,7 @@ done
 cat <<EOT
 install: done.  Next steps (as root, without DESTDIR):
   systemd-sysusers octd.conf && systemd-tmpfiles --create octd.conf
-  put the MSI masks next to $SYSCONF/profile.yaml (octsim masks ... --output $SYSCONF/masks.npy for a test)
+  the example profile runs CFD; for MSI make masks (octsim masks --samples M --count R --output $SYSCONF/masks.npy) and enable them in $SYSCONF/profile.yaml
   $PREFIX/bin/octd --config $SYSCONF/octd.ini --check-config
   systemctl daemon-reload && systemctl enable --now octd
 EOT

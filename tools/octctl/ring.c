@@ -195,18 +195,18 @@ int octctl_ring_main(int argc, char **argv)
             long v = strtol(optarg, &end, 10);
             if (*end || end == optarg || v < 0 || v > 3600000) {
                 fprintf(stderr, "octctl ring: --timeout: bad value \"%s\"\n", optarg);
-                return 2;
+                return 64; /* EX_USAGE, as octctl's other commands */
             }
             timeout_ms = (int)v;
             break;
         }
         case 'h': ring_usage(stdout); return 0;
-        default: ring_usage(stderr); return 2;
+        default: ring_usage(stderr); return 64;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "octctl ring: unexpected argument \"%s\"\n", argv[optind]);
-        return 2;
+        return 64;
     }
     oct_ring_consumer *c = NULL;
     oct_error e;
