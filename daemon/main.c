@@ -495,8 +495,10 @@ static oct_err save_images(octd *d, char *name, size_t len, oct_error *e)
         return oct_error_set(e, OCT_EINVAL, "the engine cannot be planned for the kept frame");
     if (!d->save_prod && !(d->save_prod = oct_products_create()))
         return oct_error_set(e, OCT_ENOMEM, "out of memory for the images");
+    oct_engine_hold_history(d->eng, true); /* the kept frame again: as review shows it */
     oct_err rc = oct_engine_process(d->eng, d->kept.data, oct_geometry_frame_bytes(&d->kept.geom),
                                     d->save_prod, e);
+    oct_engine_hold_history(d->eng, false);
     if (rc != OCT_OK)
         return rc;
     octd_saved_frame f = {d->kept.data, d->kept.geom, d->kept.info, &d->values, d->applied_gen,
