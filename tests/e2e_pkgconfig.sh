@@ -22,14 +22,8 @@ RING=/octpc-$$
 trap 'rm -rf "$T"; rm -f /dev/shm$RING' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-LIB="$BUILD/liboctipc.so"
-if [ ! -f "$LIB" ]; then
-    # make check does not build the shared library: build it aside for this test
-    make -s BUILD="$BUILD" "$LIB" >"$T/make.log" 2>&1 || fail "cannot build $LIB: $(tail -3 "$T/make.log")"
-fi
-PREFIX=/opt/octd DESTDIR="$T/root" BUILD="$BUILD" BIN="$BIN" VERSION=9.8.7 tools/build/install.sh \
-    >"$T/install.log" 2>&1 || fail "install.sh: $(tail -5 "$T/install.log")"
-R="$T/root"
+. tests/helpers/install_destdir.sh
+install_destdir "$T"
 for f in opt/octd/include/octd/oct_ipc.h opt/octd/include/octd/oct_types.h \
          opt/octd/lib/liboctipc.so opt/octd/lib/pkgconfig/octipc.pc; do
     [ -e "$R/$f" ] || fail "install: no $f"

@@ -26,14 +26,8 @@ trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 # ---- install into a DESTDIR -----------------------------------------------------
-LIB="$BUILD/liboctipc.so"
-if [ ! -f "$LIB" ]; then
-    # make check does not build the shared library: build it aside for this test
-    make -s BUILD="$BUILD" "$LIB" >"$T/make.log" 2>&1 || fail "cannot build $LIB: $(tail -3 "$T/make.log")"
-fi
-PREFIX=/opt/octd DESTDIR="$T/root" BUILD="$BUILD" BIN="$BIN" VERSION=9.8.7 tools/build/install.sh \
-    >"$T/install.log" 2>&1 || fail "install.sh: $(tail -5 "$T/install.log")"
-R="$T/root"
+. tests/helpers/install_destdir.sh
+install_destdir "$T"
 for f in opt/octd/bin/octd opt/octd/bin/octctl opt/octd/bin/octgrab opt/octd/bin/octsim \
          opt/octd/bin/octproc opt/octd/bin/octbench opt/octd/include/octd/oct_ipc.h \
          opt/octd/include/octd/oct_types.h opt/octd/lib/liboctipc.so.9.8.7 opt/octd/lib/liboctipc.so.1 \

@@ -1034,6 +1034,22 @@ START_TEST(test_recompute_options)
 }
 END_TEST
 
+/* The tests that hold for any backend (the others check the CPU backend's
+ * own rebuild counters, threads, set-up errors or the CUDA refusal). */
+static void add_neutral_tests(TCase *tc)
+{
+    tcase_add_test(tc, test_bad_frames);
+    tcase_add_test(tc, test_set_params_keeps_old);
+    tcase_add_test(tc, test_products_bscan);
+    tcase_add_test(tc, test_products_volume_consistent);
+    tcase_add_test(tc, test_enface_only_spectra);
+    tcase_add_test(tc, test_xsec_change);
+    tcase_add_test(tc, test_fft_equals_gemm);
+    tcase_add_test(tc, test_enface_cut);
+    tcase_add_test(tc, test_gray_map);
+    tcase_add_test(tc, test_cms_equals_cfd_linear);
+}
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("engine_api");
@@ -1045,41 +1061,22 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bad_setup);
     tcase_add_test(tc, test_msi_without_masks);
     tcase_add_test(tc, test_cuda_refused);
-    tcase_add_test(tc, test_bad_frames);
-    tcase_add_test(tc, test_set_params_keeps_old);
+    add_neutral_tests(tc);
     tcase_add_loop_test(tc, test_recompute_only_changed, 0, 2);
-    tcase_add_test(tc, test_products_bscan);
-    tcase_add_test(tc, test_products_volume_consistent);
-    tcase_add_test(tc, test_enface_only_spectra);
-    tcase_add_test(tc, test_xsec_change);
-    tcase_add_test(tc, test_fft_equals_gemm);
-    tcase_add_test(tc, test_enface_cut);
-    tcase_add_test(tc, test_gray_map);
     tcase_add_test(tc, test_params_check);
     tcase_add_test(tc, test_cms_setup_errors);
-    tcase_add_test(tc, test_cms_equals_cfd_linear);
     tcase_add_test(tc, test_recompute_options);
     suite_add_tcase(s, tc);
     return s;
 }
 
-/* The tests that hold for any backend (the others check the CPU backend's
- * own rebuild counters, threads or the CUDA refusal). */
+/* The backend-neutral tests alone (OCT_TEST_BACKEND=cuda). */
 static Suite *neutral_suite(const char *name)
 {
     Suite *s = suite_create(name);
     TCase *tc = tcase_create("api");
     tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_bad_frames);
-    tcase_add_test(tc, test_set_params_keeps_old);
-    tcase_add_test(tc, test_products_bscan);
-    tcase_add_test(tc, test_products_volume_consistent);
-    tcase_add_test(tc, test_enface_only_spectra);
-    tcase_add_test(tc, test_xsec_change);
-    tcase_add_test(tc, test_fft_equals_gemm);
-    tcase_add_test(tc, test_enface_cut);
-    tcase_add_test(tc, test_gray_map);
-    tcase_add_test(tc, test_cms_equals_cfd_linear);
+    add_neutral_tests(tc);
     suite_add_tcase(s, tc);
     return s;
 }

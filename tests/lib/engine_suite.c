@@ -764,6 +764,16 @@ START_TEST(test_options)
 }
 END_TEST
 
+/* n random frames of the fixture's geometry, seeds seed0 + i * step. */
+static void random_frames(const fixture *fx, void **frames, int n, uint64_t seed0, uint64_t step)
+{
+    size_t bytes;
+    for (int i = 0; i < n; i++) {
+        frames[i] = tu_frame_random(&fx->setup.geom, seed0 + (uint64_t)i * step, &bytes);
+        ck_assert_ptr_nonnull(frames[i]);
+    }
+}
+
 /* The expected products for the frames processed since the rolling history
  * (re)started, the last one being the frame evaluated. */
 static void expect_seq(fixture *fx, const void *const *seq, size_t n)
@@ -790,11 +800,7 @@ START_TEST(test_rolling)
     fixture fx;
     fixture_init(&fx, &c, OCT_MSI_AUTO);
     void *frames[NF];
-    size_t bytes;
-    for (int i = 0; i < NF; i++) {
-        frames[i] = tu_frame_random(&fx.setup.geom, 400 + (uint64_t)i * 13, &bytes);
-        ck_assert_ptr_nonnull(frames[i]);
-    }
+    random_frames(&fx, frames, NF, 400, 13);
     void *frame0 = fx.frame;
     oct_engine *eng = engine_new(&fx, &fx.params);
     oct_products *out = oct_products_create();
@@ -840,11 +846,7 @@ START_TEST(test_rolling_hold)
     fixture fx;
     fixture_init(&fx, &c, OCT_MSI_AUTO);
     void *frames[NF];
-    size_t bytes;
-    for (int i = 0; i < NF; i++) {
-        frames[i] = tu_frame_random(&fx.setup.geom, 700 + (uint64_t)i * 17, &bytes);
-        ck_assert_ptr_nonnull(frames[i]);
-    }
+    random_frames(&fx, frames, NF, 700, 17);
     void *frame0 = fx.frame;
     oct_engine *eng = engine_new(&fx, &fx.params);
     oct_products *out = oct_products_create();
