@@ -33,6 +33,7 @@
  */
 #include <cuda_runtime.h>
 #include <cufft.h>
+#include <omp.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -174,7 +175,7 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
                                float *__restrict__ x3, float *__restrict__ xp,
                                float *__restrict__ xp3, long long n4, int M, int sh,
                                const float *__restrict__ w, const float *__restrict__ bg,
-                               int *__restrict__ bad)
+                               int *__restrict__ bad, long long jbase)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
@@ -188,7 +189,7 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
 #pragma unroll
     for (int k = 0; k < 4; k++) {
         float b = bg ? bg[n + k] : 0.0f;
-        if (!isfinite(r[k])) atomicMin(bad, (int)j);
+        if (!isfinite(r[k])) atomicMin(bad, (int)(jbase + j));
         dp[k] = r[k] - b;
         op[k] = w[n + k] * dp[k];
     }
@@ -568,6 +569,7 @@ struct ProdBuf {
 };
 
 enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
+enum { PARTS_MAX = 8 };
 
 /* What one frame in flight owns. */
 struct Slot {
@@ -587,6 +589,11 @@ struct Slot {
     bool f32;
     double t_submit;
     double conv_bytes;           /* device bytes read + written by the conversion stage */
+    /* intra-frame pipeline (see run_device): the input copied in nparts
+     * parts of spectra, each part converted and sent through CFD and the
+     * MSI as soon as it is on the device */
+    int nparts;
+    cudaEvent_t ev_in[PARTS_MAX], ev_cv[PARTS_MAX];
 };
 
 struct HostReg {
@@ -661,6 +668,11 @@ struct CudaState {
     long long DB;     /* spectra per dispersion chunk (the plan's batch) */
     cufftHandle plan_d;
     bool have_plan_d;
+    /* intra-frame pipeline: parts per frame (1 = off) and the R2C plan of
+     * one part's spectra (CFD stream, plan_x's work area) */
+    int parts;
+    cufftHandle plan_xp;
+    bool have_plan_xp;
 
     /* CMS: q (2RC x M), its GEMM matrices (all depths / en-face depths),
      * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
@@ -680,6 +692,7 @@ struct CudaState {
     /* staging of pageable frames */
     uint8_t *h_stage[2];
     size_t stage_bytes;
+    int stage_threads; /* CPU threads of the staging copy (one core moves ~8-10 GB/s) */
 
     HostReg reg[MAX_REG];
     int nreg;
@@ -943,6 +956,7 @@ void free_state(CudaState *s)
     if (s->have_plan_m) WARN_LIB(cufftDestroy(s->plan_m), CUFFT_SUCCESS);
     if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);
     if (s->have_plan_d) WARN_LIB(cufftDestroy(s->plan_d), CUFFT_SUCCESS);
+    if (s->have_plan_xp) WARN_LIB(cufftDestroy(s->plan_xp), CUFFT_SUCCESS);
     if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
     void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
@@ -966,6 +980,10 @@ void free_state(CudaState *s)
         cudaEvent_t more[] = {sl->ev_h2d0, sl->ev_h2d1, sl->ev_d2h0, sl->ev_d2h1};
         for (cudaEvent_t ev : more)
             if (ev) WARN_CUDA(cudaEventDestroy(ev));
+        for (int p = 0; p < PARTS_MAX; p++) {
+            if (sl->ev_in[p]) WARN_CUDA(cudaEventDestroy(sl->ev_in[p]));
+            if (sl->ev_cv[p]) WARN_CUDA(cudaEventDestroy(sl->ev_cv[p]));
+        }
     }
     WARN_CUDA(cudaFreeHost(s->h_stage[0]));
     WARN_CUDA(cudaFreeHost(s->h_stage[1]));
@@ -1095,6 +1113,26 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     FFT(cufftSetAutoAllocation(s->plan_d, 0));
     FFT(cufftMakePlanMany64(s->plan_d, 1, &n, NULL, 1, n, NULL, 1, n, CUFFT_C2C, s->DB, &wd));
     wx = std::max(wx, wd);
+    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
+     * compute of each part starting when it has arrived (latency: DMA +
+     * one part's compute instead of DMA + the frame's).  OCT_CUDA_PARTS
+     * overrides (tests, benchmarks; 1 = off). */
+    {
+        const char *pe = getenv("OCT_CUDA_PARTS");
+        int parts = pe && *pe ? atoi(pe) : (s->L > 1 && s->S >= 4096 ? 4 : 1);
+        parts = std::max(1, std::min((int)PARTS_MAX, parts));
+        while (parts > 1 && s->S % parts) parts--;
+        s->parts = parts;
+    }
+    if (s->parts > 1) {
+        size_t wp = 0;
+        FFT(cufftCreate(&s->plan_xp));
+        s->have_plan_xp = true;
+        FFT(cufftSetAutoAllocation(s->plan_xp, 0));
+        FFT(cufftMakePlanMany64(s->plan_xp, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S / s->parts, &wp));
+        FFT(cufftSetStream(s->plan_xp, s->s_cfd));
+        wx = std::max(wx, wp);
+    }
 
     /* per slot: input, flags, products, events */
     size_t out_pixels = 0;
@@ -1109,6 +1147,10 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         CU(cudaEventCreate(&sl->ev_h2d1));
         CU(cudaEventCreate(&sl->ev_d2h0));
         CU(cudaEventCreate(&sl->ev_d2h1));
+        for (int p = 0; p < s->parts && s->parts > 1; p++) {
+            CU(cudaEventCreateWithFlags(&sl->ev_in[p], cudaEventDisableTiming));
+            CU(cudaEventCreateWithFlags(&sl->ev_cv[p], cudaEventDisableTiming));
+        }
         out_pixels = 0;
         for (int m = 0; m < OCT_METHOD_COUNT; m++) {
             int D = method_depth(s, m);
@@ -1132,6 +1174,11 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     s->out_pixels = out_pixels;
     s->h_out_bytes = out_pixels * (1 + sizeof(float));
     s->stage_bytes = std::min(s->frame_bytes, (size_t)8 << 20);
+    /* Memory that cannot be registered (pageable frames, a ring the device
+     * cannot register read-only) is staged by several threads: setup.threads,
+     * else half the cores, at most 8. */
+    s->stage_threads = eng->setup.threads > 0 ? eng->setup.threads : omp_get_num_procs() / 2;
+    s->stage_threads = std::max(1, std::min(8, s->stage_threads));
     TRY(halloc(s, (void **)&s->h_stage[0], s->stage_bytes, "the frame staging", e));
     TRY(halloc(s, (void **)&s->h_stage[1], s->stage_bytes, "the frame staging", e));
 
@@ -1182,6 +1229,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, (uint8_t **)&s->fft_work_x, std::max(wx, (size_t)256), "the cuFFT work area", e));
     FFT(cufftSetWorkArea(s->plan_x, s->fft_work_x));
     FFT(cufftSetWorkArea(s->plan_d, s->fft_work_x));
+    if (s->have_plan_xp) FFT(cufftSetWorkArea(s->plan_xp, s->fft_work_x)); /* same stream as the CFD's R2C */
     if (wmax > 0 || s->have_plan_m) {
         TRY(dmalloc(s, (uint8_t **)&s->fft_work, std::max(wmax, (size_t)256), "the cuFFT work area", e));
         if (s->have_plan_m) FFT(cufftSetWorkArea(s->plan_m, s->fft_work));
@@ -1262,9 +1310,28 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
     return OCT_OK;
 }
 
+/* Whether this frame goes through the intra-frame pipeline: a volume, and
+ * nothing that needs the whole frame before the first part can be
+ * processed (frame-mean, rolling or FPN background) or that the per-part
+ * path does not do (k-linearisation, dispersion, FFT-path MSI).  With it,
+ * the stage times other than device_ms mix stages (octbench times a replay,
+ * which never uses parts). */
+bool parts_apply(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    if (s->parts <= 1 || s->L <= 1) return false;
+    if (p->background != OCT_BG_NONE && p->background != OCT_BG_REFERENCE) return false;
+    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
+    if (cfd && (s->klin_T > 0 || s->disp_on)) return false;
+    if (msi && eng->msi_path != OCT_MSI_GEMM) return false;
+    return true;
+}
+
 /* One MSI pass over nrows rows (spectra j0.. or gathered) with nslots depth
  * slots (all R, or the en-face list). */
-oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int nh, oct_error *e)
+oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long long nrows, int nh,
+                 oct_error *e)
 {
     CudaState *s = ST(eng);
     int nl = lag_count(eng);
@@ -1280,8 +1347,8 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
         long long nch = (nrows + cs_max - 1) / cs_max;
         long long cs = (nrows + nch - 1) / nch;
         const float one = 1.0f, zero = 0.0f;
-        for (long long j0 = 0; j0 < nrows; j0 += cs) {
-            long long nj = std::min(cs, nrows - j0);
+        for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
+            long long nj = std::min(cs, jbase + nrows - j0);
             /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
             if (s->gemm_mode == GEMM_SGEMM)
                 BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
@@ -1296,8 +1363,8 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
     } else {
         const float2 *X = xs ? s->d_Xg : s->d_X;
         long long cs = std::max(1ll, s->CB / nslots);
-        for (long long j0 = 0; j0 < nrows; j0 += cs) {
-            long long nj = std::min(cs, nrows - j0);
+        for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
+            long long nj = std::min(cs, jbase + nrows - j0);
             long long tot = nj * nslots * s->K;
             mask_product_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
                 X + j0 * s->K, s->K, (int)nj, s->d_Mf, sub ? s->d_eidx[OCT_METHOD_MSI] : NULL,
@@ -1485,23 +1552,67 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     const float *bvec = NULL;
     bool commit = false;
     TRY(background(eng, sl, replay, &bvec, &commit, e));
-    long long n4 = s->S * s->M / 4;
-    unsigned nb = blocks_for(n4, 256);
-    switch (g->sample_type) {
-    case OCT_SAMPLE_U16:
-        convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
-                                                             sh, s->d_win, bvec, sl->d_bad);
-        break;
-    case OCT_SAMPLE_I16:
-        convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
-                                                            sh, s->d_win, bvec, sl->d_bad);
-        break;
-    default:
-        convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw, x, x3, xp, xp3, n4, s->M,
-                                                          0, s->d_win, bvec, sl->d_bad);
-        break;
+    /* conversion of spectra [j0, j0 + ns) */
+    auto convert = [&](long long j0, long long ns) -> oct_err {
+        long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
+        unsigned nb = blocks_for(n4, 256);
+        float *px = x ? x + o : NULL, *px3 = x3 ? x3 + o3 : NULL, *pxp = xp ? xp + o : NULL,
+              *pxp3 = xp3 ? xp3 + o3 : NULL;
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16:
+            convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+            break;
+        case OCT_SAMPLE_I16:
+            convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+            break;
+        default:
+            convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0);
+            break;
+        }
+        LAUNCHED("convert");
+        return OCT_OK;
+    };
+    /* Intra-frame pipeline (volumes with input DMA'd in parts; see
+     * parts_apply for when): per part, wait for its copy, convert it, then
+     * CFD (own stream) and the MSI en-face / all-depth pass of its spectra;
+     * cross-sections and CMS follow once the whole frame is converted. */
+    int P = replay ? 1 : sl->nparts;
+    bool parts = P > 1 && parts_apply(eng);
+    bool msi_full = false, msi_done = false;
+    if (parts) {
+        long long np = s->S / P;
+        Sink kc = make_sink(eng, sl, OCT_METHOD_CFD, want[OCT_METHOD_CFD]);
+        Sink km, ke;
+        if (msi) {
+            TRY(prepare_msi(eng, e));
+            km = make_sink(eng, sl, OCT_METHOD_MSI, want[OCT_METHOD_MSI]);
+            msi_full = want[OCT_METHOD_MSI][OCT_KIND_VOLUME];
+            ke = km;
+            ke.xh_f = ke.xv_f = NULL;
+        }
+        const oct_params *pp = &eng->params;
+        for (int p = 0; p < P; p++) {
+            long long j0 = (long long)p * np;
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            TRY(convert(j0, np));
+            CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
+            if (cfd) {
+                CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
+                FFT(cufftExecR2C(s->plan_xp, x + j0 * s->M, (cufftComplex *)(s->d_X + j0 * s->K)));
+                SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
+                TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
+            }
+            if (msi && (msi_full || ke.en_f || ke.cf_f))
+                TRY(msi_pass(eng, msi_full ? km : ke, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
+        }
+        if (cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        msi_done = true;
+    } else {
+        TRY(convert(0, s->S));
     }
-    LAUNCHED("convert");
     {
         /* what the conversion stage moves: the raw frame (twice with a
          * frame-mean or rolling background: column sums first), each f32
@@ -1527,11 +1638,15 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
      * compute stream after the MSI ("late"). */
     bool x_on_comp = s->x_on_comp;
     bool late = cfd && klin && x_on_comp;
-    if (x_on_comp && (msi || (cfd && !klin))) {
+    if (parts) {
+        if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+    } else if (x_on_comp && (msi || (cfd && !klin))) {
         FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
         CU(cudaEventRecord(s->ev_fork, s->s_comp));
     }
-    if (cfd && !late) {
+    if (parts) {
+        /* CFD ran per part above */
+    } else if (cfd && !late) {
         CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
         TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
         CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
@@ -1547,17 +1662,17 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         if (full) {
             /* every depth of every spectrum: the en-face, confocal and
              * cross-section products come from the same pass */
-            TRY(msi_pass(eng, k, MODE_ALL, s->S, 0, e));
+            if (!msi_done) TRY(msi_pass(eng, k, MODE_ALL, 0, s->S, 0, e));
         } else if (s->L > 1) {
-            if (k.en_f || k.cf_f) {
+            if ((k.en_f || k.cf_f) && !msi_done) {
                 Sink ke = k;
                 ke.xh_f = ke.xv_f = NULL;
-                TRY(msi_pass(eng, ke, MODE_SUB, s->S, 0, e));
+                TRY(msi_pass(eng, ke, MODE_SUB, 0, s->S, 0, e));
             }
             if (k.xh_f || k.xv_f) {
                 int nh = 0, nv = 0;
                 TRY(gather_xsec(eng, k.xh_f != NULL, k.xv_f != NULL, &nh, &nv, e));
-                TRY(msi_pass(eng, k, MODE_XS, nh + nv, nh, e));
+                TRY(msi_pass(eng, k, MODE_XS, 0, nh + nv, nh, e));
             }
         }
     }
@@ -1691,6 +1806,21 @@ void drain(CudaState *s)
     cudaGetLastError();
 }
 
+/* memcpy split over `threads` OpenMP threads in page-aligned parts. */
+void par_memcpy(void *dst, const void *src, size_t n, int threads)
+{
+    if (threads <= 1 || n < ((size_t)1 << 20)) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t per = ((n + (size_t)threads - 1) / (size_t)threads + 4095) & ~(size_t)4095;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int t = 0; t < threads; t++) {
+        size_t off = (size_t)t * per;
+        if (off < n) memcpy((uint8_t *)dst + off, (const uint8_t *)src + off, std::min(per, n - off));
+    }
+}
+
 oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame, oct_products *out,
                      oct_error *e)
 {
@@ -1719,8 +1849,14 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     CU(cudaStreamWaitEvent(s->s_copy, sl->ev[EV_CONV], 0));
     CU(cudaEventRecord(sl->ev_h2d0, s->s_copy));
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
+    sl->nparts = sl->direct_in && parts_apply(eng) ? s->parts : 1;
     if (sl->direct_in) {
-        CU(cudaMemcpyAsync(sl->d_raw, frame, s->frame_bytes, cudaMemcpyHostToDevice, s->s_copy));
+        size_t pb = s->frame_bytes / sl->nparts; /* S % parts == 0 (create) */
+        for (int p = 0; p < sl->nparts; p++) {
+            CU(cudaMemcpyAsync((uint8_t *)sl->d_raw + p * pb, (const uint8_t *)frame + p * pb, pb,
+                               cudaMemcpyHostToDevice, s->s_copy));
+            if (sl->nparts > 1) CU(cudaEventRecord(sl->ev_in[p], s->s_copy));
+        }
     } else {
         /* pageable: through pinned staging; the CPU copy of chunk i+1 overlaps the DMA of chunk i */
         const uint8_t *src = (const uint8_t *)frame;
@@ -1729,15 +1865,16 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
             int b = s->stg_next;
             s->stg_next ^= 1;
             CU(cudaEventSynchronize(s->ev_stg[b]));
-            memcpy(s->h_stage[b], src + off, nb);
+            par_memcpy(s->h_stage[b], src + off, nb, s->stage_threads);
             CU(cudaMemcpyAsync((uint8_t *)sl->d_raw + off, s->h_stage[b], nb, cudaMemcpyHostToDevice, s->s_copy));
             CU(cudaEventRecord(s->ev_stg[b], s->s_copy));
         }
     }
     CU(cudaEventRecord(sl->ev_h2d1, s->s_copy));
 
-    /* compute after the input copy and after the slot's last download */
-    CU(cudaStreamWaitEvent(s->s_comp, sl->ev_h2d1, 0));
+    /* compute after the input copy (its first part: run_device waits for
+     * each part) and after the slot's last download */
+    CU(cudaStreamWaitEvent(s->s_comp, sl->nparts > 1 ? sl->ev_in[0] : sl->ev_h2d1, 0));
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev_d2h1, 0));
     TRY(run_device(eng, sl, sl->want, eng->hold_history, e));
 

@@ -253,8 +253,20 @@ static void set_env(const char *name, const char *v)
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
+/* The frame through process(), or, with `input` (a copy of the frame in
+ * registered memory), through submit/complete: the DMA path of octd, which
+ * the intra-frame pipeline (parts) takes. */
+static void run_and_check_from(oct_engine *eng, const fixture *f, const oct_params *p, double tol,
+                               oct_products *out, const char *label, const void *input);
+
 static void run_and_check(oct_engine *eng, const fixture *f, const oct_params *p, double tol,
                           oct_products *out, const char *label)
+{
+    run_and_check_from(eng, f, p, tol, out, label, NULL);
+}
+
+static void run_and_check_from(oct_engine *eng, const fixture *f, const oct_params *p, double tol,
+                               oct_products *out, const char *label, const void *input)
 {
     ref64 *ref = NULL;
     oct_setup s = f->setup;
@@ -271,7 +283,15 @@ static void run_and_check(oct_engine *eng, const fixture *f, const oct_params *p
                                              ri[m][k].n_indices + 1, ri[m][k].gray), OCT_OK);
         }
     oct_error e = {{0}};
-    oct_err err = oct_engine_process(eng, f->frame, f->bytes, out, &e);
+    oct_err err;
+    if (input) {
+        err = oct_engine_submit(eng, input, f->bytes, out, &e);
+        oct_products *done = NULL;
+        if (err == OCT_OK) err = oct_engine_complete(eng, &done, 10000, &e);
+        ck_assert_msg(err != OCT_OK || done == out, "%s: completed another products object", label);
+    } else {
+        err = oct_engine_process(eng, f->frame, f->bytes, out, &e);
+    }
     ck_assert_msg(err == OCT_OK, "%s: process: %s", label, e.msg);
     char msg[1024], what[160];
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
@@ -726,6 +746,89 @@ START_TEST(t_registered)
 }
 END_TEST
 
+/* The intra-frame pipeline (a volume's DMA in parts, each part computed
+ * once it has arrived): every product of every variant against the float64
+ * reference, the fall-back for whole-frame backgrounds, and a non-finite
+ * sample found in a later part. */
+START_TEST(t_parts)
+{
+    setenv("OCT_CUDA_PARTS", "4", 1);
+    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
+    fixture f;
+    fixture_make(&f, c, 4711);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    unsetenv("OCT_CUDA_PARTS");
+    size_t total = (f.bytes + 4095) & ~(size_t)4095;
+    uint8_t *buf = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+    memcpy(buf, f.frame, f.bytes);
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    if (err == OCT_OK) {
+        oct_products *out = oct_products_create();
+        const uint32_t all = OCT_PRODUCTS_KNOWN, nov = OCT_PRODUCTS_KNOWN & ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+        /* methods: 1 CFD, 2 MSI, 3 both */
+        static const struct { const char *what; uint32_t methods, bg; bool volume; } v[] = {
+            {"cfd+msi, volume (MSI all depths per part)", 3, OCT_BG_NONE, true},
+            {"cfd+msi, en-face + confocal per part, cross-sections after", 3, OCT_BG_NONE, false},
+            {"reference background", 3, OCT_BG_REFERENCE, false},
+            {"cfd only", 1, OCT_BG_NONE, false},
+            {"msi only", 2, OCT_BG_NONE, true},
+            {"frame-mean background (whole frame, no parts)", 3, OCT_BG_FRAME_MEAN, false},
+        };
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            oct_params p = f.p;
+            p.methods = v[i].methods;
+            p.background = v[i].bg;
+            p.products = v[i].volume ? all : nov;
+            ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+            char label[96];
+            snprintf(label, sizeof label, "parts: %s", v[i].what);
+            run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, buf);
+        }
+        oct_products_destroy(out);
+        oct_engine_unregister_host(gpu, buf);
+    } else {
+        printf("cuda: t_parts: register_host: %s (parts not exercised)\n", e.msg);
+    }
+    oct_engine_destroy(gpu);
+    free(buf);
+    fixture_free(&f);
+
+    /* f32 input, 9 x 7 = 63 spectra: 3 parts of 21; a NaN in spectrum 50 (part 2) */
+    setenv("OCT_CUDA_PARTS", "4", 1); /* not a divisor of 63: 3 parts are used */
+    tcase_cfg c6 = g_cfgs[6];
+    c6.prec = OCT_PRECISION_FP32;
+    fixture g;
+    fixture_make(&g, &c6, 4712);
+    gpu = make_engine(&g, OCT_BACKEND_CUDA);
+    unsetenv("OCT_CUDA_PARTS");
+    total = (g.bytes + 4095) & ~(size_t)4095;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+    memcpy(buf, g.frame, g.bytes);
+    if (oct_engine_register_host(gpu, buf, total, &e) == OCT_OK) {
+        oct_params p = g.p;
+        p.background = OCT_BG_NONE;
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+        oct_products *out = oct_products_create();
+        run_and_check_from(gpu, &g, &p, TU_TOL_FP32, out, "parts: f32, 3 parts", buf);
+        float *fp = (float *)buf;
+        fp[50 * c6.g.samples + 5] = NAN;
+        ck_assert_int_eq(oct_engine_submit(gpu, buf, g.bytes, out, &e), OCT_OK);
+        oct_products *done = NULL;
+        err = oct_engine_complete(gpu, &done, 10000, &e);
+        ck_assert_int_eq(err, OCT_EINVAL);
+        ck_assert_msg(strstr(e.msg, "spectrum 50") && strstr(e.msg, "sample 5"), "'%s'", e.msg);
+        oct_products_destroy(out);
+        oct_engine_unregister_host(gpu, buf);
+    }
+    oct_engine_destroy(gpu);
+    free(buf);
+    fixture_free(&g);
+}
+END_TEST
+
 START_TEST(t_pipeline_errors)
 {
     tcase_cfg c = g_cfgs[6];
@@ -1143,6 +1246,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_gemm_accuracy);
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
+    tcase_add_test(tc, t_parts);
     tcase_add_test(tc, t_pipeline_errors);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);
