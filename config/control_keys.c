@@ -204,6 +204,39 @@ static void trim(const char **s, size_t *len)
         (*len)--;
 }
 
+/* "name" or "name:param": the name into `name` (cap bytes); *param is the
+ * text after the colon, or NULL. */
+static oct_err split_param(const char *key, const char *value, char *name, size_t cap,
+                           const char **param, oct_error *e)
+{
+    const char *colon = strchr(value, ':');
+    size_t len = colon ? (size_t)(colon - value) : strlen(value);
+    if (len >= cap)
+        return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
+    memcpy(name, value, len);
+    name[len] = '\0';
+    *param = colon ? colon + 1 : NULL;
+    return OCT_OK;
+}
+
+/* A list value without its white space and brackets (tolerated, as in the
+ * profile: [-10, 10]) into buf (cap bytes). */
+static oct_err unbracket(const char *key, const char *value, char *buf, size_t cap, oct_error *e)
+{
+    size_t len = strlen(value);
+    const char *s = value;
+    trim(&s, &len);
+    if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
+        s++;
+        len -= 2;
+    }
+    if (len >= cap)
+        return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    return OCT_OK;
+}
+
 static oct_err parse_enum(const char *key, const char *const *names, size_t n, const char *s,
                           uint32_t *out, oct_error *e)
 {
@@ -279,34 +312,22 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
     }
     case K_WINDOW: {
         /* "name" or "name:param" */
-        const char *colon = strchr(value, ':');
         char name[64];
-        size_t len = colon ? (size_t)(colon - value) : strlen(value);
-        if (len >= sizeof name)
-            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
-        memcpy(name, value, len);
-        name[len] = '\0';
+        const char *param;
+        if ((rc = split_param(key, value, name, sizeof name, &param, e)) != OCT_OK)
+            return rc;
         rc = parse_enum(key, window_names, NELEM(window_names), name, &t.window, e);
-        if (rc == OCT_OK && colon)
-            rc = parse_f32("window.param", colon + 1, &t.window_param, e);
+        if (rc == OCT_OK && param)
+            rc = parse_f32("window.param", param, &t.window_param, e);
         break;
     }
     case K_WINDOW_PARAM: rc = parse_f32(key, value, &t.window_param, e); break;
     case K_FREQ_CUTOFF: rc = parse_i32(key, value, &t.freq_cutoff, e); break;
     case K_LAG_WINDOW: {
-        /* "W1,W2" (brackets tolerated, as in the profile: [-10, 10]) */
+        /* "W1,W2" (brackets tolerated) */
         char buf[64];
-        size_t len = strlen(value);
-        const char *s = value;
-        trim(&s, &len);
-        if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
-            s++;
-            len -= 2;
-        }
-        if (len >= sizeof buf)
-            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
-        memcpy(buf, s, len);
-        buf[len] = '\0';
+        if ((rc = unbracket(key, value, buf, sizeof buf, e)) != OCT_OK)
+            return rc;
         char *comma = strchr(buf, ',');
         if (!comma)
             return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not W1,W2", key, value);
@@ -319,16 +340,13 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
     case K_SCALE: rc = parse_enum(key, scale_names, NELEM(scale_names), value, &t.scale, e); break;
     case K_BACKGROUND: {
         /* "mode" or "mode:param" (rolling:K, fpn:G), as window */
-        const char *colon = strchr(value, ':');
         char name[64];
-        size_t len = colon ? (size_t)(colon - value) : strlen(value);
-        if (len >= sizeof name)
-            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
-        memcpy(name, value, len);
-        name[len] = '\0';
+        const char *param;
+        if ((rc = split_param(key, value, name, sizeof name, &param, e)) != OCT_OK)
+            return rc;
         rc = parse_enum(key, background_names, NELEM(background_names), name, &t.background, e);
-        if (rc == OCT_OK && colon)
-            rc = parse_i32("background.param", colon + 1, &t.background_param, e);
+        if (rc == OCT_OK && param)
+            rc = parse_i32("background.param", param, &t.background_param, e);
         break;
     }
     case K_BACKGROUND_PARAM: rc = parse_i32(key, value, &t.background_param, e); break;
@@ -338,19 +356,10 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
         rc = parse_enum(key, klin_source_names, NELEM(klin_source_names), value, &t.klin_source, e);
         break;
     case K_KLIN_COEFS: {
-        /* "c0,c1,c2,c3" (brackets tolerated, as in the profile) */
+        /* "c0,c1,c2,c3" (brackets tolerated) */
         char buf[256];
-        size_t len = strlen(value);
-        const char *s = value;
-        trim(&s, &len);
-        if (len >= 2 && s[0] == '[' && s[len - 1] == ']') {
-            s++;
-            len -= 2;
-        }
-        if (len >= sizeof buf)
-            return oct_error_set(e, OCT_EINVAL, "%s: '%s' is too long", key, value);
-        memcpy(buf, s, len);
-        buf[len] = '\0';
+        if ((rc = unbracket(key, value, buf, sizeof buf, e)) != OCT_OK)
+            return rc;
         char *item = buf;
         for (int i = 0; i < 4 && rc == OCT_OK; i++) {
             char *comma = strchr(item, ',');

@@ -106,7 +106,9 @@ static oct_err get_i32(pctx *x, const yaml_node_t *n, const char *key, long long
     return err;
 }
 
-static oct_err get_float(pctx *x, const yaml_node_t *n, const char *key, float *out)
+/* A plain scalar parsed as a double; *erange: strtod's ERANGE.  The callers
+ * decide what range they accept. */
+static oct_err get_number(pctx *x, const yaml_node_t *n, const char *key, double *out, bool *erange)
 {
     oct_err err = want_type(x, n, YAML_SCALAR_NODE, key);
     if (err)
@@ -121,11 +123,22 @@ static oct_err get_float(pctx *x, const yaml_node_t *n, const char *key, float *
         return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite number", v);
     char *end;
     errno = 0;
-    double d = strtod(v, &end);
+    *out = strtod(v, &end);
+    *erange = errno == ERANGE;
     if (!*v || *end)
         return pfail(x, n, OCT_EPARSE, key, "expected a number, got '%.40s'", v);
-    if (errno == ERANGE || !isfinite(d) || !isfinite((float)d) || fabs(d) > 3.0e38)
-        return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite float32 number", v);
+    return OCT_OK;
+}
+
+static oct_err get_float(pctx *x, const yaml_node_t *n, const char *key, float *out)
+{
+    double d;
+    bool erange;
+    oct_err err = get_number(x, n, key, &d, &erange);
+    if (err)
+        return err;
+    if (erange || !isfinite(d) || !isfinite((float)d) || fabs(d) > 3.0e38)
+        return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite float32 number", sval(n));
     *out = (float)d;
     return OCT_OK;
 }
@@ -133,22 +146,13 @@ static oct_err get_float(pctx *x, const yaml_node_t *n, const char *key, float *
 /* A finite double (k-lin coefficients, CMS depths and grid). */
 static oct_err get_double(pctx *x, const yaml_node_t *n, const char *key, double *out)
 {
-    oct_err err = want_type(x, n, YAML_SCALAR_NODE, key);
+    double d;
+    bool erange;
+    oct_err err = get_number(x, n, key, &d, &erange);
     if (err)
         return err;
     const char *v = sval(n);
-    if (n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return pfail(x, n, OCT_EPARSE, key, "expected a number, got a quoted string '%.40s'", v);
-    const char *t = v + (*v == '+' || *v == '-');
-    if (!strcasecmp(t, ".nan") || !strcasecmp(t, ".inf") || !strncasecmp(t, "nan", 3) ||
-        !strncasecmp(t, "inf", 3))
-        return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite number", v);
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (!*v || *end)
-        return pfail(x, n, OCT_EPARSE, key, "expected a number, got '%.40s'", v);
-    if ((errno == ERANGE && d != 0.0) || !isfinite(d))
+    if ((erange && d != 0.0) || !isfinite(d))
         return pfail(x, n, OCT_EINVAL, key, "'%.40s' is not a finite number", v);
     *out = d;
     return OCT_OK;

@@ -425,8 +425,9 @@ bool octd_gpu_online_step(octd *d, oct_err *rc_out, oct_error *e)
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
     if ((d->params.products & OCT_PRODUCTS_KNOWN) != g->key.products) {
-        octd_log(LOG_INFO, "products changed: new pinned product buffers");
-        pool_fill(g, d);
+        pool_fill(g, d); /* may keep the old buffers (it warns once), then tries again */
+        if ((d->params.products & OCT_PRODUCTS_KNOWN) == g->key.products)
+            octd_log(LOG_INFO, "products changed: new pinned product buffers");
     }
     /* room for one more frame */
     while (g->count >= g->depth)

@@ -163,6 +163,16 @@ static bool clamp_params(oct_params *p, const oct_setup *su)
     return memcmp(&o, p, sizeof o) != 0;
 }
 
+/* An engine set-up for geometry g with the profile's arrays (masks,
+ * reference, k-lin positions, CMS calibration) from its loaded data. */
+static void setup_for(oct_setup *s, const oct_profile *prof, const oct_profile_data *data,
+                      const oct_geometry *g)
+{
+    oct_setup_default(s);
+    s->geom = *g;
+    oct_profile_setup(prof, data, s);
+}
+
 /* Loads the profile's arrays for M samples; on failure (masks made for
  * another M) goes on without them, saying so. */
 static void load_data_for(const oct_profile *prof, uint32_t samples, oct_profile_data *data)
@@ -183,9 +193,7 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
                            oct_error *e)
 {
     oct_setup s;
-    oct_setup_default(&s);
-    s.geom = *geom;
-    oct_profile_setup(prof, data, &s); /* masks, reference, k-lin positions, CMS */
+    setup_for(&s, prof, data, geom);
     s.backend = cfg->backend;
     s.device = cfg->device;
     s.threads = cfg->threads;
@@ -616,9 +624,7 @@ static oct_err check_params_without_engine(octd *d, const oct_params *p, oct_err
         d->data_samples = g->samples;
     }
     oct_setup s;
-    oct_setup_default(&s);
-    s.geom = *g;
-    oct_profile_setup(&d->prof, &d->data, &s);
+    setup_for(&s, &d->prof, &d->data, g);
     return oct_params_check(p, &s, e);
 }
 
@@ -695,9 +701,7 @@ static oct_err load_config(const char *path, oct_daemon_config *cfg, oct_profile
     if (rc != OCT_OK)
         return rc;
     oct_setup s;
-    oct_setup_default(&s);
-    s.geom = prof->geom;
-    oct_profile_setup(prof, &data, &s);
+    setup_for(&s, prof, &data, &prof->geom);
     rc = oct_profile_check(prof, &s, e); /* "profile:line: key: ..." */
     oct_profile_data_free(&data);
     return rc;

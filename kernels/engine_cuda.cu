@@ -1639,19 +1639,20 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool x_on_comp = s->x_on_comp;
     bool late = cfd && klin && x_on_comp;
     if (parts) {
+        /* the CFD ran per part above */
         if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
-    } else if (x_on_comp && (msi || (cfd && !klin))) {
-        FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
-        CU(cudaEventRecord(s->ev_fork, s->s_comp));
-    }
-    if (parts) {
-        /* CFD ran per part above */
-    } else if (cfd && !late) {
-        CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
-        TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
-        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
-    } else if (!cfd) {
-        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+    } else {
+        if (x_on_comp && (msi || (cfd && !klin))) {
+            FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
+            CU(cudaEventRecord(s->ev_fork, s->s_comp));
+        }
+        if (cfd && !late) {
+            CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
+            TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
+            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        } else if (!cfd) {
+            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+        }
     }
 
     if (msi) {

@@ -22,32 +22,11 @@ done
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP e2e_daemon: no numpy for $PYTHON"; exit 77; }
 T=$(mktemp -d /tmp/octd-e2e-daemon.XXXXXX)
 N=/octe2e-d$$
-PIDS=()
-OCTD=""
-cleanup() {
-    for p in "${PIDS[@]}" $OCTD; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}" $OCTD; do wait "$p" 2>/dev/null; done
-    [ -n "${MOUNTED:-}" ] && umount "$MOUNTED"
-    rm -f "/dev/shm$N-frames" "/dev/shm$N-control" "/dev/shm$N-status"
-    [ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    [ -f "$T/octd.log" ] && { echo "--- octd log (tail)"; tail -25 "$T/octd.log"; }
-    exit 1
-}
+. tests/helpers/e2e_lib.sh
+E2E_TAIL=25
+e2e_cleanup_extra() { [ -n "${MOUNTED:-}" ] && umount "$MOUNTED"; }
 CTL=("$BIN/octctl" --control "$N-control" --status "$N-status" --timeout 5)
 st() { "${CTL[@]}" status | sed -n "s/^$1=//p"; }
-# wait_for SECONDS 'shell condition'
-wait_for() {
-    local end=$((SECONDS + $1))
-    while ! eval "$2"; do
-        [ $SECONDS -ge $end ] && return 1
-        sleep 0.05
-    done
-}
-alive() { kill -0 "$OCTD" 2>/dev/null; }
 
 # ---- data: a B-scan of random fringes (u16) and MSI masks -------------------
 M=256 A=64 R=16

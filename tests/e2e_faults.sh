@@ -35,30 +35,9 @@ done
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP e2e_faults: no numpy for $PYTHON"; exit 77; }
 T=$(mktemp -d /tmp/octd-e2e-faults.XXXXXX)
 N=/octe2e-f$$
-PIDS=()
-OCTD=""
-cleanup() {
-    for p in "${PIDS[@]}" $OCTD; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}" $OCTD; do wait "$p" 2>/dev/null; done
-    rm -f /dev/shm"$N"-*
-    [ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    [ -f "$T/octd.log" ] && { echo "--- octd log (tail)"; tail -20 "$T/octd.log"; }
-    exit 1
-}
+. tests/helpers/e2e_lib.sh
 CTL=("$BIN/octctl" --control "$N-control" --status "$N-status" --timeout 5)
 st() { "${CTL[@]}" status 2>/dev/null | sed -n "s/^$1=//p"; }
-wait_for() {
-    local end=$((SECONDS + $1))
-    while ! eval "$2"; do
-        [ $SECONDS -ge $end ] && return 1
-        sleep 0.05
-    done
-}
-alive() { kill -0 "$OCTD" 2>/dev/null; }
 nfd() { ls "/proc/$OCTD/fd" | wc -l; }
 fault() { "$PYTHON" "${FAULT[@]}" "$@"; }
 produce() { fault produce --ring "$N-frames" "$@"; }

@@ -30,29 +30,9 @@ done
 "$PYTHON" -c 'import numpy' 2>/dev/null || { echo "SKIP e2e_issue7: no numpy for $PYTHON"; exit 77; }
 T=$(mktemp -d /tmp/octd-e2e-issue7.XXXXXX)
 N=/octe2e-i7-$$
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -f "/dev/shm$N-frames" "/dev/shm$N-control" "/dev/shm$N-status" \
-        "/dev/shm$N-control2" "/dev/shm$N-status2" "/dev/shm$N-dump"
-    [ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$T/octd.log" "$T/octd2.log"; do
-        [ -s "$f" ] && { echo "--- $(basename "$f") (tail)"; tail -15 "$f"; }
-    done
-    exit 1
-}
-wait_for() { # SECONDS 'shell condition'
-    local end=$((SECONDS + $1))
-    while ! eval "$2"; do
-        [ $SECONDS -ge $end ] && return 1
-        sleep 0.05
-    done
-}
+. tests/helpers/e2e_lib.sh
+E2E_LOGS=("$T/octd.log" "$T/octd2.log")
+E2E_TAIL=15
 M=1024 A=64 R=128
 cd "$T" || exit 1
 

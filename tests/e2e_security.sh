@@ -22,28 +22,7 @@ command -v ss >/dev/null || { echo "SKIP e2e_security: no ss (iproute2)"; exit 7
 T=$(mktemp -d /tmp/octd-e2e-sec.XXXXXX)
 chmod 0755 "$T"
 N=/octe2e-s$$
-PIDS=()
-OCTD=""
-cleanup() {
-    for p in "${PIDS[@]}" $OCTD; do kill "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}" $OCTD; do wait "$p" 2>/dev/null; done
-    rm -f /dev/shm"$N"-*
-    [ -n "${KEEP:-}" ] && echo "kept $T" || rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    [ -f "$T/octd.log" ] && { echo "--- octd log (tail)"; tail -20 "$T/octd.log"; }
-    exit 1
-}
-wait_for() {
-    local end=$((SECONDS + $1))
-    while ! eval "$2"; do
-        [ $SECONDS -ge $end ] && return 1
-        sleep 0.05
-    done
-}
-alive() { kill -0 "$OCTD" 2>/dev/null; }
+. tests/helpers/e2e_lib.sh
 
 # who runs the programs
 if [ "$(id -u)" = 0 ]; then
