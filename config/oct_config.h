@@ -103,6 +103,9 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
  * profile; a key not given falls back to its nearest given parent
  * ("msi.masks", "msi"); 0 when none of them is in the file. */
 uint32_t oct_profile_key_line(const oct_profile *p, const char *key);
+/* "PROFILE:LINE: key" for error messages (line 1 when the key is not in
+ * the file); returns buf. */
+const char *oct_profile_where(const oct_profile *p, const char *key, char *buf, size_t len);
 
 /* Loaded arrays of a profile, ready for oct_setup. */
 typedef struct oct_profile_data {

@@ -958,7 +958,7 @@ oct_err oct_profile_load(oct_profile *p, const char *path, oct_error *e)
 }
 
 /* "FILE:LINE: key" of a profile key (its parent's line when not given). */
-static const char *where(const oct_profile *p, const char *key, char *buf, size_t len)
+const char *oct_profile_where(const oct_profile *p, const char *key, char *buf, size_t len)
 {
     uint32_t line = oct_profile_key_line(p, key);
     snprintf(buf, len, "%s:%u: %s", p->source_path, line ? line : 1u, key);
@@ -984,13 +984,13 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         err = oct_load_spectra(p->masks_path, p->masks_type ? p->masks_type : OCT_SAMPLE_F32,
                                samples, p->masks_count, &d->masks, &d->mask_count, e);
         if (err)
-            return oct_error_prefix(e, err, "%s", where(p, "msi.masks.file", w, sizeof w));
+            return oct_error_prefix(e, err, "%s", oct_profile_where(p, "msi.masks.file", w, sizeof w));
     }
     if (*p->klin_path) {
         err = oct_load_positions(p->klin_path, samples, &d->klin_positions, e);
         if (err) {
             oct_profile_data_free(d);
-            return oct_error_prefix(e, err, "%s", where(p, "klin.positions", w, sizeof w));
+            return oct_error_prefix(e, err, "%s", oct_profile_where(p, "klin.positions", w, sizeof w));
         }
     }
     if (*p->cms_path) {
@@ -1000,7 +1000,7 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         if (err) {
             oct_profile_data_free(d);
             return oct_error_prefix(e, err, "%s (%u depths listed)",
-                                    where(p, "cms.calibration", w, sizeof w), p->cms_cal_count);
+                                    oct_profile_where(p, "cms.calibration", w, sizeof w), p->cms_cal_count);
         }
     }
     bool want_ref = p->params.background == OCT_BG_REFERENCE || *p->reference_path;
@@ -1009,7 +1009,7 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
             oct_profile_data_free(d);
             return oct_error_set(e, OCT_EINVAL,
                                  "%s: required when background.mode is reference",
-                                 where(p, "background.reference", w, sizeof w));
+                                 oct_profile_where(p, "background.reference", w, sizeof w));
         }
         /* a raw reference is recorded by the same system: the frames' sample type */
         uint32_t rtype = p->has_geometry ? p->geom.sample_type : OCT_SAMPLE_F32;
@@ -1017,7 +1017,7 @@ oct_err oct_profile_load_data(const oct_profile *p, uint32_t samples, oct_profil
         err = oct_load_spectra(p->reference_path, rtype, samples, 1, &d->reference, &rows, e);
         if (err) {
             oct_profile_data_free(d);
-            return oct_error_prefix(e, err, "%s", where(p, "background.reference", w, sizeof w));
+            return oct_error_prefix(e, err, "%s", oct_profile_where(p, "background.reference", w, sizeof w));
         }
     }
     return OCT_OK;
@@ -1078,7 +1078,7 @@ oct_err oct_profile_check(const oct_profile *p, const oct_setup *s, oct_error *e
     const char *key = e ? param_key(p, e->msg) : NULL;
     if (!key)
         return oct_error_prefix(e, err, "%s", p->source_path);
-    return oct_error_prefix(e, err, "%s", where(p, key, w, sizeof w));
+    return oct_error_prefix(e, err, "%s", oct_profile_where(p, key, w, sizeof w));
 }
 
 void oct_profile_data_free(oct_profile_data *d)

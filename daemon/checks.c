@@ -77,20 +77,20 @@ static oct_err file_check(const oct_profile *prof, const char *key, const char *
 {
     if (!elem)
         elem = 1; /* an unknown raw type: the loader names it later */
+    char w[OCT_PATH_MAX + 80]; /* "profile:line: key" (SPEC 5.2) */
+    oct_profile_where(prof, key, w, sizeof w);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
-        return oct_error_set(e, errno == EACCES ? OCT_EPERM : OCT_EIO, "%s: %s: %s: %s",
-                             prof->source_path, key, path, strerror(errno));
+        return oct_error_set(e, errno == EACCES ? OCT_EPERM : OCT_EIO, "%s: %s: %s",
+                             w, path, strerror(errno));
     struct stat st;
     oct_err err = OCT_OK;
     if (fstat(fd, &st) != 0)
-        err = oct_error_set(e, OCT_EIO, "%s: %s: %s: %s", prof->source_path, key, path,
-                            strerror(errno));
+        err = oct_error_set(e, OCT_EIO, "%s: %s: %s", w, path, strerror(errno));
     else if (!S_ISREG(st.st_mode))
-        err = oct_error_set(e, OCT_EINVAL, "%s: %s: %s: not a regular file", prof->source_path,
-                            key, path);
+        err = oct_error_set(e, OCT_EINVAL, "%s: %s: not a regular file", w, path);
     else if (st.st_size == 0)
-        err = oct_error_set(e, OCT_ESIZE, "%s: %s: %s: empty file", prof->source_path, key, path);
+        err = oct_error_set(e, OCT_ESIZE, "%s: %s: empty file", w, path);
     if (err) {
         close(fd);
         return err;
@@ -101,24 +101,23 @@ static oct_err file_check(const oct_profile *prof, const char *key, const char *
         uint64_t unit = (uint64_t)elem * (rows ? rows : 1);
         if ((uint64_t)st.st_size % unit)
             return oct_error_set(e, OCT_ESIZE,
-                                 "%s: %s: %s: raw file of %lld bytes is not a multiple of %llu "
-                                 "bytes (%u row(s) of %zu-byte values)", prof->source_path, key,
-                                 path, (long long)st.st_size, (unsigned long long)unit,
-                                 rows ? rows : 1, elem);
+                                 "%s: %s: raw file of %lld bytes is not a multiple of %llu "
+                                 "bytes (%u row(s) of %zu-byte values)", w, path, (long long)st.st_size,
+                                 (unsigned long long)unit, rows ? rows : 1, elem);
         return OCT_OK;
     }
     oct_array a = {0};
     err = oct_npy_load(path, &a, e);
     if (err)
-        return oct_error_prefix(e, err, "%s: %s", prof->source_path, key);
+        return oct_error_prefix(e, err, "%s", w);
     uint64_t r = a.ndim == 2 ? a.shape[0] : 1;
     if (a.ndim < 1 || a.ndim > 2 || a.count == 0 || (positions && r != 1))
-        err = oct_error_set(e, OCT_ESIZE, "%s: %s: %s: a %d-d array of %llu values: expected %s",
-                            prof->source_path, key, path, a.ndim, (unsigned long long)a.count,
+        err = oct_error_set(e, OCT_ESIZE, "%s: %s: a %d-d array of %llu values: expected %s",
+                            w, path, a.ndim, (unsigned long long)a.count,
                             positions ? "(M,) positions" : "(R, M) or (M,) spectra");
     else if (rows && r != rows)
-        err = oct_error_set(e, OCT_ESIZE, "%s: %s: %s: holds %llu spectra but %u are declared",
-                            prof->source_path, key, path, (unsigned long long)r, rows);
+        err = oct_error_set(e, OCT_ESIZE, "%s: %s: holds %llu spectra but %u are declared",
+                            w, path, (unsigned long long)r, rows);
     oct_array_free(&a);
     return err;
 }
@@ -126,13 +125,18 @@ static oct_err file_check(const oct_profile *prof, const char *key, const char *
 oct_err octd_profile_files_check(const oct_profile *p, oct_error *e)
 {
     oct_err err;
-    if ((p->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && !p->masks_path[0])
-        return oct_error_set(e, OCT_EINVAL, "%s: msi.masks.file: required when methods has msi",
-                             p->source_path);
+    char w[OCT_PATH_MAX + 80];
+    if ((p->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && !p->masks_path[0]) {
+        /* the line of the msi section, else of methods (as the loader says it) */
+        uint32_t line = oct_profile_key_line(p, "msi");
+        if (!line)
+            line = oct_profile_key_line(p, "methods");
+        return oct_error_set(e, OCT_EINVAL, "%s:%u: msi.masks.file: required when methods has msi",
+                             p->source_path, line ? line : 1u);
+    }
     if (p->params.background == OCT_BG_REFERENCE && !p->reference_path[0])
-        return oct_error_set(e, OCT_EINVAL,
-                             "%s: background.reference: required when background.mode is reference",
-                             p->source_path);
+        return oct_error_set(e, OCT_EINVAL, "%s: required when background.mode is reference",
+                             oct_profile_where(p, "background.reference", w, sizeof w));
     if (p->masks_path[0] &&
         (err = file_check(p, "msi.masks.file", p->masks_path,
                           oct_sample_size(p->masks_type ? p->masks_type : OCT_SAMPLE_F32),

@@ -117,8 +117,8 @@ for bad in missing garbage truncated rows; do
     "$BIN/octd" --config "$T/data.ini" --check-config >/dev/null 2>"$T/data.txt"
     rc=$?
     [ $rc = 78 ] || fail "--check-config with a $bad mask file (no geometry): exit $rc, not 78"
-    grep -q "dataprof.yaml.*msi.masks.file.*$bad.npy" "$T/data.txt" ||
-        fail "$bad mask file: the message names no file and key: $(cat "$T/data.txt")"
+    grep -q "dataprof.yaml:[0-9][0-9]*: msi.masks.file.*$bad.npy" "$T/data.txt" ||
+        fail "$bad mask file: the message names no file, line and key: $(cat "$T/data.txt")"
     # and octd itself refuses to start on it
     if [ $bad = missing ]; then
         "$BIN/octd" --config "$T/data.ini" >/dev/null 2>&1
@@ -128,9 +128,9 @@ for bad in missing garbage truncated rows; do
 done
 profile 1 | sed 's#^background:.*##; s#^scale: log#scale: log\nbackground: {mode: reference, reference: noref.npy}#' >"$T/dataprof.yaml"
 "$BIN/octd" --config "$T/data.ini" --check-config >/dev/null 2>"$T/data.txt"
-[ $? = 78 ] && grep -q "background.reference.*noref.npy" "$T/data.txt" ||
+[ $? = 78 ] && grep -q "dataprof.yaml:[0-9][0-9]*: background.reference.*noref.npy" "$T/data.txt" ||
     fail "missing background.reference (no geometry) passes or is not named: $(cat "$T/data.txt")"
-echo "ok   --check-config without geometry: missing / unparsable / wrong-row mask file and missing reference: 78 naming key and file"
+echo "ok   --check-config without geometry: missing / unparsable / wrong-row mask file and missing reference: 78 naming file, line and key"
 # a start-up failure that is not a configuration error: exit 69, not 78
 PORT_FILE="$T/port"
 "$PYTHON" - "$PORT_FILE" <<'EOF2' &

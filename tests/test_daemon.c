@@ -478,7 +478,7 @@ START_TEST(profile_files_checked_without_geometry)
     ck_assert_ptr_nonnull(strstr(e.msg, "msi.masks.file: required"));
     snprintf(prof.masks_path, sizeof prof.masks_path, "%s/masks.npy", dir);
     ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK); /* missing */
-    ck_assert_msg(strstr(e.msg, "p.yaml: msi.masks.file: ") && strstr(e.msg, "masks.npy"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "p.yaml:1: msi.masks.file: ") && strstr(e.msg, "masks.npy"), "%s", e.msg);
     write_file(prof.masks_path, "garbage", 7);
     ck_assert_int_ne(octd_profile_files_check(&prof, &e), OCT_OK); /* unparsable */
     ck_assert_msg(strstr(e.msg, "msi.masks.file"), "%s", e.msg);
