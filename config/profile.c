@@ -487,7 +487,14 @@ static oct_err dispersion_pair(pctx *x, int k, const char *path, yaml_node_t *ke
                                yaml_node_t *v, void *arg)
 {
     oct_params *pp = &x->p->params;
-    return get_float(x, v, path, k == 0 ? &pp->disp_a2 : k == 1 ? &pp->disp_a3 : &pp->disp_k0);
+    if (k != 2)
+        return get_float(x, v, path, k == 0 ? &pp->disp_a2 : &pp->disp_a3);
+    /* k0 as oct_params_validate bounds it */
+    oct_err err = get_float(x, v, path, &pp->disp_k0);
+    if (!err && !(pp->disp_k0 >= -1.0f && pp->disp_k0 <= 2.0f))
+        return pfail(x, v, OCT_EINVAL, path, "%g: must be in [-1, 2] (a fraction of samples)",
+                     (double)pp->disp_k0);
+    return err;
 }
 
 typedef struct cms_seen {

@@ -471,6 +471,7 @@ static const prof_case prof_cases[] = {
     {"dispersion: {a2: .inf}\n", OCT_EINVAL, "p.yaml:1:", "dispersion.a2"},
     {"dispersion:\n  a3: \"1\"\n", OCT_EPARSE, "p.yaml:2:", "dispersion.a3"},
     {"dispersion: {a4: 1}\n", OCT_EPARSE, "p.yaml:1:", "dispersion.a4"},
+    {"dispersion:\n  k0: 2.4995\n", OCT_EINVAL, "p.yaml:2:", "dispersion.k0"}, /* fuzz finding */
     {"methods: [cfd, cms]\n", OCT_EINVAL, "p.yaml:1:", "cms.calibration"},
     {"methods: [cms, cms]\n", OCT_EINVAL, "p.yaml:1:", "methods[1]"},
     {"cms:\n  calibration: c.npy\n  depths: [10]\n", OCT_EINVAL, "p.yaml:3:", "cms.depths"},
