@@ -237,7 +237,10 @@ echo "ok   $out; octd alive, fds $f0 -> $(nfd), a live subscriber gets images"
 
 # ---- 7. save directory renamed away during saves ------------------------------------
 "${CTL[@]}" snapshot >/dev/null && "${CTL[@]}" review >/dev/null || fail "snapshot/review"
-(i=0; while :; do mv "$T/save" "$T/gone.$i" 2>/dev/null; mkdir -p "$T/save"; i=$((i + 1)); sleep 0.003; done) &
+# The mover stops on its own (a flag file) rather than being killed: a kill
+# could land while its `mv` runs, and that orphaned mv would then move away
+# the directory recreated below.
+(i=0; while [ ! -e "$T/stop-mover" ]; do mv "$T/save" "$T/gone.$i" 2>/dev/null; mkdir -p "$T/save"; i=$((i + 1)); sleep 0.003; done) &
 MOVER=$!
 PIDS+=($MOVER)
 ok=0 failed=0
@@ -246,7 +249,7 @@ for i in $(seq 1 12); do
     out=$("${CTL[@]}" save $what 2>&1)
     case "$out" in *failed*) failed=$((failed + 1)) ;; *ok*) ok=$((ok + 1)) ;; *) fail "save $what: $out" ;; esac
 done
-kill $MOVER; wait $MOVER 2>/dev/null; mkdir -p "$T/save"
+touch "$T/stop-mover"; wait $MOVER 2>/dev/null; mkdir -p "$T/save"
 alive || fail "octd died during saves into a vanishing directory"
 # save.c works through a directory fd: a temporary entry renamed away
 # together with the save directory is still removed (or completed) by octd
