@@ -552,6 +552,16 @@ void oct_control_from_params(oct_control_values *v, const oct_params *p)
     v->disp_a2 = p->disp_a2;
     v->disp_a3 = p->disp_a3;
     v->disp_k0 = p->disp_k0;
+    v->slab_start = p->slab_start;
+    v->slab_end = p->slab_end;
+    v->angio_metrics = p->angio_metrics;
+    v->angio_bands = p->angio_bands;
+    v->angio_band_width = p->angio_band_width;
+    v->angio_align = p->angio_align;
+    v->reg_average = p->reg_average;
+    v->reg_stripe = p->reg_stripe;
+    v->reg_search_xy = p->reg_search_xy;
+    v->reg_search_z = p->reg_search_z;
 }
 
 void oct_params_from_control(oct_params *p, const oct_control_values *v)
@@ -585,4 +595,14 @@ void oct_params_from_control(oct_params *p, const oct_control_values *v)
     p->disp_a2 = v->disp_a2;
     p->disp_a3 = v->disp_a3;
     p->disp_k0 = v->disp_k0;
+    p->slab_start = v->slab_start;
+    p->slab_end = v->slab_end;
+    p->angio_metrics = v->angio_metrics;
+    p->angio_bands = v->angio_bands;
+    p->angio_band_width = v->angio_band_width;
+    p->angio_align = v->angio_align;
+    p->reg_average = v->reg_average;
+    p->reg_stripe = v->reg_stripe;
+    p->reg_search_xy = v->reg_search_xy;
+    p->reg_search_z = v->reg_search_z;
 }

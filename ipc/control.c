@@ -55,6 +55,7 @@ static void block_to_values(const oct_control_block *b, oct_control_values *v)
     v->command = vb->command;
     if (vb->abi_minor < 1) {
         oct_control_values_default_1_1(v); /* 1.0: the padding means nothing */
+        oct_control_values_default_1_2(v);
         return;
     }
     v->background_param = vb->background_param;
@@ -66,6 +67,23 @@ static void block_to_values(const oct_control_block *b, oct_control_values *v)
     v->disp_a2 = vb->disp_a2;
     v->disp_a3 = vb->disp_a3;
     v->disp_k0 = vb->disp_k0;
+    if (vb->abi_minor < 2) {
+        oct_control_values_default_1_2(v); /* 1.1: the padding means nothing */
+        return;
+    }
+    v->slab_start = vb->slab_start;
+    v->slab_end = vb->slab_end;
+    v->angio_metrics = vb->angio_metrics;
+    v->angio_bands = vb->angio_bands;
+    v->angio_band_width = vb->angio_band_width;
+    v->angio_align = vb->angio_align;
+    v->reg_average = vb->reg_average;
+    v->reg_stripe = vb->reg_stripe;
+    v->reg_search_xy = vb->reg_search_xy;
+    v->reg_search_z = vb->reg_search_z;
+    v->cmd_flags = vb->cmd_flags;
+    v->cmd_frames = vb->cmd_frames;
+    v->cmd_seconds = vb->cmd_seconds;
 }
 
 /* The defaults of oct_params_default() (oct_engine.h) for the 1.1 fields;
@@ -81,6 +99,24 @@ void oct_control_values_default_1_1(oct_control_values *v)
     v->disp_a2 = 0.0f;
     v->disp_a3 = 0.0f;
     v->disp_k0 = 0.5f;
+}
+
+/* The defaults of the 1.2 fields (oct_params_default()). */
+void oct_control_values_default_1_2(oct_control_values *v)
+{
+    v->slab_start = 0;
+    v->slab_end = INT32_MAX;
+    v->angio_metrics = 0;
+    v->angio_bands = 4;
+    v->angio_band_width = 1.0f;
+    v->angio_align = 0;
+    v->reg_average = 10;
+    v->reg_stripe = 3;
+    v->reg_search_xy = 0.25f;
+    v->reg_search_z = 15;
+    v->cmd_flags = 0;
+    v->cmd_frames = 0;
+    v->cmd_seconds = 0.0;
 }
 
 static void values_to_block(oct_control_block *b, const oct_control_values *v)
@@ -118,6 +154,19 @@ static void values_to_block(oct_control_block *b, const oct_control_values *v)
     vb->disp_a2 = v->disp_a2;
     vb->disp_a3 = v->disp_a3;
     vb->disp_k0 = v->disp_k0;
+    vb->slab_start = v->slab_start;
+    vb->slab_end = v->slab_end;
+    vb->angio_metrics = v->angio_metrics;
+    vb->angio_bands = v->angio_bands;
+    vb->angio_band_width = v->angio_band_width;
+    vb->angio_align = v->angio_align;
+    vb->reg_average = v->reg_average;
+    vb->reg_stripe = v->reg_stripe;
+    vb->reg_search_xy = v->reg_search_xy;
+    vb->reg_search_z = v->reg_search_z;
+    vb->cmd_flags = v->cmd_flags;
+    vb->cmd_frames = v->cmd_frames;
+    vb->cmd_seconds = v->cmd_seconds;
 }
 
 oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes,

@@ -43,7 +43,7 @@ extern "C" {
 /* Control block ABI 1.1: background_param, k-linearisation and dispersion
  * fields in the former padding (offsets 236..295).  Readers accept any
  * minor of major 1; in a 1.0 block the 1.1 fields read as their defaults. */
-#define OCT_CONTROL_ABI_MINOR 1u
+#define OCT_CONTROL_ABI_MINOR 2u
 
 #define OCT_RING_DEFAULT "/octd-frames"
 #define OCT_CONTROL_DEFAULT "/octd-control"
@@ -105,8 +105,21 @@ enum oct_command {
     OCT_CMD_SNAPSHOT = 2,
     OCT_CMD_REVIEW = 3,
     OCT_CMD_SAVE_RAW = 4,
-    OCT_CMD_SAVE_IMAGES = 5
+    OCT_CMD_SAVE_IMAGES = 5,
+    /* ABI 1.2: arguments in cmd_flags / cmd_frames / cmd_seconds of the same generation */
+    OCT_CMD_RECORD = 6,         /* start a recording (SPEC 10.5); cmd_flags OCT_RECORD_* */
+    OCT_CMD_RECORD_STOP = 7,    /* end the recording in progress */
+    OCT_CMD_REFERENCE = 8       /* registration reference (SPEC 10.4); cmd_flags OCT_REFERENCE_* */
 };
+#define OCT_RECORD_RAW 1u       /* cmd_flags of OCT_CMD_RECORD: /raw */
+#define OCT_RECORD_PRODUCTS 2u  /* /products/<topic> */
+enum oct_reference_op { OCT_REFERENCE_SET = 0, OCT_REFERENCE_CLEAR = 1, OCT_REFERENCE_AUTO = 2 };
+/* angio_metrics bits (SPEC 10.3) */
+#define OCT_ANGIO_STRUCT 1u
+#define OCT_ANGIO_MEDIAN 2u
+#define OCT_ANGIO_SV 4u
+#define OCT_ANGIO_DECOR 8u
+#define OCT_ANGIO_SSADA 16u
 
 typedef struct oct_control_block {
     char magic[8];              /*   0 "OCTCTRL\0" */
@@ -145,7 +158,21 @@ typedef struct oct_control_block {
     float disp_a2;              /* 284 dispersion, radians (0) */
     float disp_a3;              /* 288 (0) */
     float disp_k0;              /* 292 centre, fraction of M (0.5) */
-    uint8_t pad3[4096 - 296];
+    /* ABI 1.2 (a 1.0/1.1 block: read as the defaults below) */
+    int32_t slab_start;         /* 296 slab.start d0, clamped to [0, D] (0) */
+    int32_t slab_end;           /* 300 slab.end d1, clamped to [0, D] (INT32_MAX: D) */
+    uint32_t angio_metrics;     /* 304 OCT_ANGIO_* bits (0) */
+    int32_t angio_bands;        /* 308 ssada bands K [1, 16] (4) */
+    float angio_band_width;     /* 312 band width, fraction of M/K, (0, 4] (1.0) */
+    uint32_t angio_align;       /* 316 repeats aligned: 0 off, 1 axial, 2 axial + lateral (0) */
+    int32_t reg_average;        /* 320 registered volumes averaged [1, 64] (10) */
+    int32_t reg_stripe;         /* 324 registration stripe width, B-scans [1, 64] (3) */
+    float reg_search_xy;        /* 328 search window in x and y, fraction of the field (0, 0.5] (0.25) */
+    int32_t reg_search_z;       /* 332 search window in z, pixels [0, 512] (15) */
+    uint32_t cmd_flags;         /* 336 argument of `command`: OCT_RECORD_* / enum oct_reference_op */
+    uint32_t cmd_frames;        /* 340 record: frames to record (0: no limit) */
+    double cmd_seconds;         /* 344 record: seconds to record (0: no limit) */
+    uint8_t pad3[4096 - 352];
 } oct_control_block;
 
 /* The values of the control block as one plain struct (no seq, no padding
@@ -179,6 +206,20 @@ typedef struct oct_control_values {
     float disp_a2;
     float disp_a3;
     float disp_k0;
+    /* ABI 1.2 */
+    int32_t slab_start;
+    int32_t slab_end;
+    uint32_t angio_metrics;
+    int32_t angio_bands;
+    float angio_band_width;
+    uint32_t angio_align;
+    int32_t reg_average;
+    int32_t reg_stripe;
+    float reg_search_xy;
+    int32_t reg_search_z;
+    uint32_t cmd_flags;
+    uint32_t cmd_frames;
+    double cmd_seconds;
 } oct_control_values;
 
 /* ------------------------------------------------------------------ */
@@ -235,8 +276,26 @@ typedef struct oct_status_block {
     uint64_t last_frame_id;     /*  544 */
     uint64_t last_latency_ns;   /*  552 commit -> last message sent */
     uint64_t start_ns;          /*  560 CLOCK_REALTIME of octd's start */
-    uint8_t pad1[4096 - 568];
+    /* status ABI 1.1 (abi_minor = 1) */
+    uint32_t ring_state;        /*  568 enum oct_attach_state */
+    uint32_t warning_count;     /*  572 warnings in `warnings` */
+    char ring_message[128];     /*  576 why the ring is not attached (empty when attached) */
+    char warnings[256];         /*  704 current warnings, "; "-separated (valid but yields nothing, ...) */
+    char last_error[128];       /*  960 the last error octd logged */
+    uint64_t frames_reprocessed;/* 1088 review re-processing of the kept frame (not ring frames) */
+    uint64_t frames_lost;       /* 1096 ring frames lapped before octd could read them */
+    uint32_t record_state;      /* 1104 enum oct_record_state */
+    uint32_t reference_state;   /* 1108 enum oct_reference_state */
+    uint64_t record_frames;     /* 1112 frames written to the recording */
+    uint64_t record_dropped;    /* 1120 frames the disk could not take (left out, counted) */
+    char record_file[256];      /* 1128 the recording's final path */
+    char record_message[128];   /* 1384 why a recording stopped */
+    uint64_t reference_frame;   /* 1512 frame_seq of the registration reference (0 none) */
+    uint8_t pad1[4096 - 1520];
 } oct_status_block;
+enum oct_attach_state { OCT_ATTACH_WAITING = 0, OCT_ATTACH_OK = 1, OCT_ATTACH_ERROR = 2 };
+enum oct_record_state { OCT_RECORD_IDLE = 0, OCT_RECORD_ACTIVE = 1, OCT_RECORD_DONE = 2, OCT_RECORD_FAILED = 3 };
+enum oct_reference_state { OCT_REFSTATE_NONE = 0, OCT_REFSTATE_SET = 1, OCT_REFSTATE_AUTO = 2 };
 
 
 /* ------------------------------------------------------------------ */
@@ -298,6 +357,19 @@ OCT_ABI_ASSERT(offsetof(oct_control_block, gsc) == 180, "gsc");
 OCT_ABI_ASSERT(offsetof(oct_control_block, contrast) == 192, "contrast");
 OCT_ABI_ASSERT(offsetof(oct_control_block, brightness) == 204, "brightness");
 OCT_ABI_ASSERT(offsetof(oct_control_block, products) == 216, "products");
+OCT_ABI_ASSERT(offsetof(oct_control_block, slab_start) == 296, "slab_start");
+OCT_ABI_ASSERT(offsetof(oct_control_block, slab_end) == 300, "slab_end");
+OCT_ABI_ASSERT(offsetof(oct_control_block, angio_metrics) == 304, "angio_metrics");
+OCT_ABI_ASSERT(offsetof(oct_control_block, angio_bands) == 308, "angio_bands");
+OCT_ABI_ASSERT(offsetof(oct_control_block, angio_band_width) == 312, "angio_band_width");
+OCT_ABI_ASSERT(offsetof(oct_control_block, angio_align) == 316, "angio_align");
+OCT_ABI_ASSERT(offsetof(oct_control_block, reg_average) == 320, "reg_average");
+OCT_ABI_ASSERT(offsetof(oct_control_block, reg_stripe) == 324, "reg_stripe");
+OCT_ABI_ASSERT(offsetof(oct_control_block, reg_search_xy) == 328, "reg_search_xy");
+OCT_ABI_ASSERT(offsetof(oct_control_block, reg_search_z) == 332, "reg_search_z");
+OCT_ABI_ASSERT(offsetof(oct_control_block, cmd_flags) == 336, "cmd_flags");
+OCT_ABI_ASSERT(offsetof(oct_control_block, cmd_frames) == 340, "cmd_frames");
+OCT_ABI_ASSERT(offsetof(oct_control_block, cmd_seconds) == 344, "cmd_seconds");
 OCT_ABI_ASSERT(offsetof(oct_control_block, command_seq) == 224, "command_seq");
 OCT_ABI_ASSERT(offsetof(oct_control_block, command) == 232, "command");
 OCT_ABI_ASSERT(offsetof(oct_control_block, background_param) == 236, "background_param");
@@ -341,6 +413,19 @@ OCT_ABI_ASSERT(offsetof(oct_status_block, publish_drops) == 536, "publish_drops"
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_frame_id) == 544, "last_frame_id");
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_latency_ns) == 552, "last_latency_ns");
 OCT_ABI_ASSERT(offsetof(oct_status_block, start_ns) == 560, "start_ns");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_state) == 568, "ring_state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, ring_message) == 576, "ring_message");
+OCT_ABI_ASSERT(offsetof(oct_status_block, warnings) == 704, "warnings");
+OCT_ABI_ASSERT(offsetof(oct_status_block, last_error) == 960, "last_error");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_reprocessed) == 1088, "frames_reprocessed");
+OCT_ABI_ASSERT(offsetof(oct_status_block, frames_lost) == 1096, "frames_lost");
+OCT_ABI_ASSERT(offsetof(oct_status_block, record_state) == 1104, "record_state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, reference_state) == 1108, "reference_state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, record_frames) == 1112, "record_frames");
+OCT_ABI_ASSERT(offsetof(oct_status_block, record_dropped) == 1120, "record_dropped");
+OCT_ABI_ASSERT(offsetof(oct_status_block, record_file) == 1128, "record_file");
+OCT_ABI_ASSERT(offsetof(oct_status_block, record_message) == 1384, "record_message");
+OCT_ABI_ASSERT(offsetof(oct_status_block, reference_frame) == 1512, "reference_frame");
 
 /* ------------------------------------------------------------------ */
 /* library: frame ring                                                 */
@@ -468,6 +553,8 @@ oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_
 uint32_t oct_control_abi_minor(const oct_control *c);
 /* Sets the ABI 1.1 fields of v to their defaults (what a 1.0 block means). */
 void oct_control_values_default_1_1(oct_control_values *v);
+/* Sets the ABI 1.2 fields of v to their defaults (what a 1.0/1.1 block means). */
+void oct_control_values_default_1_2(oct_control_values *v);
 
 /* Validates a control block's header (magic, abi, size). */
 oct_err oct_control_header_check(const oct_control_block *b, uint64_t object_bytes, oct_error *e);

@@ -80,6 +80,16 @@ void oct_params_default(oct_params *p)
     p->klin_source = OCT_KLIN_POLY;
     p->disp_a2 = p->disp_a3 = 0.0f;
     p->disp_k0 = 0.5f;
+    p->slab_start = 0;
+    p->slab_end = INT32_MAX;
+    p->angio_metrics = 0;
+    p->angio_bands = 4;
+    p->angio_band_width = 1.0f;
+    p->angio_align = 0;
+    p->reg_average = 10;
+    p->reg_stripe = 3;
+    p->reg_search_xy = 0.25f;
+    p->reg_search_z = 15;
 }
 
 #define ENFACE_COUNT_MAX 65536

@@ -143,6 +143,17 @@ typedef struct oct_params {
     double klin_coef[4];      /* c0..c3 of the position polynomial (samples) */
     float disp_a2, disp_a3;   /* radians */
     float disp_k0;            /* centre, as a fraction of M */
+    /* ABI 1.2 (control block 296..335) */
+    int32_t slab_start;       /* SPEC 10.2: d0, clamped to [0, D] */
+    int32_t slab_end;         /* d1, clamped to [0, D]; INT32_MAX = D */
+    uint32_t angio_metrics;   /* SPEC 10.3: OCT_ANGIO_* bits of oct_ipc.h */
+    int32_t angio_bands;      /* ssada K */
+    float angio_band_width;   /* fraction of M/K */
+    uint32_t angio_align;     /* 0 off, 1 axial, 2 axial + lateral */
+    int32_t reg_average;      /* SPEC 10.4 live: registered volumes averaged */
+    int32_t reg_stripe;       /* stripe width, B-scans */
+    float reg_search_xy;      /* search window x/y, fraction of the field */
+    int32_t reg_search_z;     /* search window z, pixels */
 } oct_params;
 
 /* Defaults: CFD only, hann, F = 0, lags [0, 0], linear, no background,
