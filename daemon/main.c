@@ -645,8 +645,11 @@ static void poll_control(octd *d)
         oct_error e;
         /* Without an engine (no ring yet) the values are checked as far as
          * the geometry known now allows, with the engine's rules. */
-        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
-                            : check_params_without_engine(d, &p, &e);
+        /* the option table's static rules first: messages in the operator's keys */
+        oct_err rc = oct_options_check_values(&v, &e);
+        if (rc == OCT_OK)
+            rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+                        : check_params_without_engine(d, &p, &e);
         if (rc == OCT_OK) {
             d->params = p;
             d->applied_gen = gen;

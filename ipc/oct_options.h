@@ -94,6 +94,10 @@ int oct_option_format(const oct_option *o, const oct_control_values *v, char *bu
  * (used on a whole generation); message as oct_option_parse(). */
 oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_error *e);
 
+/* oct_option_check() of every option: the static rules of a whole generation
+ * (octd runs it before the engine's geometry rules); the first failure. */
+oct_err oct_options_check_values(const oct_control_values *v, oct_error *e);
+
 /* Every option set to its default (command fields zero). */
 void oct_options_default(oct_control_values *v);
 /* The options added after `minor` set to their defaults (what an older block means). */

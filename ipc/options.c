@@ -555,7 +555,7 @@ static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, 
         p = comma + 1;
     }
     if ((o->flags & OCT_OPTF_NONEMPTY) && !(bits & (o->need_bits ? o->need_bits : ~0u))) {
-        if (o->need_bits) {
+        if (o->need_bits && bits) {
             /* the names of the required bits */
             char req[160] = "";
             for (size_t i = 0; o->values[i]; i++)
@@ -566,8 +566,14 @@ static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, 
             return oct_error_set(e, OCT_EINVAL, "%s: '%s' names no image: give at least one of %s",
                                  o->key, value, req);
         }
+        char req[160] = "";
+        for (size_t i = 0; o->values[i]; i++)
+            if (!o->need_bits || (set_bit(o, i) & o->need_bits)) {
+                size_t l = strlen(req);
+                snprintf(req + l, sizeof req - l, "%s%s", l ? ", " : "", o->values[i]);
+            }
         return oct_error_set(e, OCT_EINVAL, "%s: the list is empty: give at least one of %s",
-                             o->key, names_text(o, ", ", names, sizeof names));
+                             o->key, req);
     }
     *out = bits;
     return OCT_OK;
@@ -706,6 +712,16 @@ oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_e
         return OCT_OK;
     }
     }
+}
+
+oct_err oct_options_check_values(const oct_control_values *v, oct_error *e)
+{
+    for (size_t i = 0; i < NELEM(table); i++) {
+        oct_err rc = oct_option_check(&table[i], v, e);
+        if (rc)
+            return rc;
+    }
+    return OCT_OK;
 }
 
 /* ---- formatting ------------------------------------------------------------ */
