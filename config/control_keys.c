@@ -81,7 +81,7 @@ static oct_err set_coefs(oct_control_values *v, const char *key, const char *val
             *comma = '\0';
         char k[24];
         snprintf(k, sizeof k, "klin.c%d", i);
-        oct_err rc = oct_option_parse(oct_option_find(k), item, &t, e);
+        oct_err rc = oct_option_parse_unchecked(oct_option_find(k), item, &t, e);
         if (rc)
             return oct_error_prefix(e, rc, "%s", key);
         item = comma ? comma + 1 : item;
@@ -100,7 +100,9 @@ oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *
     const oct_option *o = oct_option_find(key);
     if (!o)
         return oct_control_unknown_key(key, e);
-    oct_err rc = oct_option_parse(o, value, v, e);
+    /* syntax only: ranges and rules are octd's whole-generation check (the
+     * same table), so that a rejection is in the status block */
+    oct_err rc = oct_option_parse_unchecked(o, value, v, e);
     /* an old spelling: say which key it means */
     if (rc && strcmp(key, o->key) != 0 && e && !strstr(e->msg, key))
         oct_error_prefix(e, rc, "%s", key);

@@ -29,9 +29,10 @@ oct_err oct_control_unknown_key(const char *key, oct_error *e);
 int oct_control_key_abi_minor(const char *key);
 
 /* Parses `value` into the key's field(s) of v.  Unknown key, bad number,
- * trailing junk, unknown names, non-finite numbers and values outside the
- * option table's static range are OCT_EINVAL with a message naming the key
- * and the value (unknown keys: "did you mean").  Ranges that depend on the geometry
+ * trailing junk, unknown names and non-finite numbers are OCT_EINVAL with a
+ * message naming the key and the value (unknown keys: "did you mean").  The
+ * option table's ranges and rules are checked on the whole generation
+ * (oct_options_check_values(), as octd does); ranges that depend on the geometry
  * are left to oct_params_validate() (octd validates the whole generation). */
 oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *value,
                             oct_error *e);

@@ -87,11 +87,18 @@ const char *oct_option_suggest(const char *key);
  *   "window.param: 1.5 is outside [0, 1]", "methods: unknown name 'xyz' ...". */
 oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_values *v,
                          oct_error *e);
+/* As oct_option_parse() without the range and the rules: only what the
+ * field can hold (syntax, names, 32-bit range, finite).  octctl set writes
+ * such values and octd rejects the generation with the table's message
+ * (oct_options_check_values), so that the status block says why. */
+oct_err oct_option_parse_unchecked(const oct_option *o, const char *text, oct_control_values *v,
+                                   oct_error *e);
 /* Formats o's value in v as oct_option_parse() reads it back ("%.9g" for
  * f32, "%.17g" for f64); returns the length as snprintf. */
 int oct_option_format(const oct_option *o, const oct_control_values *v, char *buf, size_t len);
-/* Checks the current value(s) of o in v against the static range/names
- * (used on a whole generation); message as oct_option_parse(). */
+/* Checks the current value(s) of o in v against the static range/names and
+ * the rules between values that need no geometry (window/background with
+ * their parameter); message as oct_option_parse(). */
 oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_error *e);
 
 /* oct_option_check() of every option: the static rules of a whole generation

@@ -455,7 +455,9 @@ static oct_err range_check(const oct_option *o, double x, oct_error *e)
                          range_text(o, r, sizeof r), why);
 }
 
-static oct_err parse_int(const oct_option *o, const char *s, double *out, oct_error *e)
+/* check: also the static range (else only what the field can hold) */
+static oct_err parse_int(const oct_option *o, const char *s, double *out, bool check,
+                         oct_error *e)
 {
     char *end;
     errno = 0;
@@ -465,10 +467,11 @@ static oct_err parse_int(const oct_option *o, const char *s, double *out, oct_er
     if (errno == ERANGE || v < INT32_MIN || v > INT32_MAX)
         return oct_error_set(e, OCT_EINVAL, "%s: %s is out of the 32-bit range", o->key, s);
     *out = (double)v;
-    return range_check(o, *out, e);
+    return check ? range_check(o, *out, e) : OCT_OK;
 }
 
-static oct_err parse_number(const oct_option *o, const char *s, double *out, oct_error *e)
+static oct_err parse_number(const oct_option *o, const char *s, double *out, bool check,
+                            oct_error *e)
 {
     char *end;
     errno = 0;
@@ -490,7 +493,7 @@ static oct_err parse_number(const oct_option *o, const char *s, double *out, oct
             return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not a finite number", o->key, s);
         *out = v;
     }
-    return range_check(o, *out, e);
+    return check ? range_check(o, *out, e) : OCT_OK;
 }
 
 static const char *names_text(const oct_option *o, const char *sep, char *buf, size_t len)
@@ -530,7 +533,8 @@ static oct_err unbracket(const oct_option *o, const char *value, char *buf, size
     return OCT_OK;
 }
 
-static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, oct_error *e)
+static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, bool check,
+                         oct_error *e)
 {
     char buf[256], names[160];
     oct_err rc = unbracket(o, value, buf, sizeof buf, e);
@@ -554,7 +558,8 @@ static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, 
             break;
         p = comma + 1;
     }
-    if ((o->flags & OCT_OPTF_NONEMPTY) && !(bits & (o->need_bits ? o->need_bits : ~0u))) {
+    if (check && (o->flags & OCT_OPTF_NONEMPTY) &&
+        !(bits & (o->need_bits ? o->need_bits : ~0u))) {
         if (o->need_bits && bits) {
             /* the names of the required bits */
             char req[160] = "";
@@ -579,8 +584,12 @@ static oct_err parse_set(const oct_option *o, const char *value, uint32_t *out, 
     return OCT_OK;
 }
 
+static oct_err parse_value(const oct_option *o, const char *text, oct_control_values *v,
+                           bool check, oct_error *e);
+static oct_err rule_check(const oct_option *o, const oct_control_values *v, oct_error *e);
+
 static oct_err parse_enum(const oct_option *o, const char *value, oct_control_values *t,
-                          oct_error *e)
+                          bool check, oct_error *e)
 {
     const char *colon = o->param_key ? strchr(value, ':') : NULL;
     size_t len = colon ? (size_t)(colon - value) : strlen(value);
@@ -593,9 +602,11 @@ static oct_err parse_enum(const oct_option *o, const char *value, oct_control_va
                              (int)len, s, names_text(o, "|", names, sizeof names));
     }
     set_field(o, t, 0, i);
-    if (colon)
-        return oct_option_parse(oct_option_find(o->param_key), colon + 1, t, e);
-    return OCT_OK;
+    if (!colon)
+        return OCT_OK;
+    /* name:param gives both values: the rule between them applies at once */
+    oct_err rc = parse_value(oct_option_find(o->param_key), colon + 1, t, check, e);
+    return rc || !check ? rc : rule_check(o, t, e);
 }
 
 static oct_err parse_bool(const oct_option *o, const char *value, double *out, oct_error *e)
@@ -617,8 +628,8 @@ static oct_err parse_bool(const oct_option *o, const char *value, double *out, o
     return oct_error_set(e, OCT_EINVAL, "%s: '%s' is not true or false", o->key, value);
 }
 
-oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_values *v,
-                         oct_error *e)
+static oct_err parse_value(const oct_option *o, const char *text, oct_control_values *v,
+                           bool check, oct_error *e)
 {
     if (!o || !text || !v)
         return oct_error_set(e, OCT_EINVAL, "option: missing key or value");
@@ -627,21 +638,21 @@ oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_valu
     double x = 0, y = 0;
     switch (o->kind) {
     case OCT_OPT_INT:
-        if (!(rc = parse_int(o, text, &x, e)))
+        if (!(rc = parse_int(o, text, &x, check, e)))
             set_field(o, &t, 0, x);
         break;
     case OCT_OPT_FLOAT:
-        if (!(rc = parse_number(o, text, &x, e)))
+        if (!(rc = parse_number(o, text, &x, check, e)))
             set_field(o, &t, 0, x);
         break;
     case OCT_OPT_BOOL:
         if (!(rc = parse_bool(o, text, &x, e)))
             set_field(o, &t, 0, x);
         break;
-    case OCT_OPT_ENUM: rc = parse_enum(o, text, &t, e); break;
+    case OCT_OPT_ENUM: rc = parse_enum(o, text, &t, check, e); break;
     case OCT_OPT_SET: {
         uint32_t bits = 0;
-        if (!(rc = parse_set(o, text, &bits, e)))
+        if (!(rc = parse_set(o, text, &bits, check, e)))
             set_field(o, &t, 0, bits);
         break;
     }
@@ -655,9 +666,9 @@ oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_valu
             break;
         }
         *comma = '\0';
-        if ((rc = parse_int(o, buf, &x, e)) || (rc = parse_int(o, comma + 1, &y, e)))
+        if ((rc = parse_int(o, buf, &x, check, e)) || (rc = parse_int(o, comma + 1, &y, check, e)))
             break;
-        if (x > y) {
+        if (check && x > y) {
             rc = oct_error_set(e, OCT_EINVAL, "%s: %.0f > %.0f: the first must not exceed the second",
                                o->key, x, y);
             break;
@@ -672,6 +683,43 @@ oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_valu
     return rc;
 }
 
+oct_err oct_option_parse(const oct_option *o, const char *text, oct_control_values *v,
+                         oct_error *e)
+{
+    return parse_value(o, text, v, true, e);
+}
+
+oct_err oct_option_parse_unchecked(const oct_option *o, const char *text, oct_control_values *v,
+                                   oct_error *e)
+{
+    return parse_value(o, text, v, false, e);
+}
+
+/* Rules between two values (no geometry): an enum's parameter. */
+static oct_err rule_check(const oct_option *o, const oct_control_values *v, oct_error *e)
+{
+    if (!strcmp(o->key, "window")) {
+        if (v->window == 4 && !(v->window_param > 0.0f))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "window: gaussian parameter %g must be > 0 (sigma, a fraction "
+                                 "of samples; window.param)", (double)v->window_param);
+        if (v->window == 5 && !(v->window_param >= 0.0f && v->window_param <= 1.0f))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "window: tukey parameter %g is outside [0, 1] (window.param)",
+                                 (double)v->window_param);
+    } else if (!strcmp(o->key, "background")) {
+        if (v->background == 3 && (v->background_param < 1 || v->background_param > 1024))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "background: rolling parameter %d is outside [1, 1024] frames "
+                                 "(background.param)", v->background_param);
+        if (v->background == 4 && (v->background_param < 2 || v->background_param > 65536))
+            return oct_error_set(e, OCT_EINVAL,
+                                 "background: fpn parameter %d is outside [2, 65536] spectra "
+                                 "(background.param)", v->background_param);
+    }
+    return OCT_OK;
+}
+
 oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_error *e)
 {
     char text[200];
@@ -679,16 +727,17 @@ oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_e
     case OCT_OPT_ENUM:
         if (get_field(o, v, 0) >= (double)name_count(o)) {
             char names[160];
-            return oct_error_set(e, OCT_EINVAL, "%s: %.0f is not a value (allowed: %s)", o->key,
+            return oct_error_set(e, OCT_EINVAL, "%s = %.0f: not a value (allowed: %s)", o->key,
                                  get_field(o, v, 0), names_text(o, "|", names, sizeof names));
         }
-        return OCT_OK;
+        return rule_check(o, v, e);
     case OCT_OPT_SET: {
         uint32_t known = 0, bits = (uint32_t)get_field(o, v, 0);
         for (size_t i = 0; i < name_count(o); i++)
             known |= set_bit(o, i);
-        if (bits & ~known)
-            return oct_error_set(e, OCT_EINVAL, "%s: unknown bits 0x%x", o->key, bits & ~known);
+        if (bits & ~known) /* a raw block value: shown as it is */
+            return oct_error_set(e, OCT_EINVAL, "%s = 0x%x: unknown bits 0x%x (names: %s)", o->key,
+                                 bits, bits & ~known, names_text(o, ", ", text, sizeof text));
         oct_option_format(o, v, text, sizeof text);
         oct_control_values t = *v;
         return oct_option_parse(o, text, &t, e); /* the non-empty rule */
