@@ -210,31 +210,32 @@ const oct_option *oct_option_find(const char *key)
     return NULL;
 }
 
-/* Levenshtein distance, case-insensitive, capped at 99 (keys are short). */
+/* Edit distance, case-insensitive, capped at 99 (keys are short). */
 static int edit_distance(const char *a, const char *b)
 {
+    /* optimal string alignment: a swap of two neighbours counts as one edit */
     size_t la = strlen(a), lb = strlen(b);
     if (la > 63 || lb > 63)
         return 99;
-    int d[64];
+    int d[64][64];
+    for (size_t i = 0; i <= la; i++)
+        d[i][0] = (int)i;
     for (size_t j = 0; j <= lb; j++)
-        d[j] = (int)j;
-    for (size_t i = 1; i <= la; i++) {
-        int diag = d[0];
-        d[0] = (int)i;
+        d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
         for (size_t j = 1; j <= lb; j++) {
-            int up = d[j];
-            int cost = tolower((unsigned char)a[i - 1]) != tolower((unsigned char)b[j - 1]);
-            int best = diag + cost;
-            if (up + 1 < best)
-                best = up + 1;
-            if (d[j - 1] + 1 < best)
-                best = d[j - 1] + 1;
-            d[j] = best;
-            diag = up;
+            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
+            int best = d[i - 1][j - 1] + (ca != cb);
+            if (d[i - 1][j] + 1 < best)
+                best = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < best)
+                best = d[i][j - 1] + 1;
+            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
+                tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
         }
-    }
-    return d[lb];
+    return d[la][lb];
 }
 
 const char *oct_option_suggest(const char *key)

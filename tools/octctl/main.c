@@ -2,7 +2,9 @@
  * octd (SPEC 3.2, 3.3, 4, 8); `octctl ring` inspects a frame ring.
  *
  * Exit status: 0 done / applied; 1 rejected, refused or failed (the reason
- * is printed); 2 octd did not answer in time or is not running; 64 usage.
+ * is printed); 2 octd did not answer in time or is not running; 64 usage
+ * (the argument named).  A mode already in effect (online when online,
+ * review in review) answers ok, "already ...". 
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +20,7 @@
 #include "oct_control_keys.h"
 #include "oct_ipc.h"
 #include "oct_options.h"
+#include "cli.h"
 #include "ring.h"
 
 #define EX_USAGE 64
@@ -594,7 +597,9 @@ int main(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ctl_opts o = {OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT, 10.0};
-    int c;
+    int c = oct_cli_start("octctl", argc, argv, NULL);
+    if (c >= 0)
+        return c;
     /* '+': options end at the command, so commands have options of their own */
     while ((c = getopt_long(argc, argv, "+c:s:t:h", opts, NULL)) != -1) {
         switch (c) {
