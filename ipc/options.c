@@ -238,6 +238,26 @@ static int edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+static int typo_limit(const char *name)
+{
+    size_t len = strlen(name);
+    return len <= 4 ? 1 : len <= 8 ? 2 : 3; /* a typo, not another word */
+}
+
+const char *oct_nearest_name(const char *name, const char *const *names)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; name && names && names[i]; i++) {
+        int d = edit_distance(name, names[i]);
+        if (d < bd) {
+            bd = d;
+            best = names[i];
+        }
+    }
+    return best && bd <= typo_limit(name) ? best : NULL;
+}
+
 const char *oct_option_suggest(const char *key)
 {
     if (!key || !*key)
@@ -257,9 +277,7 @@ const char *oct_option_suggest(const char *key)
             best = canon;
         }
     }
-    size_t len = strlen(key);
-    int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3; /* a typo, not another word */
-    return bd <= limit ? best : NULL;
+    return bd <= typo_limit(key) ? best : NULL;
 }
 
 /* ---- field access ---------------------------------------------------------- */

@@ -491,6 +491,15 @@ static const prof_case prof_cases[] = {
      OCT_EPARSE, "p.yaml:4:", "cms.grid.stride"},
     {"cms:\n  calibration: c.npy\n  sample_type: f64\n", OCT_EINVAL, "p.yaml:3:", "cms.sample_type"},
     {"cms:\n  calibration: [c.npy]\n", OCT_EPARSE, "p.yaml:2:", "cms.calibration"},
+    /* the option table's rules (SPEC 10.1, issue 14), named by the profile key */
+    {"enface: {strat: 3}\n", OCT_EPARSE, "p.yaml:1:", "did you mean 'start'?"},
+    {"products: []\n", OCT_EINVAL, "p.yaml:1:", "products: the list is empty"},
+    {"products: [f32]\n", OCT_EINVAL, "p.yaml:1:", "products: 'f32' names no image"},
+    {"display:\n  bscan: {contrast: 2}\n  enface:\n    gsc: 0\n", OCT_EINVAL, "p.yaml:4:",
+     "display.enface.gsc: 0 must be > 0"},
+    {"window: {type: hann, param: -1}\n", OCT_EINVAL, "p.yaml:1:", "window.param: -1 is outside"},
+    {"msi:\n  lag_window: [-5000, 0]\n", OCT_EINVAL, "p.yaml:2:", "-4095 to 4095"},
+    {"enface: {count: 70000}\n", OCT_EINVAL, "p.yaml:1:", "enface.count"},
 };
 
 START_TEST(profile_errors)
