@@ -340,12 +340,14 @@ static void print_option(const oct_option *o)
             printf(", finite");
         else if (f && o->max >= 3.0e38)
             printf(", %s %g", (o->flags & OCT_OPTF_MIN_OPEN) ? ">" : ">=", o->min);
-        else
+        else if (f)
             printf(", %s%g, %g]", (o->flags & OCT_OPTF_MIN_OPEN) ? "(" : "[", o->min, o->max);
+        else
+            printf(", [%.0f, %.0f]", o->min, o->max);
     }
     if (o->max_rule)
         printf(", max %s", o->max_rule);
-    printf(", default %s%s%s, ABI 1.%u)\n    %s\n", def, *o->unit ? " " : "", o->unit,
+    printf(", default %s%s%s, ABI 1.%u)\n    %s\n", *def ? def : "(none)", *o->unit ? " " : "", o->unit,
            o->abi_minor, o->help);
 }
 
