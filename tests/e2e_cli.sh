@@ -116,6 +116,18 @@ print("octctl schema: %d options, %d commands" % (len(keys), len(d["commands"]))
 PY
 echo "ok   octctl schema: JSON octd-options-1, every key (as octctl help lists them) once"
 
+# ---- issue 14 item 7: the example profile with the geometry its comment suggests
+bgeom=$(sed -n 's/.*A B-scan system: \({[^}]*}\).*/\1/p' systemd/profile.yaml)
+[ -n "$bgeom" ] || fail "systemd/profile.yaml no longer suggests a B-scan geometry"
+sed "s/^geometry: .*/geometry: $bgeom/" systemd/profile.yaml >"$T/bscan.yaml"
+for prof in systemd/profile.yaml "$T/bscan.yaml"; do
+    case $prof in /*) path=$prof ;; *) path=$PWD/$prof ;; esac
+    printf '[profile]\npath = %s\n' "$path" >"$T/check.ini"
+    out=$("$BIN/octd" --config "$T/check.ini" --check-config 2>&1) ||
+        fail "octd --check-config with $prof ($(grep '^geometry' "$prof")): $out"
+done
+echo "ok   example profile: --check-config passes as shipped and with the B-scan geometry $bgeom"
+
 # ---- octd: the commands with arguments and modes already in effect ------------
 M=64 A=8
 cat >"$T/profile.yaml" <<EOF
