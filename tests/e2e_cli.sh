@@ -116,6 +116,21 @@ print("octctl schema: %d options, %d commands" % (len(keys), len(d["commands"]))
 PY
 echo "ok   octctl schema: JSON octd-options-1, every key (as octctl help lists them) once"
 
+# ---- an older octd's 1.1 control block: keys it does not know are refused --------
+"$PYTHON" - "/dev/shm$N-old-control" "/dev/shm$N-old-status" <<'PY' || fail "making 1.1 blocks"
+import struct, sys
+c = bytearray(4096); c[0:8] = b"OCTCTRL\0"; struct.pack_into("<III", c, 8, 1, 1, 4096)
+s = bytearray(4096); s[0:8] = b"OCTSTAT\0"; struct.pack_into("<III", s, 8, 1, 0, 4096)
+open(sys.argv[1], "wb").write(c); open(sys.argv[2], "wb").write(s)
+PY
+OLD=("$BIN/octctl" --control "$N-old-control" --status "$N-old-status" --timeout 1)
+out=$("${OLD[@]}" set slab.start=3 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "slab.start: .*ABI 1.1 (an older octd), slab.start needs 1.2" ||
+    fail "set slab.start on a 1.1 block: $out"
+out=$("${OLD[@]}" record 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "needs 1.2" || fail "record on a 1.1 block: $out"
+echo "ok   a 1.1 block (older octd): 1.2 keys and commands refused by octctl ($out)"
+
 # ---- issue 14 item 7: the example profile with the geometry its comment suggests
 bgeom=$(sed -n 's/.*A B-scan system: \({[^}]*}\).*/\1/p' systemd/profile.yaml)
 [ -n "$bgeom" ] || fail "systemd/profile.yaml no longer suggests a B-scan geometry"
