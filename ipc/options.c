@@ -376,7 +376,8 @@ static void copy_out(const char *src, volatile char *dst, size_t size)
 void oct_options_block_to_values(const oct_control_block *b, oct_control_values *v)
 {
     uint32_t minor = ((const volatile oct_control_block *)b)->abi_minor;
-    oct_options_default_after(v, minor); /* an older block: its padding means nothing */
+    if (minor < OCT_CONTROL_ABI_MINOR)
+        oct_options_default_after(v, minor); /* an older block: its padding means nothing */
     for (size_t i = 0; i < NELEM(table); i++) {
         const oct_option *o = &table[i];
         if (o->abi_minor > minor)
