@@ -8,7 +8,9 @@
  * Large payloads are sent zero-copy: the message points into the slot's
  * oct_products and holds a reference on the slot; ZeroMQ's free callback
  * drops it once every subscriber's copy is gone, and the engine only ever
- * writes into slots nobody holds.
+ * writes into slots nobody holds (the pool is frames.c's).  A copy_only
+ * slot's images are copied into the message (once: ZeroMQ shares one
+ * message among its subscribers), so no subscriber can hold that slot.
  */
 #include "publish.h"
 
@@ -31,10 +33,6 @@
 struct octd_pub {
     void *ctx;
     void *sock;
-    octd_slot *slots[OCTD_POOL_MAX];
-    int nslots;
-    octd_slot *reserve; /* copy_only, never referenced by ZeroMQ */
-    bool on_reserve;    /* the last acquire fell back to it (logged once) */
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
 };
@@ -73,22 +71,6 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
             goto fail;
         }
     }
-    if (!(p->reserve = calloc(1, sizeof *p->reserve)) || !(p->reserve->prod = oct_products_create())) {
-        oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
-        goto fail;
-    }
-    p->reserve->copy_only = true;
-    atomic_init(&p->reserve->refs, 0);
-    for (int i = 0; i < OCTD_POOL_MIN; i++) {
-        octd_slot *s = calloc(1, sizeof *s);
-        if (!s || !(s->prod = oct_products_create())) {
-            free(s);
-            oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
-            goto fail;
-        }
-        atomic_init(&s->refs, 0);
-        p->slots[p->nslots++] = s;
-    }
     *out = p;
     return OCT_OK;
 fail:
@@ -107,50 +89,7 @@ void octd_pub_destroy(octd_pub *p)
     if (p->ctx)
         while (zmq_ctx_term(p->ctx) != 0 && zmq_errno() == EINTR)
             ;
-    for (int i = 0; i < p->nslots; i++) {
-        oct_products_destroy(p->slots[i]->prod);
-        free(p->slots[i]);
-    }
-    if (p->reserve)
-        oct_products_destroy(p->reserve->prod);
-    free(p->reserve);
     free(p);
-}
-
-octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms)
-{
-    for (int waited = 0;; waited++) {
-        for (int i = 0; i < p->nslots; i++) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&p->slots[i]->refs, &zero, 1)) {
-                p->on_reserve = false;
-                return p->slots[i];
-            }
-        }
-        if (p->nslots < OCTD_POOL_MAX) {
-            octd_slot *s = calloc(1, sizeof *s);
-            if (s && (s->prod = oct_products_create())) {
-                atomic_init(&s->refs, 1);
-                p->slots[p->nslots++] = s;
-                octd_log(LOG_DEBUG, "product pool grown to %d buffers", p->nslots);
-                return s;
-            }
-            free(s);
-        }
-        if (waited >= wait_ms) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&p->reserve->refs, &zero, 1)) {
-                if (!p->on_reserve)
-                    octd_log(LOG_NOTICE, "all %d product buffers are held by queued messages "
-                                         "(stalled subscribers?): sending copies", p->nslots);
-                p->on_reserve = true;
-                return p->reserve;
-            }
-            return NULL;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
