@@ -55,6 +55,14 @@ static void usage(FILE *f)
             "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
             "                           -> subscriber (--only volume|bscan, --seconds S,\n"
             "                           --policy all|latest, --rate FRAMES_PER_S)\n"
+            "  --producer copy|commit|both  --e2e producer: copy each frame into its slot\n"
+            "                           (copy), or fill every slot once and then only stamp\n"
+            "                           and commit headers, as a digitizer's DMA (commit:\n"
+            "                           octd's own ceiling); default both\n"
+            "  --zero-copy auto|on|off  --e2e: octd.ini [ring] zero_copy (default auto)\n"
+            "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
+            "                           with S stalled + C churning subscribers, then (policy\n"
+            "                           all) one paced at 90%% of the rate without them\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "  --help                   this text\n");
 }
@@ -64,7 +72,8 @@ int main(int argc, char **argv)
     octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
-           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE };
+           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
+           O_HOSTILE };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -73,7 +82,8 @@ int main(int argc, char **argv)
         {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
         {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
-        {"rate", required_argument, 0, O_RATE},
+        {"rate", required_argument, 0, O_RATE},       {"producer", required_argument, 0, O_PRODUCER},
+        {"zero-copy", required_argument, 0, O_ZEROCOPY}, {"hostile", required_argument, 0, O_HOSTILE},
         {0, 0, 0, 0}};
     int c;
     char *end;
@@ -148,6 +158,21 @@ int main(int argc, char **argv)
                 return 2;
             }
             break;
+        case O_PRODUCER:
+            if (strcmp(optarg, "copy") && strcmp(optarg, "commit") && strcmp(optarg, "both")) {
+                fprintf(stderr, "octbench: --producer %s: must be copy, commit or both\n", optarg);
+                return 2;
+            }
+            o.producer = optarg;
+            break;
+        case O_ZEROCOPY:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "octbench: --zero-copy %s: must be auto, on or off\n", optarg);
+                return 2;
+            }
+            o.zero_copy = optarg;
+            break;
+        case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
