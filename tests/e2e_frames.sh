@@ -15,8 +15,9 @@
 #  3. subscribers: `octbench --e2e --quick --producer commit --hostile ...`:
 #     unpaced rate and p99 without and with 1 / 50 / 200 stalled and 200
 #     churning / 50 stalled + 100 churning subscribers; pass: with stalled
-#     ones at least half the rate without them (before issue 21: 15-21 %),
-#     the rest is printed (octd CPU per frame, p99, loss at 90 %)
+#     ones at least half the rate without them in one of three tries (before
+#     issue 21: 15-21 %), the rest is printed (octd CPU per frame, p99, loss
+#     at 90 %)
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BIN=${BIN:-bin}
@@ -171,20 +172,23 @@ OCTD=""
 # make every frame wait ~2 ms for a product buffer (15-21 % of the rate).
 HOSTILE=${HOSTILE:-1:0,50:0,200:0,0:200,50:100}
 hostile_run() { # ITEMS -> $T/hostile.txt
-    timeout 300 "$BIN/octbench" --e2e --quick --backend "$BACKEND" --only bscan --seconds 1 \
-        --producer commit --hostile "$1" >"$T/hostile.txt" 2>&1
+    timeout 300 "$BIN/octbench" --e2e --quick --backend "$BACKEND" --threads 1 --only bscan \
+        --seconds 1 --producer commit --hostile "$1" >"$T/hostile.txt" 2>&1
 }
 hostile_run "$HOSTILE" || { cat "$T/hostile.txt"; fail "octbench --hostile exit $?"; }
 grep '^# bscan: [0-9]' "$T/hostile.txt" | sed 's/^# /     /'
 [ "$(grep -c '^# hostile bscan' "$T/hostile.txt")" = "$(echo "$HOSTILE" | tr ',' '\n' | wc -l)" ] ||
     { cat "$T/hostile.txt"; fail "--hostile: not every item measured"; }
-# stalled only: at least half the rate without them (retried once: the
-# machine may be busy during one of the two phases)
+# stalled only: at least half the rate without them in one of three tries
+# (the machine may be busy during one of the two phases of a try)
 for item in $(awk '$1 == "#" && $2 == "hostile" && $5 ~ /:0$/ && $7 < 0.5 { print $5 }' "$T/hostile.txt"); do
-    hostile_run "$item" || fail "octbench --hostile $item (retry) exit $?"
-    grep '^# bscan: [0-9]' "$T/hostile.txt" | sed 's/^# /     retry: /'
-    awk '$1 == "#" && $2 == "hostile" { exit !($7 >= 0.5) }' "$T/hostile.txt" ||
-        fail "stalled subscribers $item: $(grep '^# bscan: [0-9]' "$T/hostile.txt")"
+    ok=""
+    for try in 2 3; do
+        hostile_run "$item" || fail "octbench --hostile $item (try $try) exit $?"
+        grep '^# bscan: [0-9]' "$T/hostile.txt" | sed "s/^# /     try $try: /"
+        awk '$1 == "#" && $2 == "hostile" { exit !($7 >= 0.5) }' "$T/hostile.txt" && { ok=1; break; }
+    done
+    [ -n "$ok" ] || fail "stalled subscribers $item: below half the rate without them in 3 tries"
 done
 echo "ok   stalled subscribers: the rate stays (>= 50 % asserted); churning ones reported"
 echo "PASS e2e_frames ($((SECONDS - t_start)) s)"

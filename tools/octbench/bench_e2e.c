@@ -841,10 +841,10 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(prof, text))
         return 1;
     tl = snprintf(text, sizeof text,
-             "[engine]\nbackend = %s\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
+             "[engine]\nbackend = %s\nthreads = %d\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
              "%s%s%s[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n"
              "[log]\nlevel = info\n",
-             backend, ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
+             backend, o->threads, ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
              o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;

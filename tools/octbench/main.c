@@ -38,7 +38,7 @@ static void usage(FILE *f)
             "  --backend auto|cpu|cuda  engine backend (default auto)\n"
             "  --warmup N               untimed runs first (default 2, --quick 1)\n"
             "  --reps N                 timed runs, the median is reported (default 10, --quick 3)\n"
-            "  --threads N              CPU threads (default 0 = all cores)\n"
+            "  --threads N              CPU threads (default 0 = all cores; --e2e: octd's)\n"
             "  --precision fp32|tf32    GPU GEMM precision (default fp32)\n"
             "  --only NAME              one workload (bscan-cfd, bscan-msi, volume-cfd,\n"
             "                           volume-msi, volume-cfd+msi, msi-volume-full;\n"
