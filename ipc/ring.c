@@ -478,8 +478,9 @@ oct_err oct_ring_consumer_reattach(oct_ring_consumer *c, int timeout_ms, oct_err
         if (now >= deadline) {
             if (timeout_ms <= 0)
                 return oct_error_set(e, OCT_EAGAIN, "%s", e2.msg);
-            return oct_error_set(e, OCT_ETIMEDOUT, "ring %s: not back within %d ms (%s)",
-                                 c->name, timeout_ms, e2.msg);
+            /* e2 names the ring already: say it once (issue 21.5) */
+            return oct_error_set(e, OCT_ETIMEDOUT, "%s; not back within %d ms", e2.msg,
+                                 timeout_ms);
         }
         uint64_t left = deadline - now;
         oct_ipc_sleep_ns(left < 5000000ull ? left : 5000000ull);

@@ -11,7 +11,8 @@
 #     until the next `online`; after a producer restart with a new geometry,
 #     review and save raw use the new ring's frame
 #  2. memory: after a 16 MiB-frame geometry, review and an image save of it,
-#     back on a small geometry, octd's RSS is within 10 % of its level before
+#     back on a small geometry, octd's RSS is within 10 % of its level before;
+#     ring messages in the log name the ring once
 #  3. subscribers: `octbench --e2e --quick --producer commit --hostile ...`:
 #     unpaced rate and p99 without and with 1 / 50 / 200 stalled and 200
 #     churning / 50 stalled + 100 churning subscribers; pass: with stalled
@@ -164,6 +165,9 @@ stop_produce
 kill -TERM $OCTD
 wait $OCTD 2>/dev/null
 OCTD=""
+# ring messages name the ring once (issue 21.5): detaches above were logged
+grep -q "ring $N-frames.*; waiting for it" "$T/octd.log" || fail "no ring detach logged"
+grep "ring $N-frames.*ring $N-frames" "$T/octd.log" && fail "a ring message names the ring twice"
 
 # ---- 3. stalled and churning subscribers ------------------------------------------------
 # Unpaced (the commit producer stays a few frames ahead of what the

@@ -484,6 +484,9 @@ START_TEST(ring_reattach)
     double t0 = now_s();
     ck_assert_int_eq(oct_ring_consumer_reattach(c, 60, &e), OCT_ETIMEDOUT);
     ck_assert(now_s() - t0 >= 0.05 && now_s() - t0 < 1.0);
+    /* the ring is named once, not "ring X: ring X: ..." (issue 21.5) */
+    ck_assert_msg(strstr(e.msg, name) && !strstr(strstr(e.msg, name) + strlen(name), name), "%s",
+                  e.msg);
     oct_ring_consumer_geometry(c, &cg);
     ck_assert_mem_eq(&cg, &g1, sizeof g1); /* unchanged */
     ck_assert_uint_eq(oct_ring_consumer_header(c)->epoch, epoch1);
