@@ -662,12 +662,13 @@ void octd_frames_trim(octd *d)
     octd_frames *g = d->frames;
     if (g) {
         pool_reap(g);
-        /* idle zero-copy buffers beyond what is made up front */
+        /* idle host buffers beyond what is made up front (pinned ones stay:
+         * making them again in the frame loop would stall it) */
         int n = 0, keep = g->depth + POOL_EXTRA, zc = 0;
         for (int i = 0; i < g->nslots; i++) {
             octd_slot *s = g->slots[i];
             bool extra = s->copy_only || zc >= keep;
-            if (extra && slot_idle(s) && !(g->bound && s->prod->pinned)) {
+            if (extra && slot_idle(s) && !s->prod->pinned) {
                 g->ncopy -= s->copy_only;
                 slot_free(s);
                 continue;
