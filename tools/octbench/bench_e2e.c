@@ -1133,8 +1133,9 @@ int octbench_e2e(const octbench_opts *o)
     int pairs[16][2];
     if (o->hostile && !parse_hostile(o->hostile, pairs, 16))
         return 1;
+    /* default: the copying producer alone (the time existing scripts budget) */
     bool copy = !o->producer || strcmp(o->producer, "commit"),
-         commit = !o->producer || strcmp(o->producer, "copy");
+         commit = o->producer && strcmp(o->producer, "copy");
     for (int i = 0; i < 2; i++) {
         if (o->only && strcmp(o->only, "e2e") && strcmp(o->only, wl[i].name))
             continue;
