@@ -185,6 +185,7 @@ static bool pool_clear(octd_frames *g)
     g->nslots = g->ncopy = 0;
     g->slot_bytes = 0;
     g->pool_max = 0;
+    g->warned_copy = false;
     return true;
 }
 
