@@ -47,7 +47,12 @@ typedef struct oct_daemon_config {
     /* [log] */
     int log_level;              /* syslog priority: LOG_ERR .. LOG_DEBUG; info = 6 */
     char source_path[OCT_PATH_MAX];  /* the file it was read from */
+    /* [ring] zero_copy: whether the engine reads frames in place in the ring's
+     * mapping (auto: when it pipelines, i.e. CUDA) or from a copy */
+    int zero_copy;              /* OCT_ZERO_COPY_AUTO */
 } oct_daemon_config;
+
+enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };
 
 void oct_daemon_config_default(oct_daemon_config *c);
 /* Reads an ini file.  Unknown sections/keys, bad values, a missing file:

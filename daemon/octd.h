@@ -65,7 +65,10 @@ typedef struct octd {
 
     uint64_t last_status_ns, last_watchdog_ns;
 
-    struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
+    struct octd_frames *frames; /* the frame path and its product pool (frames.c), NULL until used */
 } octd;
+
+/* Makes d->eng fit geom (re-plans when needed; main.c).  false: cannot process. */
+bool octd_ensure_engine(octd *d, const oct_geometry *geom);
 
 #endif

@@ -508,6 +508,15 @@ oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, voi
 oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
                                const void **frame, oct_frame_info *info, oct_error *e);
 oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info);
+/* Copies frame seq again into dst (e.g. a frame taken with peek, for a
+ * snapshot), or with seq = OCT_RING_NEWEST the newest committed frame, if it
+ * is intact in its slot before and after the copy (a few tries for the
+ * newest).  Does not move the consumer's position or its counters.  OCT_ETORN:
+ * overwritten (seq) or being overwritten every try (newest); OCT_ENOENT: no
+ * frame yet; OCT_ESTALE: the ring shrank under the mapping (SIGBUS guarded). */
+#define OCT_RING_NEWEST UINT64_MAX
+oct_err oct_ring_consumer_copy(oct_ring_consumer *c, uint64_t seq, void *dst, size_t dst_bytes,
+                               oct_frame_info *info, oct_error *e);
 void oct_ring_consumer_stats(const oct_ring_consumer *c, oct_ring_stats *s);
 /* Heartbeat older than this many ms counts as stale (default 2000). */
 void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms);

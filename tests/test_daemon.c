@@ -516,6 +516,30 @@ START_TEST(profile_files_checked_without_geometry)
 }
 END_TEST
 
+/* octd.ini [ring] zero_copy (issue 13.4: it was the OCTD_ZERO_COPY env). */
+START_TEST(ini_zero_copy)
+{
+    static const struct { const char *v; int want; } ok[] = {
+        {"auto", OCT_ZERO_COPY_AUTO}, {"on", OCT_ZERO_COPY_ON}, {"OFF", OCT_ZERO_COPY_OFF}};
+    oct_daemon_config c;
+    oct_error e;
+    char text[256];
+    oct_daemon_config_default(&c);
+    ck_assert_int_eq(c.zero_copy, OCT_ZERO_COPY_AUTO);
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(text, sizeof text, "[ring]\npolicy = all\nzero_copy = %s\n[profile]\npath = p.yaml\n",
+                 ok[i].v);
+        ck_assert_msg(oct_daemon_config_parse(&c, text, strlen(text), "t.ini", &e) == OCT_OK, "%s",
+                      e.msg);
+        ck_assert_int_eq(c.zero_copy, ok[i].want);
+    }
+    snprintf(text, sizeof text, "[ring]\nzero_copy = 1\n");
+    ck_assert_int_ne(oct_daemon_config_parse(&c, text, strlen(text), "t.ini", &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "t.ini:2") && strstr(e.msg, "[ring] zero_copy: '1' is not auto, on or off"),
+                  "%s", e.msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -525,6 +549,7 @@ int main(void)
     tcase_add_test(tc, keys_operator_examples);
     tcase_add_test(tc, keys_abi_1_1);
     tcase_add_test(tc, params_control_conversion);
+    tcase_add_test(tc, ini_zero_copy);
     suite_add_tcase(s, tc);
     tc = tcase_create("json");
     tcase_set_timeout(tc, 60);

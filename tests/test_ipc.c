@@ -281,6 +281,50 @@ START_TEST(ring_peek_verify)
 }
 END_TEST
 
+/* Copy again (snapshots of frames read in place): the frame asked for while
+ * its slot holds it, else ETORN; the newest; neither moves the consumer. */
+START_TEST(ring_copy_again)
+{
+    oct_geometry g = {64, 8, 1, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 2, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *c;
+    const char *name = shm_name("copy");
+    size_t bytes = oct_geometry_frame_bytes(&g);
+    void *buf = malloc(bytes);
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    oct_frame_info info;
+    ck_assert_int_eq(oct_ring_consumer_copy(c, OCT_RING_NEWEST, buf, bytes, &info, &e), OCT_ENOENT);
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes - 1, &info, &e), OCT_ESIZE);
+    produce(p, &g, 0);
+    const void *f;
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 100, &f, &info, &e), OCT_OK);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_OK);
+    produce(p, &g, 1);
+    oct_frame_info ci;
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes, &ci, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g, 0));
+    ck_assert_uint_eq(ci.seq, 0);
+    ck_assert_uint_eq(ci.frame_id, 1000); /* produce(): frame_id = 1000 + n */
+    produce(p, &g, 2); /* frame 0's slot rewritten */
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes, &ci, &e), OCT_ETORN);
+    ck_assert_msg(strstr(e.msg, "frame 0 was overwritten") != NULL, "%s", e.msg);
+    ck_assert_int_eq(oct_ring_consumer_copy(c, OCT_RING_NEWEST, buf, bytes, &ci, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g, 2));
+    ck_assert_uint_eq(ci.seq, 2);
+    /* the consumer's position did not move: it is at frame 1, so taking the
+     * latest (2) skips one */
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, bytes, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 2);
+    ck_assert_uint_eq(info.skipped, 1);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+    free(buf);
+}
+END_TEST
+
 /* Lapping and skipping are counted exactly. */
 START_TEST(ring_lapped_and_latest_counts)
 {
@@ -441,6 +485,9 @@ START_TEST(ring_reattach)
     double t0 = now_s();
     ck_assert_int_eq(oct_ring_consumer_reattach(c, 60, &e), OCT_ETIMEDOUT);
     ck_assert(now_s() - t0 >= 0.05 && now_s() - t0 < 1.0);
+    /* the ring is named once, not "ring X: ring X: ..." (issue 21.5) */
+    ck_assert_msg(strstr(e.msg, name) && !strstr(strstr(e.msg, name) + strlen(name), name), "%s",
+                  e.msg);
     oct_ring_consumer_geometry(c, &cg);
     ck_assert_mem_eq(&cg, &g1, sizeof g1); /* unchanged */
     ck_assert_uint_eq(oct_ring_consumer_header(c)->epoch, epoch1);
@@ -1365,6 +1412,7 @@ static Suite *ipc_suite(void)
     tcase_add_loop_test(tc, ring_two_process_all_types, 0, 3);
     tcase_add_test(tc, ring_torn_always_detected);
     tcase_add_test(tc, ring_peek_verify);
+    tcase_add_test(tc, ring_copy_again);
     tcase_add_test(tc, ring_lapped_and_latest_counts);
     tcase_add_test(tc, ring_restart_new_geometry);
     tcase_add_test(tc, ring_reattach);

@@ -8,8 +8,9 @@ set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
 libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf"
 # test tools of `make check`: libFuzzer (e2e_fuzz), valgrind (e2e_valgrind,
-# make valgrind), ss (e2e_security)
-FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev valgrind iproute2"
+# make valgrind), ss (e2e_security), stress-ng (CPU load beside the tests,
+# e.g. `stress-ng --cpu 2` while `make check` runs: README "Testing")
+FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev valgrind iproute2 stress-ng"
 WITH_FUZZ=1
 CHECK_ONLY=""
 for a in "$@"; do

@@ -23,6 +23,9 @@ typedef struct octbench_opts {
     double seconds;         /* --seconds S measured per phase (0 = default) */
     int policy;             /* --policy all|latest: 1 all, 0 latest, -1 default (all) */
     double rate;            /* --frame-rate FRAMES_PER_S: pace the producer (0 = find it) */
+    const char *producer;   /* --producer copy|commit|both (NULL = copy) */
+    const char *zero_copy;  /* --zero-copy auto|on|off: octd.ini [ring] zero_copy (NULL = auto) */
+    const char *hostile;    /* --hostile S:C[,S:C...]: stalled:churning subscribers (issue 21) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -39,7 +39,7 @@ static void usage(FILE *f)
             "  --backend auto|cpu|cuda  engine backend (default auto)\n"
             "  --warmup N               untimed runs first (default 2, --quick 1)\n"
             "  --reps N                 timed runs, the median is reported (default 10, --quick 3)\n"
-            "  --threads N              CPU threads (default 0 = all cores)\n"
+            "  --threads N              CPU threads (default 0 = all cores; --e2e: octd's)\n"
             "  --precision fp32|tf32    GPU GEMM precision (default fp32)\n"
             "  --only NAME              one workload (bscan-cfd, bscan-msi, volume-cfd,\n"
             "                           volume-msi, volume-cfd+msi, msi-volume-full;\n"
@@ -58,6 +58,15 @@ static void usage(FILE *f)
             "                           --policy all|latest, --frame-rate FRAMES_PER_S;\n"
             "                           the old spelling --rate works, with a warning)\n"
             "  --version                the version\n"
+            "  --producer copy|commit|both  --e2e producer: copy each frame into its slot\n"
+            "                           (copy), or fill every slot once and then only stamp\n"
+            "                           and commit headers, as a digitizer's DMA (commit:\n"
+            "                           octd's own ceiling); both: one after the other;\n"
+            "                           default copy\n"
+            "  --zero-copy auto|on|off  --e2e: octd.ini [ring] zero_copy (default auto)\n"
+            "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
+            "                           with S stalled + C churning subscribers, then (policy\n"
+            "                           all) one paced at 90%% of the rate without them\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "  --help                   this text\n");
 }
@@ -67,7 +76,8 @@ int main(int argc, char **argv)
     octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
-           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE };
+           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
+           O_HOSTILE };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -77,6 +87,8 @@ int main(int argc, char **argv)
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
         {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
         {"frame-rate", required_argument, 0, O_RATE},
+        {"producer", required_argument, 0, O_PRODUCER},
+        {"zero-copy", required_argument, 0, O_ZEROCOPY}, {"hostile", required_argument, 0, O_HOSTILE},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
     int c = oct_cli_start("octbench", argc, argv, renames);
@@ -154,6 +166,21 @@ int main(int argc, char **argv)
                 return OCT_EX_USAGE;
             }
             break;
+        case O_PRODUCER:
+            if (strcmp(optarg, "copy") && strcmp(optarg, "commit") && strcmp(optarg, "both")) {
+                fprintf(stderr, "octbench: --producer %s: must be copy, commit or both\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.producer = optarg;
+            break;
+        case O_ZEROCOPY:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "octbench: --zero-copy %s: must be auto, on or off\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.zero_copy = optarg;
+            break;
+        case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return OCT_EX_USAGE;
         }
