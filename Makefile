@@ -103,6 +103,8 @@ $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(
 	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $$(CUDA_LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+# octweb (the browser console) serves HTTP/WebSocket through civetweb
+$(BIN)/octweb: LIBS += -lcivetweb
 
 # ---- tests -----------------------------------------------------------------
 tests: $(TESTS) $(SAN_TESTS)
