@@ -87,6 +87,7 @@ static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 static oct_control *g_ctl;
 static oct_status *g_st;
 static char *g_schema;
+static char *g_values; /* the latest values message, for clients that join (octweb_lock) */
 
 /* ---------------- small string builder ---------------- */
 typedef struct sb {
@@ -146,6 +147,8 @@ static void sb_str(sb *s, const char *t, size_t max)
     sb_put(s, "\"", 1);
 }
 
+static void sb_cat(sb *s, const char *t) { sb_put(s, t, strlen(t)); }
+
 static char *sb_take(sb *s)
 {
     if (s->oom) {
@@ -189,7 +192,7 @@ static void reply(int client_id, int req_id, bool ok, uint64_t gen, const char *
     sb_printf(&s, "{\"type\":\"reply\",\"id\":%d,\"ok\":%s,\"gen\":%" PRIu64 ",\"message\":", req_id,
               ok ? "true" : "false", gen);
     sb_str(&s, message ? message : "", 1024);
-    sb_put(&s, "}", 1);
+    sb_cat(&s, "}");
     client *c = client_by_id(client_id);
     if (c)
         queue_text(c, sb_take(&s));
@@ -240,7 +243,7 @@ static bool send_image(client *c, int slot, octweb_image *im, const view_sub *v)
                   "\"t_recv_ns\":%" PRIu64 ",\"t_send_ns\":%" PRIu64 ",\"h\":",
               im->seq, orows, ocols, fy, fx, q, im->t_recv_ns, octweb_now_ns());
     sb_put(&h, im->header, im->header_len);
-    sb_put(&h, "}", 1);
+    sb_cat(&h, "}");
     if (h.oom) {
         free(h.p);
         return false;
@@ -439,10 +442,12 @@ static void ws_ready(struct mg_connection *conn, void *cbdata)
     sb_printf(&s, "{\"type\":\"hello\",\"version\":\"%s\",\"client\":%d,\"role\":\"%s\",\"schema\":",
               OCT_VERSION, c->id, c->role == ROLE_OPERATOR ? "operator" : "viewer");
     sb_put(&s, g_schema, strlen(g_schema));
-    sb_put(&s, "}", 1);
+    sb_cat(&s, "}");
     pthread_mutex_lock(&octweb_lock);
     c->conn = conn;
     queue_text(c, sb_take(&s));
+    if (g_values)
+        c->values = strdup(g_values);
     c->has_thread = pthread_create(&c->thr, NULL, sender_main, c) == 0;
     pthread_mutex_unlock(&octweb_lock);
 }
@@ -671,12 +676,12 @@ static char *values_json(const oct_control_values *v, uint64_t gen)
         if (oct_control_key_get(v, k, val, sizeof val, NULL) != OCT_OK)
             continue;
         if (i)
-            sb_put(&s, ",", 1);
+            sb_cat(&s, ",");
         sb_str(&s, k, 64);
-        sb_put(&s, ":", 1);
+        sb_cat(&s, ":");
         sb_str(&s, val, sizeof val);
     }
-    sb_put(&s, "}}", 2);
+    sb_cat(&s, "}}");
     return sb_take(&s);
 }
 
@@ -694,19 +699,19 @@ static char *health_json(const oct_status_block *b, bool have, double fps, uint3
     sb_printf(&s, "{\"type\":\"health\",\"octd\":%s,\"control\":%s", have ? "true" : "false",
               ctl ? "true" : "false");
     if (have) {
-        sb_put(&s, ",\"state\":", 9);
+        sb_cat(&s, ",\"state\":");
         sb_str(&s, oct_daemon_state_name(b->state), 32);
-        sb_put(&s, ",\"backend\":", 11);
+        sb_cat(&s, ",\"backend\":");
         sb_str(&s, b->backend, sizeof b->backend);
-        sb_put(&s, ",\"device\":", 10);
+        sb_cat(&s, ",\"device\":");
         sb_str(&s, b->device, sizeof b->device);
         sb_printf(&s, ",\"pid\":%" PRIu64 ",\"geometry\":[%u,%u,%u],\"applied_gen\":%" PRIu64
                       ",\"rejected_gen\":%" PRIu64,
                   b->pid, b->ring_lines, b->ring_ascans, b->ring_samples, b->applied_gen,
                   b->rejected_gen);
-        sb_put(&s, ",\"rejected_reason\":", 19);
+        sb_cat(&s, ",\"rejected_reason\":");
         sb_str(&s, b->rejected_reason, sizeof b->rejected_reason);
-        sb_put(&s, ",\"command_message\":", 19);
+        sb_cat(&s, ",\"command_message\":");
         sb_str(&s, b->command_message, sizeof b->command_message);
         sb_printf(&s, ",\"frames_seen\":%" PRIu64 ",\"frames_processed\":%" PRIu64
                       ",\"frames_skipped\":%" PRIu64 ",\"frames_torn\":%" PRIu64
@@ -714,11 +719,11 @@ static char *health_json(const oct_status_block *b, bool have, double fps, uint3
                       ",\"publish_drops\":%" PRIu64 ",\"last_latency_ns\":%" PRIu64,
                   b->frames_seen, b->frames_processed, b->frames_skipped, b->frames_torn,
                   b->frames_lost, b->frames_reprocessed, b->publish_drops, b->last_latency_ns);
-        sb_put(&s, ",\"ring_message\":", 16);
+        sb_cat(&s, ",\"ring_message\":");
         sb_str(&s, b->ring_message, sizeof b->ring_message);
-        sb_put(&s, ",\"warnings\":", 12);
+        sb_cat(&s, ",\"warnings\":");
         sb_str(&s, b->warnings, sizeof b->warnings);
-        sb_put(&s, ",\"last_error\":", 14);
+        sb_cat(&s, ",\"last_error\":");
         sb_str(&s, b->last_error, sizeof b->last_error);
         /* recording exists when octd's status block is of minor 1 or later
          * and it says anything about it; the page shows the button then */
@@ -726,7 +731,7 @@ static char *health_json(const oct_status_block *b, bool have, double fps, uint3
         sb_str(&s, b->record_state < 4 ? rec[b->record_state] : "?", 16);
         sb_printf(&s, ",\"record_frames\":%" PRIu64 ",\"record_dropped\":%" PRIu64,
                   b->record_frames, b->record_dropped);
-        sb_put(&s, ",\"record_message\":", 18);
+        sb_cat(&s, ",\"record_message\":");
         sb_str(&s, b->record_message, sizeof b->record_message);
     }
     sb_printf(&s, ",\"fps\":%.2f,\"lat_p50_us\":%u,\"lat_p99_us\":%u,\"topics\":[", fps, p50, p99);
@@ -793,7 +798,12 @@ static void *control_main(void *arg)
         pthread_mutex_lock(&octweb_lock);
         if (have_v && gen != last_gen) {
             last_gen = gen;
-            broadcast_coalesced(values_json(&v, gen), false);
+            char *msg = values_json(&v, gen);
+            if (msg) {
+                free(g_values);
+                g_values = strdup(msg);
+            }
+            broadcast_coalesced(msg, false);
         }
         for (int i = 0; i < 64; i++) {
             pending *p = &pend[i];
@@ -854,20 +864,16 @@ static char *schema_json(void)
     /* Without the schema library: every key as a text field (octd still
      * validates every value, and the rejection text is still octd's). */
     sb s = {0};
-    sb_put(&s, "{\"schema\":\"octd-options-1\",\"fallback\":true,\"options\":[", 54);
+    sb_cat(&s, "{\"schema\":\"octd-options-1\",\"fallback\":true,\"options\":[");
     for (size_t i = 0; i < oct_control_key_count(); i++) {
         sb_printf(&s, "%s{\"key\":", i ? "," : "");
         sb_str(&s, oct_control_key_name(i), 64);
-        sb_put(&s, ",\"kind\":\"text\",\"help\":\"\",\"unit\":\"\"}", 36);
+        sb_cat(&s, ",\"kind\":\"text\",\"help\":\"\",\"unit\":\"\"}");
     }
-    sb_put(&s, "],\"commands\":[{\"name\":\"online\",\"code\":1},{\"name\":\"snapshot\",\"code\":2},"
+    sb_cat(&s, "],\"commands\":[{\"name\":\"online\",\"code\":1},{\"name\":\"snapshot\",\"code\":2},"
                "{\"name\":\"review\",\"code\":3},{\"name\":\"save_raw\",\"code\":4},"
                "{\"name\":\"save_images\",\"code\":5},{\"name\":\"record\",\"code\":6},"
-               "{\"name\":\"record_stop\",\"code\":7}]}",
-           strlen("],\"commands\":[{\"name\":\"online\",\"code\":1},{\"name\":\"snapshot\",\"code\":2},"
-                  "{\"name\":\"review\",\"code\":3},{\"name\":\"save_raw\",\"code\":4},"
-                  "{\"name\":\"save_images\",\"code\":5},{\"name\":\"record\",\"code\":6},"
-                  "{\"name\":\"record_stop\",\"code\":7}]}"));
+               "{\"name\":\"record_stop\",\"code\":7}]}");
     return sb_take(&s);
 }
 
@@ -954,5 +960,7 @@ oct_err octweb_serve(const octweb_config *cfg, oct_error *e)
     g_st = NULL;
     pthread_mutex_unlock(&ipc_lock);
     free(g_schema);
+    free(g_values);
+    g_values = NULL;
     return OCT_OK;
 }
