@@ -25,7 +25,7 @@ endif
 BUILD    ?= build/$(if $(NVCC),cuda,cpu)
 
 VERSION  := 0.1.0
-INCLUDES := -Ikernels -Iipc -Iconfig
+INCLUDES := -Ikernels -Iipc -Iconfig -Itools/common
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes
 BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN)
 CFLAGS   ?= -O2
@@ -41,7 +41,8 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas
 endif
 
 # ---- sources ---------------------------------------------------------------
-LIB_SRC  := $(sort $(wildcard kernels/*.c ipc/*.c config/*.c))
+# tools/common: the command-line convention of every program (cli.h)
+LIB_SRC  := $(sort $(wildcard kernels/*.c ipc/*.c config/*.c tools/common/*.c))
 CU_SRC   := $(if $(NVCC),$(sort $(wildcard kernels/*.cu)))
 IPC_SRC  := $(sort $(wildcard ipc/*.c)) kernels/error.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)

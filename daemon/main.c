@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "oct_control_keys.h"
+#include "cli.h"
 #include "checks.h"
 #include "gpu_path.h"
 #include "octd.h"
@@ -568,7 +569,8 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
         break;
     case OCT_CMD_REVIEW:
         if (review) {
-            command_ack(d, seq, OCT_CMDRES_REFUSED, "already in review");
+            /* a mode already in effect: ok, as online when online (issue 14) */
+            command_ack(d, seq, OCT_CMDRES_OK, "already in review");
             break;
         }
         /* Without a snapshot, review the newest frame. */
@@ -645,8 +647,11 @@ static void poll_control(octd *d)
         oct_error e;
         /* Without an engine (no ring yet) the values are checked as far as
          * the geometry known now allows, with the engine's rules. */
-        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
-                            : check_params_without_engine(d, &p, &e);
+        /* the option table's static rules first: messages in the operator's keys */
+        oct_err rc = oct_options_check_values(&v, &e);
+        if (rc == OCT_OK)
+            rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+                        : check_params_without_engine(d, &p, &e);
         if (rc == OCT_OK) {
             d->params = p;
             d->applied_gen = gen;
@@ -909,7 +914,7 @@ static void usage(FILE *f)
             "  data files; restarting does not help); 69 start-up failed for another reason\n"
             "  (a publish endpoint cannot be bound, the engine cannot be planned: no GPU, out\n"
             "  of memory; a restart may help); 1 other errors (e.g. another octd is running);\n"
-            "  2 usage.\n");
+            "  64 usage.\n");
 }
 
 static int run(octd *d);
@@ -922,7 +927,9 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *config = NULL;
     bool check = false;
-    int c;
+    int c = oct_cli_start("octd", argc, argv, NULL);
+    if (c >= 0)
+        return c;
     while ((c = getopt_long(argc, argv, "c:tfVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -930,13 +937,13 @@ int main(int argc, char **argv)
         case 'f': break;
         case 'V': printf("octd %s\n", OCT_VERSION); return 0;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return oct_cli_usage("octd", "bad option %s", argv[optind - 1]);
         }
     }
-    if (optind < argc || !config) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return oct_cli_usage("octd", "unexpected argument '%s'", argv[optind]);
+    if (!config)
+        return oct_cli_usage("octd", "--config FILE is required");
     octd *d = calloc(1, sizeof *d);
     if (!d) {
         octd_log(LOG_CRIT, "out of memory");

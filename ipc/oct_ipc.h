@@ -544,9 +544,19 @@ uint64_t oct_control_generation(const oct_control *c);
 typedef void (*oct_control_edit_fn)(oct_control_values *v, void *arg);
 oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
                           oct_error *e);
-/* Issues a command: increments command_seq and sets command in one generation. */
+/* Issues a command: increments command_seq and sets command in one generation
+ * (its arguments cmd_flags/cmd_frames/cmd_seconds zero). */
 oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
                             oct_error *e);
+/* ABI 1.2: a command with its arguments, all in one generation:
+ *   OCT_CMD_RECORD     flags OCT_RECORD_RAW | OCT_RECORD_PRODUCTS, frames and
+ *                      seconds (0: no limit)
+ *   OCT_CMD_REFERENCE  flags enum oct_reference_op
+ * Other commands take no arguments (0, 0, 0).  OCT_EABI when the block is
+ * older than 1.2 for commands 6..8 (its octd would not know them). */
+oct_err oct_control_command_args(oct_control *c, uint32_t command, uint32_t flags,
+                                 uint32_t frames, double seconds, uint64_t *command_seq,
+                                 oct_error *e);
 
 /* abi_minor of the attached block (0: an older octd's 1.0 block, which
  * ignores the 1.1 fields). */

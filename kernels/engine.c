@@ -173,10 +173,14 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
     if (p->enface_count < 1 || p->enface_count > ENFACE_COUNT_MAX)
         return oct_error_set(e, OCT_EINVAL, "enface_count = %d: must be in [1, %d]",
                              p->enface_count, ENFACE_COUNT_MAX);
-    if (p->xsec_h < 0 || (uint32_t)p->xsec_h >= g->lines)
+    /* the indices matter only for the cross-sections asked for, which exist
+     * for volume frames only (issue 14: a B-scan ring with a volume profile) */
+    bool xh = g->lines > 1 && (p->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_H));
+    bool xv = g->lines > 1 && (p->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_V));
+    if (p->xsec_h < 0 || (xh && (uint32_t)p->xsec_h >= g->lines))
         return oct_error_set(e, OCT_EINVAL, "xsec_h = %d: must be in [0, %u] (a line index < lines)",
                              p->xsec_h, g->lines - 1);
-    if (p->xsec_v < 0 || (uint32_t)p->xsec_v >= g->ascans)
+    if (p->xsec_v < 0 || (xv && (uint32_t)p->xsec_v >= g->ascans))
         return oct_error_set(e, OCT_EINVAL,
                              "xsec_v = %d: must be in [0, %u] (an A-scan index < ascans)",
                              p->xsec_v, g->ascans - 1);

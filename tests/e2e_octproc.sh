@@ -195,9 +195,9 @@ printf 'methods: [cfd]\n\nfreq_cutoff: 100\n' >"$T/fc.yaml"
 expect_fail 1 "fc.yaml:3: freq_cutoff: freq_cutoff = 100" --profile "$T/fc.yaml" --input "$T/volume.npy" --output "$T/x"
 printf 'methods: [cfd]\nwindow: {type: hann, size: 3}\n' >"$T/badkey.yaml"
 expect_fail 1 "badkey.yaml:2: window.size" --profile "$T/badkey.yaml" --input "$T/bscan.npy" --output "$T/x"
-expect_fail 2 "required" --input "$T/bscan.npy" --output "$T/x"
-expect_fail 2 "--backend" $P --input "$T/bscan.npy" --output "$T/x" --backend gpu
-expect_fail 2 "unrecognized" $P --input "$T/bscan.npy" --output "$T/x" --frobnicate
+expect_fail 64 "required" --input "$T/bscan.npy" --output "$T/x"
+expect_fail 64 "--backend" $P --input "$T/bscan.npy" --output "$T/x" --backend gpu
+expect_fail 64 "--frobnicate" $P --input "$T/bscan.npy" --output "$T/x" --frobnicate
 [ ! -e "$T/x" ] || fail "a failed run created its output directory"
 # CUDA: works on a GPU machine, else a clear refusal
 out=$("$OCTPROC" $P --input "$T/bscan.npy" --output "$T/out_cuda" --backend cuda 2>&1); rc=$?

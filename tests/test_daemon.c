@@ -217,7 +217,7 @@ START_TEST(keys_abi_1_1)
     /* get lists the profile-style names, not the aliases */
     char all[4096];
     oct_control_format_all(&v, all, sizeof all);
-    ck_assert(strstr(all, "\nklin.interp=cubic\n") && strstr(all, "\ndispersion.a2=1\n") &&
+    ck_assert(strstr(all, "\nklin=cubic\n") && strstr(all, "\ndispersion.a2=1\n") &&
               strstr(all, "\nbackground.param=64\n") && !strstr(all, "disp_a2"));
     ck_assert_int_eq(oct_control_key_abi_minor("klin_c2"), 1);
     ck_assert_int_eq(oct_control_key_abi_minor("dispersion.k0"), 1);

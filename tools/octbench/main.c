@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "bench.h"
+#include "cli.h"
 
 /* Fallbacks for parts that live in other files (a strong definition there
  * overrides these): seed_gpu.cu is only built with nvcc. */
@@ -54,7 +55,9 @@ static void usage(FILE *f)
             "  --ipc                    also run the shared-memory ring benchmark\n"
             "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
             "                           -> subscriber (--only volume|bscan, --seconds S,\n"
-            "                           --policy all|latest, --rate FRAMES_PER_S)\n"
+            "                           --policy all|latest, --frame-rate FRAMES_PER_S;\n"
+            "                           the old spelling --rate works, with a warning)\n"
+            "  --version                the version\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "  --help                   this text\n");
 }
@@ -73,10 +76,13 @@ int main(int argc, char **argv)
         {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
         {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
-        {"rate", required_argument, 0, O_RATE},
+        {"frame-rate", required_argument, 0, O_RATE},
         {0, 0, 0, 0}};
-    int c;
+    static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
+    int c = oct_cli_start("octbench", argc, argv, renames);
     char *end;
+    if (c >= 0)
+        return c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case O_BACKEND:
@@ -88,7 +94,7 @@ int main(int argc, char **argv)
                 o.backend = OCT_BACKEND_CUDA;
             else {
                 fprintf(stderr, "octbench: --backend %s: must be auto, cpu or cuda\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case O_WARMUP:
@@ -98,7 +104,7 @@ int main(int argc, char **argv)
             if (*optarg == '\0' || *end || v < 0 || v > 100000 || (c == O_REPS && v < 1)) {
                 fprintf(stderr, "octbench: --%s %s: not a valid count\n",
                         c == O_WARMUP ? "warmup" : c == O_REPS ? "reps" : "threads", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             if (c == O_WARMUP)
                 o.warmup = (int)v;
@@ -115,7 +121,7 @@ int main(int argc, char **argv)
                 o.precision = OCT_PRECISION_TF32;
             else {
                 fprintf(stderr, "octbench: --precision %s: must be fp32 or tf32\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case O_ONLY: o.only = optarg; break;
@@ -129,8 +135,8 @@ int main(int argc, char **argv)
             double v = strtod(optarg, &end);
             if (*optarg == '\0' || *end || !(v > 0 && v < 1e7)) {
                 fprintf(stderr, "octbench: --%s %s: must be a positive number\n",
-                        c == O_SECONDS ? "seconds" : "rate", optarg);
-                return 2;
+                        c == O_SECONDS ? "seconds" : "frame-rate", optarg);
+                return OCT_EX_USAGE;
             }
             if (c == O_SECONDS)
                 o.seconds = v;
@@ -145,17 +151,19 @@ int main(int argc, char **argv)
                 o.policy = 0;
             else {
                 fprintf(stderr, "octbench: --policy %s: must be all or latest\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: usage(stderr); return OCT_EX_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "octbench: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+        return OCT_EX_USAGE;
     }
+    if (o.only && !oct_cli_known("octbench", "--only", o.only, octbench_only_names()))
+        return OCT_EX_USAGE;
     if (o.json) { /* parts append JSON lines to it */
         FILE *f = fopen(o.json, "w");
         if (!f) {
