@@ -71,8 +71,9 @@ async function openConsole(token, b = browser) {
   page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') console.log('console: ' + m.text()); });
   page.on('pageerror', (e) => fail('page error: ' + e.message));
   await page.goto(`${env.URL}/#token=${token}`, { waitUntil: 'load' });
-  await until(page, () => window.octweb.connected && window.octweb.role && Object.keys(window.octweb.values).length > 0,
-    null, 'the console did not connect or receive values');
+  await until(page, () => window.octweb.connected && window.octweb.role && Object.keys(window.octweb.values).length > 0 &&
+    window.octweb.health && window.octweb.health.octd && document.querySelector('.ctl[data-key="enface.start"]'),
+  null, 'the console did not connect or receive values and health');
   return page;
 }
 
@@ -103,11 +104,24 @@ async function openConsole(token, b = browser) {
   ok(`live images painted and updating (en-face seq ${seqs.slice(0, 5).join(',')}...)`);
 
   // ---- a slider: octctl get and the next image's params_gen ----
+  {
+    const n0 = await op.evaluate(() => window.octweb.replies.length);
+    const t = await setWidget(op, 'enface.start', 30);
+    if (t !== 'range') fail(`enface.start is a '${t}' widget, not a slider (range from the schema's max_rule depths-1)`);
+    await until(op, (n) => window.octweb.replies.length > n, n0, 'no reply to the slider');
+    const r = await lastReply(op);
+    if (!r.ok) fail('enface.start=30 rejected: ' + r.message);
+    if (ctlGet('enface.start') !== '30') fail(`octctl get enface.start = ${ctlGet('enface.start')}, want 30`);
+    await until(op, (g) => { const h = window.octweb.lastHeader[1]; return h && h.h.params_gen >= g && h.h.indices[0] === 30; }, r.gen,
+      `no en-face image with params_gen >= ${r.gen} and depth 30 painted`);
+    ok(`slider enface.start -> 30 (octctl get), generation ${r.gen} painted with indices[0] = 30`);
+  }
   const before = parseFloat(ctlGet('display.enface.gsc'));
   const want = +(before * 1.5).toPrecision(4);
+  const nset = await op.evaluate(() => window.octweb.replies.length);
   const type = await setWidget(op, 'display.enface.gsc', want);
   if (type.startsWith('no control') || type === 'disabled') fail(type);
-  await until(op, () => { const r = window.octweb.replies; return r.length && r[r.length - 1].ok !== undefined; }, null, 'no reply to the change');
+  await until(op, (n) => window.octweb.replies.length > n, nset, 'no reply to the change');
   const rep = await lastReply(op);
   if (!rep.ok) fail('display.enface.gsc change rejected: ' + rep.message);
   const after = parseFloat(ctlGet('display.enface.gsc'));
@@ -118,15 +132,16 @@ async function openConsole(token, b = browser) {
 
   // ---- an invalid value: octd's reason next to the control, value restored ----
   const nrep = await op.evaluate(() => window.octweb.replies.length);
-  await setWidget(op, 'xsec.h_index', 9999);
+  await setWidget(op, 'display.enface.gsc', -1);
   await until(op, (n) => window.octweb.replies.length > n, nrep, 'no reply to the invalid value');
   const bad = await lastReply(op);
-  if (bad.ok) fail('xsec.h_index=9999 was applied');
-  const shown = await op.evaluate(() => document.querySelector('.ctl[data-key="xsec.h_index"] .msg').textContent);
-  if (!shown || !/xsec|h_index|line/i.test(shown)) fail(`rejection text not shown next to the control: '${shown}'`);
-  await until(op, () => document.querySelector('.ctl[data-key="xsec.h_index"] input, .ctl[data-key="xsec.h_index"] select').value === window.octweb.values['xsec.h_index'],
-    null, 'the control did not return to the applied value');
-  ok(`invalid xsec.h_index rejected: "${shown}"`);
+  if (bad.ok) fail('display.enface.gsc=-1 was applied');
+  const shown = await op.evaluate(() => document.querySelector('.ctl[data-key="display.enface.gsc"] .msg').textContent);
+  if (!shown || !/display\.enface\.gsc/.test(shown)) fail(`octd's reason (naming the key) not shown next to the control: '${shown}'`);
+  const health = await until(op, () => window.octweb.health && window.octweb.health.rejected_reason, null, 'no rejection in the health panel');
+  await until(op, () => document.querySelector('.ctl[data-key="display.enface.gsc"] input').value === window.octweb.values['display.enface.gsc'] &&
+    window.octweb.values['display.enface.gsc'] !== '-1', null, 'the control did not return to the applied value');
+  ok(`invalid display.enface.gsc=-1 rejected by octd: "${shown}"; control back to the applied value`);
   // a value the parser refuses (octweb answers with the table's message)
   const nrep2 = await op.evaluate(() => window.octweb.replies.length);
   await op.evaluate(() => window.octweb.setValues({ window: 'bogus' }));

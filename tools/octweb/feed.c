@@ -104,7 +104,7 @@ static void store(octweb_image *im, uint64_t t_acq, uint64_t t_pub)
     }
     s->img[i] = im;
     s->received++;
-    if (!strncmp(im->topic, "bscan/", 6) && t_pub >= t_acq && t_acq && s->lat_n < 512)
+    if (t_pub >= t_acq && t_acq && s->lat_n < 512)
         s->lat_us[s->lat_n++] = (uint32_t)((t_pub - t_acq) / 1000u > UINT32_MAX ? UINT32_MAX
                                                                                  : (t_pub - t_acq) / 1000u);
     pthread_cond_broadcast(&octweb_cond);

@@ -57,7 +57,7 @@ typedef struct octweb_store {
     octweb_image *img[OCTWEB_TOPICS_MAX];
     int count;
     uint64_t received, dropped_f32;
-    /* octd's own latency (t_pub - t_acq) of the B-scan-class images of the
+    /* octd's own latency (t_pub - t_acq) of the images of the
      * last interval, for the health panel's p50/p99 */
     uint32_t lat_us[512];
     int lat_n;

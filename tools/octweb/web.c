@@ -30,15 +30,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "oct_control_keys.h"
 #include "oct_ipc.h"
-#include "octweb.h"
-#if defined(__has_include)
-#if __has_include("oct_options.h")
 #include "oct_options.h"
-#define OCTWEB_HAVE_OPTIONS 1
-#endif
-#endif
+#include "octweb.h"
 
 #define SLOTS 16
 #define TEXT_QUEUE 64
@@ -483,12 +477,34 @@ typedef struct assign_args {
     bool failed;
 } assign_args;
 
+/* KEY=VALUE through the option table, as `octctl set` does: syntax, names
+ * and what the field can hold are checked here (the table's message, naming
+ * the key); ranges and rules by octd on the whole generation, whose reason
+ * comes back through the status block. */
 static void apply_assignments(oct_control_values *v, void *arg)
 {
     assign_args *a = arg;
-    for (int i = 0; i < a->n && !a->failed; i++)
-        if (oct_control_assign(v, a->kv[i], a->e) != OCT_OK)
+    for (int i = 0; i < a->n && !a->failed; i++) {
+        char key[80];
+        const char *eq = strchr(a->kv[i], '=');
+        size_t kl = eq ? (size_t)(eq - a->kv[i]) : 0;
+        if (!eq || kl == 0 || kl >= sizeof key) {
+            oct_error_set(a->e, OCT_EINVAL, "'%.60s': expected KEY=VALUE", a->kv[i]);
             a->failed = true;
+            break;
+        }
+        memcpy(key, a->kv[i], kl);
+        key[kl] = '\0';
+        const oct_option *o = oct_option_find(key);
+        if (!o) {
+            const char *near = oct_option_suggest(key);
+            oct_error_set(a->e, OCT_EINVAL, "%s: unknown key%s%s%s", key, near ? " (did you mean " : "",
+                          near ? near : "", near ? "?)" : "");
+            a->failed = true;
+        } else if (oct_option_parse_unchecked(o, eq + 1, v, a->e) != OCT_OK) {
+            a->failed = true;
+        }
+    }
 }
 
 static void add_pending(int client_id, int req_id, bool is_cmd, uint64_t gen)
@@ -545,57 +561,44 @@ static void do_set(client *c, int id, char **kv, int n)
     pthread_mutex_unlock(&octweb_lock);
 }
 
-typedef struct cmd_args {
-    uint32_t command, flags, frames;
-    double seconds;
-    uint64_t seq;
-} cmd_args;
-
-static void set_command(oct_control_values *v, void *arg)
-{
-    cmd_args *a = arg;
-    v->command_seq++;
-    v->command = a->command;
-    v->cmd_flags = a->flags;
-    v->cmd_frames = a->frames;
-    v->cmd_seconds = a->seconds;
-    a->seq = v->command_seq;
-}
-
 static void do_command(client *c, int id, char **args, int n)
 {
-    static const char *const names[] = {NULL, "online", "snapshot", "review", "save_raw",
-                                        "save_images", "record", "record_stop"};
-    char why[256] = "";
-    cmd_args a = {0, 0, 0, 0, 0};
-    for (uint32_t i = 1; i < sizeof names / sizeof *names; i++)
-        if (n > 0 && !strcmp(args[0], names[i]))
-            a.command = i;
+    char why[600] = "";
+    uint32_t command = 0, flags = 0, frames = 0;
+    double seconds = 0;
+    for (uint32_t i = OCT_CMD_ONLINE; i <= OCT_CMD_REFERENCE; i++)
+        if (n > 0 && oct_command_name(i) && !strcmp(args[0], oct_command_name(i)))
+            command = i;
     if (c->role != ROLE_OPERATOR)
         snprintf(why, sizeof why, "read-only: this console is a viewer (an operator token is needed)");
-    else if (!a.command)
+    else if (!command)
         snprintf(why, sizeof why, "unknown command '%.40s'", n > 0 ? args[0] : "");
     for (int i = 1; i < n && !why[0]; i++) {
         char *end;
-        if (a.command == OCT_CMD_RECORD && !strcmp(args[i], "raw"))
-            a.flags |= OCT_RECORD_RAW;
-        else if (a.command == OCT_CMD_RECORD && !strcmp(args[i], "products"))
-            a.flags |= OCT_RECORD_PRODUCTS;
-        else if (a.command == OCT_CMD_RECORD && !strncmp(args[i], "frames=", 7) &&
-                 (errno = 0, a.frames = (uint32_t)strtoul(args[i] + 7, &end, 10), !*end && !errno))
+        if (command == OCT_CMD_RECORD && !strcmp(args[i], "raw"))
+            flags |= OCT_RECORD_RAW;
+        else if (command == OCT_CMD_RECORD && !strcmp(args[i], "products"))
+            flags |= OCT_RECORD_PRODUCTS;
+        else if (command == OCT_CMD_RECORD && !strncmp(args[i], "frames=", 7) &&
+                 (errno = 0, frames = (uint32_t)strtoul(args[i] + 7, &end, 10), !*end && !errno))
             ;
-        else if (a.command == OCT_CMD_RECORD && !strncmp(args[i], "seconds=", 8) &&
-                 (a.seconds = strtod(args[i] + 8, &end), !*end && isfinite(a.seconds) && a.seconds >= 0))
+        else if (command == OCT_CMD_RECORD && !strncmp(args[i], "seconds=", 8) &&
+                 (seconds = strtod(args[i] + 8, &end), !*end && isfinite(seconds) && seconds >= 0))
             ;
+        else if (command == OCT_CMD_REFERENCE && !strcmp(args[i], "clear"))
+            flags = OCT_REFERENCE_CLEAR;
+        else if (command == OCT_CMD_REFERENCE && !strcmp(args[i], "auto"))
+            flags = OCT_REFERENCE_AUTO;
         else
             snprintf(why, sizeof why, "%s: bad argument '%.40s'", args[0], args[i]);
     }
     oct_error e = {""};
+    uint64_t seq = 0;
     if (!why[0]) {
         pthread_mutex_lock(&ipc_lock);
         if (!g_ctl)
             snprintf(why, sizeof why, "control block %s is not there (is octd running?)", g_cfg->control);
-        else if (oct_control_write(g_ctl, set_command, &a, NULL, &e) != OCT_OK)
+        else if (oct_control_command_args(g_ctl, command, flags, frames, seconds, &seq, &e) != OCT_OK)
             snprintf(why, sizeof why, "%s", e.msg);
         pthread_mutex_unlock(&ipc_lock);
     }
@@ -603,7 +606,7 @@ static void do_command(client *c, int id, char **args, int n)
     if (why[0])
         reply(c->id, id, false, 0, why);
     else
-        add_pending(c->id, id, true, a.seq);
+        add_pending(c->id, id, true, seq);
     pthread_mutex_unlock(&octweb_lock);
 }
 
@@ -666,18 +669,21 @@ static void open_ipc(void)
         g_st = NULL;
 }
 
+/* {"type":"values"}: every option of the table as oct_option_format()
+ * writes it (what oct_option_parse() reads back). */
 static char *values_json(const oct_control_values *v, uint64_t gen)
 {
     sb s = {0};
     sb_printf(&s, "{\"type\":\"values\",\"gen\":%" PRIu64 ",\"values\":{", gen);
     char val[256];
-    for (size_t i = 0; i < oct_control_key_count(); i++) {
-        const char *k = oct_control_key_name(i);
-        if (oct_control_key_get(v, k, val, sizeof val, NULL) != OCT_OK)
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        int n = oct_option_format(o, v, val, sizeof val);
+        if (n < 0 || (size_t)n >= sizeof val)
             continue;
         if (i)
             sb_cat(&s, ",");
-        sb_str(&s, k, 64);
+        sb_str(&s, o->key, 64);
         sb_cat(&s, ":");
         sb_str(&s, val, sizeof val);
     }
@@ -854,27 +860,13 @@ static void *control_main(void *arg)
 /* ---------------- the option schema ---------------- */
 static char *schema_json(void)
 {
-#ifdef OCTWEB_HAVE_OPTIONS
     char *out = NULL;
     oct_error e;
-    if (oct_options_json(&out, &e) == OCT_OK && out)
-        return out;
-    fprintf(stderr, "<4>octweb: option schema: %s; controls fall back to text fields\n", e.msg);
-#endif
-    /* Without the schema library: every key as a text field (octd still
-     * validates every value, and the rejection text is still octd's). */
-    sb s = {0};
-    sb_cat(&s, "{\"schema\":\"octd-options-1\",\"fallback\":true,\"options\":[");
-    for (size_t i = 0; i < oct_control_key_count(); i++) {
-        sb_printf(&s, "%s{\"key\":", i ? "," : "");
-        sb_str(&s, oct_control_key_name(i), 64);
-        sb_cat(&s, ",\"kind\":\"text\",\"help\":\"\",\"unit\":\"\"}");
+    if (oct_options_json(&out, &e) != OCT_OK) {
+        fprintf(stderr, "<3>octweb: option schema: %s\n", e.msg);
+        return NULL;
     }
-    sb_cat(&s, "],\"commands\":[{\"name\":\"online\",\"code\":1},{\"name\":\"snapshot\",\"code\":2},"
-               "{\"name\":\"review\",\"code\":3},{\"name\":\"save_raw\",\"code\":4},"
-               "{\"name\":\"save_images\",\"code\":5},{\"name\":\"record\",\"code\":6},"
-               "{\"name\":\"record_stop\",\"code\":7}]}");
-    return sb_take(&s);
+    return out;
 }
 
 /* GET /api/schema: the same JSON as `octctl schema`, for scripts. */

@@ -238,6 +238,18 @@ $('auto-contrast').onclick = autoContrast;
 
 // ---------- controls from the option schema ----------
 const controls = {};                  // key -> {get(), set(text), msg}
+// A bound that depends on the geometry (the schema's min_rule/max_rule:
+// "lines-1", "samples/2", "-samples/2+1", "depths (clamped)"), evaluated
+// with octd's current geometry; null when unknown.
+function ruleBound(rule) {
+  const g = O.health && O.health.octd ? O.health.geometry : null;   // [L, N, M]
+  const m = /^\s*(-?)(lines|ascans|samples|depths)(\/2)?([+-]\d+)?/.exec(rule || '');
+  if (!g || !m) return null;
+  let v = { lines: g[0], ascans: g[1], samples: g[2], depths: Math.floor(g[2] / 2) + 1 }[m[2]];
+  if (m[3]) v = Math.floor(v / 2);
+  if (m[1]) v = -v;
+  return v + (m[4] ? parseInt(m[4], 10) : 0);
+}
 function esc(s) { return String(s ?? '').replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;' }[c])); }
 function buildControls(schema) {
   const box = $('controls');
@@ -249,10 +261,13 @@ function buildControls(schema) {
     const unit = o.unit ? `<span class="unit">${esc(o.unit)}</span>` : '';
     let w;
     const num = o.kind === 'int' || o.kind === 'float';
-    const ranged = num && Number.isFinite(o.min) && Number.isFinite(o.max);
+    // a slider where the range is known and small enough to be useful
+    const lo = ruleBound(o.min_rule) ?? o.min, hi = ruleBound(o.max_rule) ?? o.max;
+    const ranged = num && Number.isFinite(lo) && Number.isFinite(hi) && hi > lo &&
+      (o.kind === 'int' ? hi - lo <= 1e5 : hi - lo <= 1e3);
     if (ranged) {
-      const step = o.kind === 'int' ? 1 : (o.max - o.min) / 1000;
-      w = `<input type="range" min="${o.min}" max="${o.max}" step="${step}"><output></output>`;
+      const step = o.kind === 'int' ? 1 : (hi - lo) / 1000;
+      w = `<input type="range" min="${lo}" max="${hi}" step="${step}"><output></output>`;
     } else if (num) w = `<input type="number" step="${o.kind === 'int' ? 1 : 'any'}">`;
     else if (o.kind === 'enum') w = `<select>${(o.values || []).map((x) => `<option>${esc(x)}</option>`).join('')}</select>`;
     else if (o.kind === 'set') w = (o.values || []).map((x) => `<label class="chk"><input type="checkbox" value="${esc(x)}">${esc(x)}</label>`).join(' ');
@@ -275,6 +290,7 @@ function buildControls(schema) {
         if (o.kind === 'set') { const s = String(text).split(','); inputs.forEach((i) => { i.checked = s.includes(i.value); }); }
         else if (o.kind === 'pair') { const s = String(text).split(','); inputs.forEach((i, k) => { i.value = (s[k] ?? '').trim(); }); }
         else if (o.kind === 'bool') inputs[0].checked = /^(true|1|on|yes)$/i.test(text);
+        else if (o.kind === 'enum') inputs[0].value = String(text).split(':')[0];  // "tukey:0.5"
         else inputs[0].value = text;
         if (outEl) outEl.textContent = text;
       },
@@ -295,6 +311,7 @@ function buildControls(schema) {
     box.appendChild(d);
   }
   applyRole();
+  showValues();
 }
 function applyRole() {
   const ro = O.role !== 'operator';
@@ -334,8 +351,11 @@ document.querySelectorAll('.modes button').forEach((b) => {
 
 // ---------- health ----------
 const spark = [];
+let builtFor = '';
 function showHealth(h) {
   O.health = h;
+  const geo = h.octd ? h.geometry.join('x') : '';
+  if (O.schema && geo && geo !== builtFor) { builtFor = geo; buildControls(O.schema); }  // ranges follow the geometry
   const st = $('state');
   st.textContent = h.octd ? h.state : 'octd not running';
   st.className = 'badge ' + (h.octd && (h.state === 'online' || h.state === 'review') ? 'ok' : 'bad');
@@ -404,7 +424,7 @@ function connect() {
     if (m.type === 'hello') {
       O.role = m.role; O.schema = m.schema;
       $('role').textContent = m.role;
-      buildControls(m.schema);
+      builtFor = ''; buildControls(m.schema);
       for (const p of panels) if (p.topic) p.subscribe();
     } else if (m.type === 'values') {
       O.values = m.values; O.gen = m.gen; showValues();
