@@ -51,22 +51,27 @@ async function window_(page, seconds, pid) {
 
   // control change -> new params_gen painted (display.bscan.brightness toggled)
   const ch = await page.evaluate(async (n) => {
-    const out = [];
+    const out = [], applied = [];
     const now = () => performance.timeOrigin + performance.now();
     for (let i = 0; i < n; i++) {
       const t0 = now();
       const gen = await new Promise((res) => window.octweb.setValues({ 'display.bscan.brightness': i % 2 ? -60 : -59 },
         (ok) => res(ok ? window.octweb.replies[window.octweb.replies.length - 1].gen : -1)));
       if (gen < 0) { out.push(null); continue; }
+      applied.push(now() - t0);
       await new Promise((res) => { const f = () => (window.octweb.stats.some((s) => s.topic.startsWith('bscan/') && s.params_gen >= gen && s.t > t0) ? res() : setTimeout(f, 1)); f(); });
       const s = window.octweb.stats.find((x) => x.topic.startsWith('bscan/') && x.params_gen >= gen && x.t > t0);
       out.push(s.t - t0);
       await new Promise((r) => setTimeout(r, 50));
     }
-    return out;
+    return { out, applied };
   }, CHANGES);
-  const okc = ch.filter((x) => x !== null);
-  res.control_to_screen = { changes: ch.length, rejected: ch.length - okc.length, p50_ms: pct(okc, 0.5), p95_ms: pct(okc, 0.95), max_ms: pct(okc, 1) };
+  const okc = ch.out.filter((x) => x !== null);
+  // applied: octd's status says the generation is in use (octweb's reply);
+  // screen: the first painted image with that params_gen
+  res.control_to_screen = { changes: ch.out.length, rejected: ch.out.length - okc.length,
+    applied_p50_ms: pct(ch.applied, 0.5), applied_p95_ms: pct(ch.applied, 0.95),
+    p50_ms: pct(okc, 0.5), p95_ms: pct(okc, 0.95), max_ms: pct(okc, 1) };
 
   // more clients
   const extras = [], browsers = [];

@@ -207,6 +207,7 @@ async function openConsole(token, b = browser) {
   await op.evaluate(() => { document.getElementById('cmap').value = 'viridis'; document.getElementById('cmap').dispatchEvent(new Event('change')); });
   await sleep(600);
   await op.screenshot({ path: `${env.ART}/octweb.png` });
+  await op.screenshot({ path: `${env.ART}/octweb.jpg`, type: 'jpeg', quality: 80 });
   ok(`screenshot ${env.ART}/octweb.png`);
   await browser2.close();
   await browser.close();
