@@ -46,6 +46,15 @@ chmod 644 "$T/op.token"
 [ $? -eq 78 ] && grep -q 'readable by others' "$T/out" || fail "world-readable token accepted: $(cat "$T/out")"
 chmod 600 "$T/op.token"
 echo "ok   octweb refuses: no token beyond loopback, viewer token alone, unknown key (file:line), readable token"
+"$BIN/octweb" --config systemd/octweb.ini --check-config >"$T/out" 2>&1 || fail "the example octweb.ini: $(cat "$T/out")"
+if command -v systemd-analyze >/dev/null; then
+    mkdir -p "$T/unit"
+    sed "s#/usr/local/bin/octweb#$(cd "$BIN" && pwd)/octweb#g" systemd/octweb.service >"$T/unit/octweb.service"
+    systemd-analyze verify "$T/unit/octweb.service" >"$T/out" 2>&1 || fail "systemd-analyze verify octweb.service: $(cat "$T/out")"
+    grep -i "octweb.service" "$T/out" | grep -vi "not found\|no such" | grep -q . && fail "verify complains: $(cat "$T/out")"
+    grep -q '^After=.*octd.service' "$T/unit/octweb.service" || fail "octweb.service is not ordered after octd"
+    echo "ok   example octweb.ini; systemd-analyze verify octweb.service"
+fi
 
 # ---- octsim -> octd -> octweb ----------------------------------------------
 L=32 A=64 M=256

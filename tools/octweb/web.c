@@ -13,7 +13,9 @@
  *   ack SLOT                 the last image of SLOT is painted
  *   set ID KEY=VALUE ...     one generation (operators only)
  *   cmd ID NAME [ARG ...]    online|snapshot|review|save_raw|save_images|
- *                            record [raw] [products] [frames=N] [seconds=S]|record_stop
+ *                            record [raw] [products] [frames=N] [seconds=S]|record_stop|
+ *                            reference [clear|auto]
+ *   alive                    keep-alive (every 20 s; silence for 120 s closes)
  * octweb -> page: JSON text {"type": "hello"|"values"|"health"|"reply", ...}
  * and binary images: u32 (LE) length of a JSON header, the header
  * {"slot","topic","seq","rows","cols","fy","fx","q","t_recv_ns","t_send_ns",
@@ -651,6 +653,8 @@ static int ws_data(struct mg_connection *conn, int bits, char *data, size_t len,
             pthread_cond_broadcast(&octweb_cond);
             pthread_mutex_unlock(&octweb_lock);
         }
+    } else if (!strcmp(f[0], "alive")) {
+        /* keep-alive of a page whose views are all paused (hidden tab) */
     } else if (!strcmp(f[0], "set") && n >= 3) {
         do_set(c, atoi(f[1]), f + 2, n - 2);
     } else if (!strcmp(f[0], "cmd") && n >= 3) {
@@ -902,7 +906,7 @@ oct_err octweb_serve(const octweb_config *cfg, oct_error *e)
     opts[n++] = "num_threads";
     opts[n++] = threads;
     opts[n++] = "websocket_timeout_ms";
-    opts[n++] = "3600000";
+    opts[n++] = "120000"; /* the page sends a keep-alive every 20 s */
     opts[n++] = "additional_header";
     opts[n++] = "X-Frame-Options: DENY\r\nX-Content-Type-Options: nosniff\r\n"
                 "Referrer-Policy: no-referrer\r\n"

@@ -441,3 +441,4 @@ function connect() {
   };
 }
 connect();
+setInterval(() => send('alive'), 20000);   // octweb closes a WebSocket silent for 120 s
