@@ -6,7 +6,8 @@
 #  image's params_gen; an invalid value shows octd's reason and the control
 #  returns; a click on the en-face image moves the cross-sections;
 #  snapshot -> review -> online; a viewer cannot change values; two
-#  browsers at once; a wrong token is refused; a screenshot saved in
+#  browsers at once; a wrong token is refused; TLS (page and WebSocket over
+#  https, self-signed certificate); a screenshot saved in
 #  ${ART:-build/test-artefacts}/octweb.png.  Also octweb's own checks: a
 #  non-loopback address without a token, a viewer token alone, a bad
 #  configuration line, a foreign WebSocket Origin (refused).
@@ -113,6 +114,63 @@ r = s.recv(200)
 sys.exit(0 if not r.startswith(b"HTTP/1.1 101") else 1)
 EOF
 echo "ok   a WebSocket from a foreign Origin is refused"
+
+# TLS through civetweb (a self-signed certificate): the page and a WebSocket
+# whose first message is the hello of an operator
+if command -v openssl >/dev/null; then
+    openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/key.pem" -out "$T/cert.pem" -days 2 \
+        -subj /CN=127.0.0.1 >/dev/null 2>&1 || fail "openssl cannot make a certificate"
+    cat "$T/cert.pem" "$T/key.pem" >"$T/octweb.pem"
+    chmod 600 "$T/octweb.pem"
+    TPORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    "$BIN/octweb" --listen 127.0.0.1:${TPORT}s --cert "$T/octweb.pem" --endpoint "ipc://$T/pub" \
+        --control "$N-control" --status "$N-status" --operator-token-file "$T/op.token" \
+        >"$T/octweb-tls.log" 2>&1 &
+    PIDS+=($!)
+    E2E_LOGS+=("$T/octweb-tls.log")
+    "$PYTHON" - "$TPORT" <<'EOF2' || fail "TLS: page or WebSocket over https failed"
+import socket, ssl, sys, time
+port = int(sys.argv[1])
+ctx = ssl.create_default_context()
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+def conn():
+    for _ in range(100):
+        try:
+            return ctx.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5))
+        except OSError:
+            time.sleep(0.1)
+    sys.exit("cannot connect")
+s = conn()
+s.sendall(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+page = b""
+while (b := s.recv(65536)):
+    page += b
+assert page.startswith(b"HTTP/1.1 200") and b"console.js" in page, page[:200]
+s = conn()
+origin = b"https://127.0.0.1:%d" % port
+s.sendall(b"GET /ws?token=operator-token-0123456789abcdef HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+          b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+          b"Sec-WebSocket-Version: 13\r\nOrigin: %s\r\n\r\n" % (port, origin))
+buf = b""
+while b"\r\n\r\n" not in buf:
+    buf += s.recv(4096)
+head, rest = buf.split(b"\r\n\r\n", 1)
+assert head.startswith(b"HTTP/1.1 101"), head
+while len(rest) < 4:
+    rest += s.recv(4096)
+n = rest[1] & 0x7f
+assert rest[0] & 0x0f == 1, "first frame is not text"
+assert n == 126 or n == 127, "hello too short"
+text = rest
+while b"operator" not in text and len(text) < 200000:
+    text += s.recv(65536)
+assert b'"type":"hello"' in text and b'"role":"operator"' in text, text[:200]
+EOF2
+    echo "ok   TLS (civetweb + octweb-tls.so): https page and an operator WebSocket"
+else
+    echo "SKIP (part): no openssl to make a certificate for the TLS check"
+fi
 
 OCTCTL_JSON=$("$PYTHON" -c 'import json, sys; print(json.dumps(sys.argv[1:]))' "${CTL[@]}")
 URL=http://127.0.0.1:$PORT OP_TOKEN=operator-token-0123456789abcdef \

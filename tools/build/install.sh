@@ -5,7 +5,7 @@
 #   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
 #   $PREFIX/lib/pkgconfig/       octipc.pc
 #   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml, octweb.ini)
-#   $PREFIX/share/octd/octweb/   the console's page (octweb)
+#   $PREFIX/share/octd/octweb/   the console's page (octweb); $PREFIX/lib/octd/octweb-tls.so
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
 #     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
 #     (SYSTEMD_PREFIX= overrides where: e.g. /usr/lib)
@@ -53,7 +53,8 @@ sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/
     -e "s#/etc/octd/#$SYSCONF/#g" systemd/octd.service >"$D$SD/systemd/system/octd.service"
 chmod 0644 "$D$SD/systemd/system/octd.service"
 say "$D$SD/systemd/system/octd.service"
-# octweb: the console's page, its unit and example configuration
+# octweb: the console's page, its TLS helper, unit and example configuration
+inst 0755 "$BIN/octweb-tls.so" "$D$PREFIX/lib/octd/octweb-tls.so"
 for f in tools/octweb/www/*; do
     inst 0644 "$f" "$D$PREFIX/share/octd/octweb/$(basename "$f")"
 done

@@ -6,6 +6,7 @@
  * beyond loopback requires an operator token (a viewer token may be given
  * too), and TLS is offered when a certificate is configured.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <getopt.h>
 #include <ini.h>
@@ -197,6 +198,35 @@ static void default_root(char *out, size_t cap)
     }
 }
 
+/* civetweb 1.15 (Debian 12) loads libssl.so itself and calls
+ * SSL_get_peer_certificate, which OpenSSL 3 does not export: with such a
+ * libssl, load octweb-tls.so (soname libssl.so, next to the program or in
+ * ../lib/octd/) first, so that civetweb's dlopen("libssl.so") gets it. */
+static oct_err prepare_tls(oct_error *e)
+{
+    void *ssl = dlopen("libssl.so.3", RTLD_LAZY | RTLD_LOCAL);
+    if (!ssl || dlsym(ssl, "SSL_get_peer_certificate"))
+        return OCT_OK; /* not OpenSSL 3, or one that has it: civetweb copes */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash)
+            *slash = '\0';
+        static const char *const cand[] = {"/octweb-tls.so", "/../lib/octd/octweb-tls.so"};
+        for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+            char p[PATH_MAX + 40];
+            snprintf(p, sizeof p, "%s%s", exe, cand[i]);
+            if (access(p, R_OK) == 0 && dlopen(p, RTLD_NOW | RTLD_GLOBAL))
+                return OCT_OK;
+        }
+    }
+    return oct_error_set(e, OCT_EINVAL, "TLS: civetweb needs SSL_get_peer_certificate, which this "
+                         "OpenSSL 3 lacks, and octweb-tls.so (installed with octweb) is not found "
+                         "next to the program or in ../lib/octd/");
+}
+
 int main(int argc, char **argv)
 {
     static octweb_config cfg;
@@ -314,6 +344,10 @@ int main(int argc, char **argv)
     }
     if (cfg.cert[0] && access(cfg.cert, R_OK) != 0) {
         fprintf(stderr, "octweb: certificate %s: %s\n", cfg.cert, strerror(errno));
+        return EX_CONFIG;
+    }
+    if (cfg.cert[0] && prepare_tls(&e) != OCT_OK) {
+        fprintf(stderr, "octweb: %s\n", e.msg);
         return EX_CONFIG;
     }
     if (!cfg.root[0])
