@@ -7,7 +7,8 @@
 #  returns; a click on the en-face image moves the cross-sections;
 #  snapshot -> review -> online; a viewer cannot change values; two
 #  browsers at once; a wrong token is refused; TLS (page and WebSocket over
-#  https, self-signed certificate); a screenshot saved in
+#  https, self-signed certificate); octd restarted under octweb (it
+#  re-attaches); a screenshot saved in
 #  ${ART:-build/test-artefacts}/octweb.png.  Also octweb's own checks: a
 #  non-loopback address without a token, a viewer token alone, a bad
 #  configuration line, a foreign WebSocket Origin (refused).
@@ -181,6 +182,14 @@ rc=$?
 [ $rc -eq 0 ] || fail "browser test (exit $rc)"
 alive || fail "octd died"
 kill -0 $WEB 2>/dev/null || fail "octweb died"
+# octd restarts (new blocks, new publisher): octweb re-attaches by itself
+kill "$OCTD"
+wait "$OCTD" 2>/dev/null
+"$BIN/octd" --config "$T/octd.ini" >>"$T/octd.log" 2>&1 &
+OCTD=$!
+"$PYTHON" tests/web/wsprobe.py "$PORT" operator-token-0123456789abcdef "$OCTD" 20 ||
+    fail "octweb did not re-attach to a restarted octd"
+echo "ok   octd restarted: octweb re-attached (health of the new pid, values, images)"
 kill $WEB
 wait_for 5 '! kill -0 $WEB 2>/dev/null' || fail "octweb did not stop on SIGTERM"
 echo "PASS e2e_web"
