@@ -292,7 +292,9 @@ static oct_err walk_map(pctx *x, yaml_node_t *map, const char *path, const char 
                 size_t l = strlen(list);
                 snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", keys[i]);
             }
-            return pfail(x, k, OCT_EPARSE, sub, "unknown key (known here: %s)", list);
+            const char *near = oct_nearest_name(sval(k), keys);
+            return pfail(x, k, OCT_EPARSE, sub, "unknown key (known here: %s)%s%s%s", list,
+                         near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         record_key(x->p, sub, (uint32_t)k->start_mark.line + 1);
         if ((err = fn(x, idx, sub, k, v, arg)))

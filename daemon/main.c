@@ -149,7 +149,7 @@ static bool clamp_params(oct_params *p, const oct_setup *su)
     p->xsec_v = clamp_i32(p->xsec_v, 0, (int32_t)g->ascans - 1);
     p->lag_lo = clamp_i32(p->lag_lo, -half + 1, half - 1);
     p->lag_hi = clamp_i32(p->lag_hi, p->lag_lo, half - 1);
-    p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half - 1);
+    p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half); /* F <= samples/2, as validated */
     if (mask_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
         p->methods &= ~OCT_METHOD_BIT(OCT_METHOD_MSI);
     if (su->cms_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)))

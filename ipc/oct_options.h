@@ -82,6 +82,11 @@ const oct_option *oct_option_find(const char *key);
 /* The nearest key (edit distance) when close enough to be a typo, else NULL. */
 const char *oct_option_suggest(const char *key);
 
+/* The name of `names` (NULL-terminated) nearest to `name` (edit distance,
+ * case-insensitive, a swap of neighbours counting one) when close enough to
+ * be a typo of it, else NULL.  Used for keys, profile keys, --only, topics. */
+const char *oct_nearest_name(const char *name, const char *const *names);
+
 /* Parses one value text into o's field(s) of v (v untouched on error).
  * Checks the static range and names; the message names o->key:
  *   "window.param: 1.5 is outside [0, 1]", "methods: unknown name 'xyz' ...". */

@@ -238,6 +238,26 @@ static int edit_distance(const char *a, const char *b)
     return d[la][lb];
 }
 
+static int typo_limit(const char *name)
+{
+    size_t len = strlen(name);
+    return len <= 4 ? 1 : len <= 8 ? 2 : 3; /* a typo, not another word */
+}
+
+const char *oct_nearest_name(const char *name, const char *const *names)
+{
+    const char *best = NULL;
+    int bd = 99;
+    for (size_t i = 0; name && names && names[i]; i++) {
+        int d = edit_distance(name, names[i]);
+        if (d < bd) {
+            bd = d;
+            best = names[i];
+        }
+    }
+    return best && bd <= typo_limit(name) ? best : NULL;
+}
+
 const char *oct_option_suggest(const char *key)
 {
     if (!key || !*key)
@@ -257,9 +277,7 @@ const char *oct_option_suggest(const char *key)
             best = canon;
         }
     }
-    size_t len = strlen(key);
-    int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3; /* a typo, not another word */
-    return bd <= limit ? best : NULL;
+    return bd <= typo_limit(key) ? best : NULL;
 }
 
 /* ---- field access ---------------------------------------------------------- */
@@ -358,7 +376,8 @@ static void copy_out(const char *src, volatile char *dst, size_t size)
 void oct_options_block_to_values(const oct_control_block *b, oct_control_values *v)
 {
     uint32_t minor = ((const volatile oct_control_block *)b)->abi_minor;
-    oct_options_default_after(v, minor); /* an older block: its padding means nothing */
+    if (minor < OCT_CONTROL_ABI_MINOR)
+        oct_options_default_after(v, minor); /* an older block: its padding means nothing */
     for (size_t i = 0; i < NELEM(table); i++) {
         const oct_option *o = &table[i];
         if (o->abi_minor > minor)

@@ -116,6 +116,33 @@ print("octctl schema: %d options, %d commands" % (len(keys), len(d["commands"]))
 PY
 echo "ok   octctl schema: JSON octd-options-1, every key (as octctl help lists them) once"
 
+# ---- an older octd's 1.1 control block: keys it does not know are refused --------
+"$PYTHON" - "/dev/shm$N-old-control" "/dev/shm$N-old-status" <<'PY' || fail "making 1.1 blocks"
+import struct, sys
+c = bytearray(4096); c[0:8] = b"OCTCTRL\0"; struct.pack_into("<III", c, 8, 1, 1, 4096)
+s = bytearray(4096); s[0:8] = b"OCTSTAT\0"; struct.pack_into("<III", s, 8, 1, 0, 4096)
+open(sys.argv[1], "wb").write(c); open(sys.argv[2], "wb").write(s)
+PY
+OLD=("$BIN/octctl" --control "$N-old-control" --status "$N-old-status" --timeout 1)
+out=$("${OLD[@]}" set slab.start=3 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "slab.start: .*ABI 1.1 (an older octd), slab.start needs 1.2" ||
+    fail "set slab.start on a 1.1 block: $out"
+out=$("${OLD[@]}" record 2>&1)
+[ $? = 1 ] && echo "$out" | grep -q "needs 1.2" || fail "record on a 1.1 block: $out"
+echo "ok   a 1.1 block (older octd): 1.2 keys and commands refused by octctl ($out)"
+
+# ---- issue 14 item 7: the example profile with the geometry its comment suggests
+bgeom=$(sed -n 's/.*A B-scan system: \({[^}]*}\).*/\1/p' systemd/profile.yaml)
+[ -n "$bgeom" ] || fail "systemd/profile.yaml no longer suggests a B-scan geometry"
+sed "s/^geometry: .*/geometry: $bgeom/" systemd/profile.yaml >"$T/bscan.yaml"
+for prof in systemd/profile.yaml "$T/bscan.yaml"; do
+    case $prof in /*) path=$prof ;; *) path=$PWD/$prof ;; esac
+    printf '[profile]\npath = %s\n' "$path" >"$T/check.ini"
+    out=$("$BIN/octd" --config "$T/check.ini" --check-config 2>&1) ||
+        fail "octd --check-config with $prof ($(grep '^geometry' "$prof")): $out"
+done
+echo "ok   example profile: --check-config passes as shipped and with the B-scan geometry $bgeom"
+
 # ---- octd: the commands with arguments and modes already in effect ------------
 M=64 A=8
 cat >"$T/profile.yaml" <<EOF

@@ -502,6 +502,15 @@ static const prof_case prof_cases[] = {
      OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um.x"},
     {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: 3}\n",
      OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um"},
+    /* the option table's rules (SPEC 10.1, issue 14), named by the profile key */
+    {"enface: {strat: 3}\n", OCT_EPARSE, "p.yaml:1:", "did you mean 'start'?"},
+    {"products: []\n", OCT_EINVAL, "p.yaml:1:", "products: the list is empty"},
+    {"products: [f32]\n", OCT_EINVAL, "p.yaml:1:", "products: 'f32' names no image"},
+    {"display:\n  bscan: {contrast: 2}\n  enface:\n    gsc: 0\n", OCT_EINVAL, "p.yaml:4:",
+     "display.enface.gsc: 0 must be > 0"},
+    {"window: {type: hann, param: -1}\n", OCT_EINVAL, "p.yaml:1:", "window.param: -1 is outside"},
+    {"msi:\n  lag_window: [-5000, 0]\n", OCT_EINVAL, "p.yaml:2:", "-4095 to 4095"},
+    {"enface: {count: 70000}\n", OCT_EINVAL, "p.yaml:1:", "enface.count"},
 };
 
 /* issue 16: the pixel spacing for displays, carried into image headers */

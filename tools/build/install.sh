@@ -1,7 +1,7 @@
 #!/bin/bash
 # install.sh - `make install` (PREFIX, DESTDIR, BUILD, BIN, VERSION from make).
 #   $PREFIX/bin/                 octd octctl octgrab octsim octproc octbench
-#   $PREFIX/include/octd/        oct_ipc.h oct_types.h (the shared-memory ABI)
+#   $PREFIX/include/octd/        oct_ipc.h oct_options.h oct_types.h (the shared-memory ABI)
 #   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
 #   $PREFIX/lib/pkgconfig/       octipc.pc
 #   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml, octweb.ini)
@@ -35,7 +35,7 @@ for p in octd octctl octgrab octsim octproc octbench octweb; do
     [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
     inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
 done
-for h in ipc/oct_ipc.h kernels/oct_types.h; do
+for h in ipc/oct_ipc.h ipc/oct_options.h kernels/oct_types.h; do
     inst 0644 "$h" "$D$PREFIX/include/octd/$(basename "$h")"
 done
 [ -f "$BUILD/liboctipc.so" ] || { echo "install: $BUILD/liboctipc.so is missing: run make lib" >&2; exit 1; }

@@ -1,7 +1,8 @@
 /* cli.c - see cli.h. */
 #include "cli.h"
 
-#include <ctype.h>
+#include "oct_options.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,47 +53,9 @@ int oct_cli_usage(const char *prog, const char *fmt, ...)
     return OCT_EX_USAGE;
 }
 
-static int distance(const char *a, const char *b)
-{
-    /* optimal string alignment: a swap of two neighbours counts as one edit */
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 99;
-    int d[64][64];
-    for (size_t i = 0; i <= la; i++)
-        d[i][0] = (int)i;
-    for (size_t j = 0; j <= lb; j++)
-        d[0][j] = (int)j;
-    for (size_t i = 1; i <= la; i++)
-        for (size_t j = 1; j <= lb; j++) {
-            int ca = tolower((unsigned char)a[i - 1]), cb = tolower((unsigned char)b[j - 1]);
-            int best = d[i - 1][j - 1] + (ca != cb);
-            if (d[i - 1][j] + 1 < best)
-                best = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < best)
-                best = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && ca == tolower((unsigned char)b[j - 2]) &&
-                tolower((unsigned char)a[i - 2]) == cb && d[i - 2][j - 2] + 1 < best)
-                best = d[i - 2][j - 2] + 1;
-            d[i][j] = best;
-        }
-    return d[la][lb];
-}
-
 const char *oct_cli_nearest(const char *name, const char *const *known)
 {
-    const char *best = NULL;
-    int bd = 99;
-    for (int i = 0; known && known[i]; i++) {
-        int d = distance(name, known[i]);
-        if (d < bd) {
-            bd = d;
-            best = known[i];
-        }
-    }
-    size_t len = strlen(name);
-    int limit = len <= 4 ? 1 : len <= 8 ? 2 : 3;
-    return bd <= limit ? best : NULL;
+    return oct_nearest_name(name, known);
 }
 
 bool oct_cli_known(const char *prog, const char *option, const char *name,

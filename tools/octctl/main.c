@@ -208,21 +208,24 @@ static int cmd_set(const ctl_opts *o, int argc, char **argv)
         oct_status_close(s, false);
         return 2;
     }
-    if (oct_control_abi_minor(c) < 1) {
-        /* an older octd: it would apply the generation without these */
-        for (int i = 1; i < argc; i++) {
-            char key[64];
-            const char *eq = strchr(argv[i], '=');
-            size_t len = (size_t)(eq - argv[i]);
-            snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1),
-                     argv[i]);
-            if (oct_control_key_abi_minor(key) >= 1) {
-                fprintf(stderr, "octctl: %s: control block %s is ABI 1.0 (an older octd), "
-                                "%s needs 1.1\n", key, o->control, key);
-                oct_control_close(c, false);
-                oct_status_close(s, false);
-                return 1;
-            }
+    /* an older octd would apply the generation without keys newer than its block */
+    uint32_t minor = oct_control_abi_minor(c);
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *eq = strchr(argv[i], '=');
+        size_t len = (size_t)(eq - argv[i]);
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1), argv[i]);
+        size_t kl = strlen(key);
+        while (kl && (key[kl - 1] == ' ' || key[kl - 1] == '\t'))
+            key[--kl] = '\0';
+        const char *k = key + strspn(key, " \t");
+        int need = oct_control_key_abi_minor(k);
+        if (need > (int)minor) {
+            fprintf(stderr, "octctl: %s: control block %s is ABI 1.%u (an older octd), %s needs "
+                            "1.%d\n", k, o->control, minor, k, need);
+            oct_control_close(c, false);
+            oct_status_close(s, false);
+            return 1;
         }
     }
     set_args a = {argc - 1, argv + 1, false};
@@ -285,7 +288,7 @@ static int cmd_command_args(const ctl_opts *o, uint32_t cmd, uint32_t flags, uin
     oct_err rc = oct_control_command_args(c, cmd, flags, frames, seconds, &seq, &e);
     oct_control_close(c, false);
     if (rc != OCT_OK) {
-        fprintf(stderr, "octctl: %s: %s\n", name, e.msg);
+        fprintf(stderr, "octctl: %s\n", e.msg); /* the library names the command */
         oct_status_close(s, false);
         return 1;
     }
@@ -340,12 +343,14 @@ static void print_option(const oct_option *o)
             printf(", finite");
         else if (f && o->max >= 3.0e38)
             printf(", %s %g", (o->flags & OCT_OPTF_MIN_OPEN) ? ">" : ">=", o->min);
-        else
+        else if (f)
             printf(", %s%g, %g]", (o->flags & OCT_OPTF_MIN_OPEN) ? "(" : "[", o->min, o->max);
+        else
+            printf(", [%.0f, %.0f]", o->min, o->max);
     }
     if (o->max_rule)
         printf(", max %s", o->max_rule);
-    printf(", default %s%s%s, ABI 1.%u)\n    %s\n", def, *o->unit ? " " : "", o->unit,
+    printf(", default %s%s%s, ABI 1.%u)\n    %s\n", *def ? def : "(none)", *o->unit ? " " : "", o->unit,
            o->abi_minor, o->help);
 }
 

@@ -66,9 +66,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: octgrab [--endpoint E] [--topic PREFIX]... [--count N] [--timeout SEC]\n"
             "               [--output DIR] [--save-max N] [--quiet] [--headers]\n"
+            "       octgrab --version | --help\n"
             "Subscribes to octd's images and prints one line per message and a summary.\n"
             "  -e, --endpoint E    default tcp://127.0.0.1:5556\n"
-            "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd\n"
+            "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd;\n"
+            "                      an unknown kind or method is a usage error (exit 64)\n"
             "  -n, --count N       stop after N image messages (status messages do not count)\n"
             "  -T, --timeout SEC   stop when nothing arrived for SEC seconds (exit 1 if --count\n"
             "                      was not reached)\n"
