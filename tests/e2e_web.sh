@@ -189,7 +189,7 @@ wait "$OCTD" 2>/dev/null
 OCTD=$!
 "$PYTHON" tests/web/wsprobe.py "$PORT" operator-token-0123456789abcdef "$OCTD" 20 ||
     fail "octweb did not re-attach to a restarted octd"
-echo "ok   octd restarted: octweb re-attached (health of the new pid, values, images)"
+echo "ok   octd restarted: octweb re-attached (health of the new pid, values, images downscaled for a small view)"
 kill $WEB
 wait_for 5 '! kill -0 $WEB 2>/dev/null' || fail "octweb did not stop on SIGTERM"
 echo "PASS e2e_web"

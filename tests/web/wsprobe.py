@@ -1,6 +1,7 @@
 """wsprobe.py PORT TOKEN PID [SECONDS] - a minimal WebSocket client of octweb
 (tests/e2e_web.sh): waits until octweb's health names octd's PID with its
-control block attached, the values arrive and an image is received; exit 0,
+control block attached, the values arrive and an en-face image arrives
+downscaled for a 16 x 16 view (q = 1); exit 0,
 else 1 with what was missing.  (RFC 6455 by hand: masked client frames,
 server frames unmasked.)"""
 import json, os, socket, struct, sys, time
@@ -46,7 +47,9 @@ def frame():
 
 
 got = {"health": False, "values": False, "image": False}
-send("view\t0\tenface/cfd\t0\t0\t0")
+# a 16 x 16 view of the 32 x 64 en-face images: octweb box-averages them
+# by 2 x 4 before sending (it saves bandwidth); the payload is that size
+send("view\t0\tenface/cfd\t16\t16\t1")
 while time.time() < limit and not all(got.values()):
     op, data = frame()
     if op == 1:
@@ -56,6 +59,14 @@ while time.time() < limit and not all(got.values()):
         if m["type"] == "values":
             got["values"] = True
     elif op == 2:
+        hl = struct.unpack("<I", data[:4])[0]
+        h = json.loads(data[4:4 + hl])
+        px = len(data) - 4 - hl
+        L, A = h["h"]["shape"][1], h["h"]["shape"][2]
+        want = (h["fy"], h["fx"], h["rows"], h["cols"], h["q"]) == (L // 16, A // 16, 16, 16, 1)
+        if not want or px != h["rows"] * h["cols"]:
+            sys.exit("image: shape %s sent as %dx%d /%d,%d q %d, %d bytes" % (
+                h["h"]["shape"], h["rows"], h["cols"], h["fy"], h["fx"], h["q"], px))
         got["image"] = True
         send("ack\t0")
 missing = [k for k, v in got.items() if not v]
