@@ -174,6 +174,36 @@ async function openConsole(token, b = browser) {
   }
   ok('snapshot -> review (review images painted) -> online');
 
+  // ---- one-click contrast on a still frame (review): the values octctl
+  // prints must be those of the 1st/99th percentiles of the shown image ----
+  const cmd = (name) => op.evaluate((n) => new Promise((res) => window.octweb.command(n, [], (k, m) => res([k, m]))), name);
+  for (const c of ['snapshot', 'review']) { const [k, m] = await cmd(c); if (!k) fail(`${c}: ${m}`); }
+  await until(op, () => window.octweb.lastHeader[1] && window.octweb.lastHeader[1].h.mode === 'review', null, 'no review en-face image');
+  await op.click('.view[data-slot="1"] .bar');      // select the en-face panel for the histogram
+  const pre = await op.evaluate(() => {
+    const im = window.octweb.image(1);
+    return { px: Array.from(im.px), gen: im.hdr.h.params_gen, v: window.octweb.values };
+  });
+  const sorted = [...pre.px].sort((a, b) => a - b), n = sorted.length;
+  const lo = sorted[Math.ceil(0.01 * n) - 1], hi = Math.max(sorted[Math.ceil(0.99 * n) - 1], lo + 1);
+  const k = 255 / (hi - lo);
+  const wantC = +pre.v['display.enface.contrast'] * k, wantB = (+pre.v['display.enface.brightness'] - lo) * k;
+  const nc = await op.evaluate(() => window.octweb.replies.length);
+  await op.click('#auto-contrast');
+  await until(op, (m) => window.octweb.replies.length > m, nc, 'no answer to one-click contrast');
+  const rc = await lastReply(op);
+  if (!rc.ok) fail('one-click contrast rejected: ' + rc.message);
+  const gotC = parseFloat(ctlGet('display.enface.contrast')), gotB = parseFloat(ctlGet('display.enface.brightness'));
+  if (Math.abs(gotC - wantC) > 1e-4 * Math.abs(wantC) || Math.abs(gotB - wantB) > 1e-4 * Math.max(1, Math.abs(wantB)))
+    fail(`one-click contrast (log scale, percentiles ${lo}..${hi}): contrast ${gotC} brightness ${gotB}, want ${wantC} ${wantB}`);
+  await until(op, (g) => { const h = window.octweb.lastHeader[1]; return h && h.h.params_gen >= g; }, rc.gen, 'no image after one-click contrast');
+  const post = await op.evaluate(() => Array.from(window.octweb.image(1).px));
+  const ps = [...post].sort((a, b) => a - b);
+  const spread = ps[Math.ceil(0.99 * n) - 1] - ps[Math.ceil(0.01 * n) - 1];
+  if (spread < 200) fail(`after one-click contrast the 1..99 % range spans only ${spread} gray levels`);
+  { const [k2, m2] = await cmd('online'); if (!k2) fail('online: ' + m2); }
+  ok(`one-click contrast: percentiles ${lo}..${hi} -> contrast ${gotC.toPrecision(5)}, brightness ${gotB.toPrecision(5)}; new 1..99 % span ${spread} levels`);
+
   // ---- a viewer: read-only, in a second browser at the same time (its own
   // process: a background tab of the same browser does not paint) ----
   browser2 = await puppeteer.launch(LAUNCH);

@@ -184,6 +184,7 @@ class Panel {
   }
 }
 const panels = PANELS.map((d, i) => new Panel(i, d));
+O.image = (slot) => panels[slot] && panels[slot].img;   // the newest painted image of a view
 panels[0].el.classList.add('selected');
 new ResizeObserver(() => { for (const p of panels) if (p.topic) { p.subscribe(); p.repaint(); } }).observe($('views'));
 
