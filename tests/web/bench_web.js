@@ -32,10 +32,14 @@ async function window_(page, seconds, pid) {
   const s0 = status(), c0 = cpuSeconds(pid), t0 = Date.now();
   await page.evaluate(() => { window.octweb.stats.length = 0; });
   await sleep(seconds * 1000);
-  const lat = await page.evaluate(() => window.octweb.stats.filter((s) => s.topic.startsWith('bscan/')).map((s) => s.lat_ms));
+  const st = await page.evaluate(() => window.octweb.stats.filter((s) => s.topic.startsWith('bscan/')));
+  const lat = st.map((s) => s.lat_ms);
+  const part = (k) => `${pct(st.map((s) => s[k]), 0.5)} / ${pct(st.map((s) => s[k]), 0.95)}`;
   const s1 = status(), c1 = cpuSeconds(pid), dt = (Date.now() - t0) / 1000;
   return { painted: lat.length, painted_per_s: +(lat.length / dt).toFixed(1), p50_ms: pct(lat, 0.5), p95_ms: pct(lat, 0.95),
-    p99_ms: pct(lat, 0.99), octd_processed: s1.processed - s0.processed, octd_skipped: s1.skipped - s0.skipped,
+    p99_ms: pct(lat, 0.99),
+    parts_p50_p95_ms: { octd_to_octweb: part('zmq_ms'), in_octweb: part('queue_ms'), octweb_to_page: part('net_ms'), to_paint: part('paint_ms') },
+    octd_processed: s1.processed - s0.processed, octd_skipped: s1.skipped - s0.skipped,
     octd_lost: s1.lost - s0.lost, octweb_cpu_cores: +((c1 - c0) / dt).toFixed(3) };
 }
 

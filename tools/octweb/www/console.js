@@ -105,7 +105,7 @@ class Panel {
     const w = Math.round(this.stage.clientWidth * r), h = Math.round(this.stage.clientHeight * r);
     send(['view', this.slot, this.topic, w, h, this.q].join('\t'));
   }
-  receive(hdr, px) { this.img = { hdr, px }; this.fresh = true; }
+  receive(hdr, px) { this.img = { hdr, px, t_arrive: performance.timeOrigin + performance.now() }; this.fresh = true; }
   paint() {                             // on an animation frame: the newest image only
     if (!this.fresh) return false;
     this.fresh = false;
@@ -114,7 +114,11 @@ class Panel {
     const h = this.img.hdr;
     O.paints++;
     O.lastHeader[this.slot] = h;
-    O.stats.push({ topic: h.topic, lat_ms: now - h.h.t_pub_ns / 1e6, params_gen: h.h.params_gen, seq: h.seq, t: now });
+    // publish -> painted, and its parts: octd -> octweb (ZeroMQ), waiting in
+    // octweb (for the previous image's acknowledgement), octweb -> page, page -> painted
+    O.stats.push({ topic: h.topic, lat_ms: now - h.h.t_pub_ns / 1e6, params_gen: h.h.params_gen, seq: h.seq, t: now,
+      zmq_ms: (h.t_recv_ns - h.h.t_pub_ns) / 1e6, queue_ms: (h.t_send_ns - h.t_recv_ns) / 1e6,
+      net_ms: this.img.t_arrive - h.t_send_ns / 1e6, paint_ms: now - this.img.t_arrive });
     if (O.stats.length > 4000) O.stats.splice(0, 1000);
     send('ack\t' + this.slot);
     if (this.slot === selected) drawHistogram();
