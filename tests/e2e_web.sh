@@ -192,4 +192,6 @@ OCTD=$!
 echo "ok   octd restarted: octweb re-attached (health of the new pid, values, images downscaled for a small view)"
 kill $WEB
 wait_for 5 '! kill -0 $WEB 2>/dev/null' || fail "octweb did not stop on SIGTERM"
+wait $WEB 2>/dev/null
+PIDS=("${PIDS[@]/#$WEB}")
 echo "PASS e2e_web"

@@ -85,7 +85,7 @@ class Panel {
     const names = mine.map((t) => t.topic);
     if (names.join() !== this._names) {
       this._names = names.join();
-      this.sel.innerHTML = names.map((n) => `<option>${n}</option>`).join('');
+      this.sel.innerHTML = names.map((n) => `<option>${esc(n)}</option>`).join("");
       if (!names.includes(this.topic)) this.topic = names[0] || '';
       this.sel.value = this.topic;
       this.el.hidden = !names.length;
