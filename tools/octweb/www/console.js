@@ -94,7 +94,7 @@ class Panel {
     const t = mine.find((x) => x.topic === this.topic);
     const Q = t && t.ndim === 3 ? t.shape[0] : 0;
     if (Q !== this._q) {
-      this._q = Q; this.qsel.hidden = !Q;
+      this._q = Q; this.qsel.hidden = !Q; this._labelled = '';
       this.qsel.innerHTML = Array.from({ length: Q }, (_, i) => `<option value="${i}">q=${i}</option>`).join('');
       if (this.q >= Q) this.q = 0;
       this.qsel.value = this.q;
@@ -153,6 +153,11 @@ class Panel {
     ctx.drawImage(this.off, 0, 0, this.canvas.width, this.canvas.height);
     this.geom = { orows, ocols, dw, dh, um };
     this.drawOverlay();
+    const ind = hdr.h.indices || [];
+    if (this._q && ind.length === this._q && this.qsel.options.length === ind.length && this._labelled !== ind.join()) {
+      [...this.qsel.options].forEach((o, i) => { o.textContent = `q=${i} (depth ${ind[i]})`; });
+      this._labelled = ind.join();   // the depths change with enface.start/step
+    }
     const idx = hdr.h.indices && hdr.h.indices.length ? ` d=${hdr.h.indices[hdr.q] ?? hdr.h.indices[0]}` : '';
     this.info.textContent = `${hdr.h.shape.join('×')}${idx} gen ${hdr.h.params_gen} #${hdr.h.image_seq}` +
       (hdr.fy > 1 || hdr.fx > 1 ? ` (÷${hdr.fy}×${hdr.fx})` : '') + (hdr.h.mode === 'review' ? ' review' : '');
@@ -179,7 +184,7 @@ class Panel {
     ctx.restore();
   }
   click(ev) {
-    if (!this.def.click || !this.geom) return;
+    if (!this.def.click || !this.geom || O.role !== 'operator') return;
     const rect = this.canvas.getBoundingClientRect(), g = this.geom;
     const row = Math.floor((ev.clientY - rect.top) / rect.height * g.orows);
     const col = Math.floor((ev.clientX - rect.left) / rect.width * g.ocols);
