@@ -402,7 +402,7 @@ function showHealth(h) {
   ctx.stroke();
   ctx.fillStyle = '#ff9e64';
   spark.forEach((s, i) => ctx.fillRect(i * c.width / 120, c.height - s[1] / max * (c.height - 2), 2, 2));
-  ctx.fillStyle = '#8a96a3'; ctx.font = '10px system-ui'; ctx.fillText(`${(max / 1000).toFixed(1)} ms`, 2, 10);
+  ctx.fillStyle = '#8a96a3'; ctx.font = '10px system-ui'; ctx.textAlign = 'right'; ctx.fillText(`${(max / 1000).toFixed(1)} ms`, c.width - 2, 10); ctx.textAlign = 'left';
 }
 
 // ---------- connection ----------
