@@ -104,6 +104,13 @@ $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(
 	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $$(CUDA_LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+# octweb (the browser console) serves HTTP/WebSocket through civetweb;
+# octweb-tls.so makes civetweb 1.15's TLS work with OpenSSL 3 (see its source)
+$(BIN)/octweb: LIBS += -lcivetweb
+progs: $(BIN)/octweb-tls.so
+$(BIN)/octweb-tls.so: tools/octweb/tls/shim.c | $(DEPS_STAMP)
+	@mkdir -p $(BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wl,-soname,libssl.so -o $@ $< -lssl
 
 # ---- tests -----------------------------------------------------------------
 tests: $(TESTS) $(SAN_TESTS)

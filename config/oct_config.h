@@ -73,6 +73,7 @@ typedef struct oct_profile {
     char source_path[OCT_PATH_MAX];
     bool has_geometry;           /* geometry: given in the profile */
     oct_geometry geom;
+    float spacing_um[3];         /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
     oct_params params;           /* initial control values */
     /* MSI masks */
     char masks_path[OCT_PATH_MAX];  /* resolved; "" = none */

@@ -309,6 +309,20 @@ typedef struct geom_seen {
     bool samples, ascans, lines;
 } geom_seen;
 
+/* geometry.spacing_um.{depth,ascan,line}: finite, > 0, at most 1 m. */
+static oct_err spacing_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                            void *arg)
+{
+    float f = 0;
+    oct_err err = get_float(x, v, path, &f);
+    if (err)
+        return err;
+    if (!(f > 0.0f && f <= 1.0e6f))
+        return pfail(x, v, OCT_EINVAL, path, "%g is out of range (0 < spacing <= 1e6 µm)", f);
+    x->p->spacing_um[k] = f;
+    return OCT_OK;
+}
+
 static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
                              void *arg)
 {
@@ -329,6 +343,11 @@ static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key,
         return OCT_OK;
     }
     case 4: err = get_int(x, v, path, 0, 15, &n); g->sample_shift = (uint32_t)n; return err;
+    case 5: {
+        /* pixel spacing for displays (octweb): {depth, ascan, line} in µm */
+        static const char *const keys[] = {"depth", "ascan", "line", NULL};
+        return walk_map(x, v, path, keys, spacing_pair, NULL);
+    }
     }
     return OCT_OK;
 }
@@ -702,7 +721,7 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     switch (k) {
     case T_GEOMETRY: {
         static const char *const keys[] = {"samples", "ascans", "lines", "sample_type",
-                                           "sample_shift", NULL};
+                                           "sample_shift", "spacing_um", NULL};
         geom_seen gs = {0};
         oct_geometry *g = &x->p->geom;
         memset(g, 0, sizeof *g);

@@ -703,6 +703,8 @@ static void do_reload(octd *d)
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
                 octd_log(LOG_CRIT, "cannot re-bind the old endpoints either: %s", e.msg);
                 d->stop = true;
+            } else {
+                octd_pub_set_spacing(d->pub, d->prof.spacing_um);
             }
             oct_engine_destroy(eng);
             eng = NULL;
@@ -716,6 +718,7 @@ static void do_reload(octd *d)
     }
     d->cfg = cfg;
     d->prof = *prof;
+    octd_pub_set_spacing(d->pub, d->prof.spacing_um);
     if (eng) {
         oct_engine_destroy(d->eng);
         d->eng = eng;
@@ -964,6 +967,7 @@ static int run(octd *d)
         exit_code = EX_UNAVAILABLE;
         goto out;
     }
+    octd_pub_set_spacing(d->pub, d->prof.spacing_um);
     if (d->prof.has_geometry && !ensure_engine(d, &d->prof.geom)) {
         exit_code = EX_UNAVAILABLE;
         goto out;

@@ -37,7 +37,13 @@ struct octd_pub {
     int msgs_per_frame; /* images of the last frame, that the HWM is set for */
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
+    float spacing_um[3]; /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
 };
+
+void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
+{
+    memcpy(p->spacing_um, spacing_um, sizeof p->spacing_um);
+}
 
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
 {
@@ -147,7 +153,7 @@ static uint64_t realtime_ns(void)
 
 static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
                            bool f32, uint64_t image_seq, const oct_image *img,
-                           const octd_frame_meta *m)
+                           const octd_frame_meta *m, const float spacing_um[3])
 {
     octd_json j;
     octd_json_begin(&j, buf, cap);
@@ -170,6 +176,12 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_u64(&j, "skipped", m->skipped);
     octd_json_u64(&j, "torn", m->torn);
     octd_json_str(&j, "mode", m->review ? "review" : "online");
+    if (spacing_um[0] > 0 && spacing_um[1] > 0 && spacing_um[2] > 0) {
+        /* the profile's pixel spacing, [depth, ascan, line] in µm, whatever
+         * the image's axes: a display picks the two of its kind */
+        double sp[3] = {spacing_um[0], spacing_um[1], spacing_um[2]};
+        octd_json_f64_array(&j, "spacing_um", sp, 3);
+    }
     return octd_json_end(&j);
 }
 
@@ -196,7 +208,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                          oct_method_name(method), f32 ? "/f32" : "");
                 uint64_t seq = p->image_seq[method][kind][f32]++;
                 size_t hlen = image_header(header, sizeof header, topic, method, kind, f32, seq,
-                                           img, m);
+                                           img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
                 if (hlen == 0) {

@@ -32,6 +32,9 @@ typedef struct octd_frame_meta {
 /* Binds a PUB socket at every endpoint; the message names the bad endpoint. */
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e);
 void octd_pub_destroy(octd_pub *p); /* linger 0; waits for ZeroMQ to release the slots */
+/* The profile's geometry.spacing_um {depth, ascan, line} (µm; zeros: not
+ * given), added to every image header as "spacing_um" when all are set. */
+void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
 /* Drops one holder of s (octd's, or a sent message's from ZeroMQ's thread). */
 
 void octd_slot_release(octd_slot *s);

@@ -491,6 +491,17 @@ static const prof_case prof_cases[] = {
      OCT_EPARSE, "p.yaml:4:", "cms.grid.stride"},
     {"cms:\n  calibration: c.npy\n  sample_type: f64\n", OCT_EINVAL, "p.yaml:3:", "cms.sample_type"},
     {"cms:\n  calibration: [c.npy]\n", OCT_EPARSE, "p.yaml:2:", "cms.calibration"},
+    /* issue 16: geometry.spacing_um */
+    {"geometry:\n  samples: 64\n  ascans: 10\n  lines: 1\n  spacing_um: {depth: 0, ascan: 1, line: 1}\n",
+     OCT_EINVAL, "p.yaml:5:", "geometry.spacing_um.depth"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {depth: 1, ascan: -2}}\n",
+     OCT_EINVAL, "p.yaml:1:", "geometry.spacing_um.ascan"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {line: .inf}}\n",
+     OCT_EINVAL, "p.yaml:1:", "geometry.spacing_um.line"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {x: 1}}\n",
+     OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um.x"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: 3}\n",
+     OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um"},
     /* the option table's rules (SPEC 10.1, issue 14), named by the profile key */
     {"enface: {strat: 3}\n", OCT_EPARSE, "p.yaml:1:", "did you mean 'start'?"},
     {"products: []\n", OCT_EINVAL, "p.yaml:1:", "products: the list is empty"},
@@ -501,6 +512,21 @@ static const prof_case prof_cases[] = {
     {"msi:\n  lag_window: [-5000, 0]\n", OCT_EINVAL, "p.yaml:2:", "-4095 to 4095"},
     {"enface: {count: 70000}\n", OCT_EINVAL, "p.yaml:1:", "enface.count"},
 };
+
+/* issue 16: the pixel spacing for displays, carried into image headers */
+START_TEST(profile_spacing)
+{
+    oct_profile p;
+    oct_error e = {{0}};
+    const char *t = "geometry: {samples: 64, ascans: 10, lines: 2,\n"
+                    "  spacing_um: {depth: 3.5, ascan: 10, line: 20.25}}\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert(p.spacing_um[0] == 3.5f && p.spacing_um[1] == 10.0f && p.spacing_um[2] == 20.25f);
+    t = "geometry: {samples: 64, ascans: 10, lines: 2}\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert(p.spacing_um[0] == 0 && p.spacing_um[1] == 0 && p.spacing_um[2] == 0);
+}
+END_TEST
 
 START_TEST(profile_errors)
 {
@@ -1527,6 +1553,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, profile_full);
     tcase_add_test(tc, profile_defaults);
     tcase_add_loop_test(tc, profile_errors, 0, (int)(sizeof prof_cases / sizeof *prof_cases));
+    tcase_add_test(tc, profile_spacing);
     tcase_add_test(tc, profile_files_and_data);
     tcase_add_test(tc, profile_data_errors_name_line);
     tcase_add_test(tc, profile_abi_1_1_keys);

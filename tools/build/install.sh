@@ -4,11 +4,12 @@
 #   $PREFIX/include/octd/        oct_ipc.h oct_options.h oct_types.h (the shared-memory ABI)
 #   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
 #   $PREFIX/lib/pkgconfig/       octipc.pc
-#   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml)
+#   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml, octweb.ini)
+#   $PREFIX/share/octd/octweb/   the console's page (octweb); $PREFIX/lib/octd/octweb-tls.so
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
 #     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
 #     (SYSTEMD_PREFIX= overrides where: e.g. /usr/lib)
-#   /etc/octd/octd.ini, /etc/octd/profile.yaml: the examples, only when absent
+#   /etc/octd/octd.ini, profile.yaml, octweb.ini: the examples, only when absent
 #     (an operator's configuration is never overwritten)
 # The unit's /usr/local/bin/octd becomes $PREFIX/bin/octd.  Everything goes
 # under DESTDIR when set (packaging); nothing is started or enabled.
@@ -30,7 +31,7 @@ inst() { # mode src dst
     say "$3"
 }
 
-for p in octd octctl octgrab octsim octproc octbench; do
+for p in octd octctl octgrab octsim octproc octbench octweb; do
     [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
     inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
 done
@@ -52,13 +53,23 @@ sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/
     -e "s#/etc/octd/#$SYSCONF/#g" systemd/octd.service >"$D$SD/systemd/system/octd.service"
 chmod 0644 "$D$SD/systemd/system/octd.service"
 say "$D$SD/systemd/system/octd.service"
+# octweb: the console's page, its TLS helper, unit and example configuration
+inst 0755 "$BIN/octweb-tls.so" "$D$PREFIX/lib/octd/octweb-tls.so"
+for f in tools/octweb/www/*; do
+    inst 0644 "$f" "$D$PREFIX/share/octd/octweb/$(basename "$f")"
+done
+sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/#g" \
+    -e "s#/etc/octd/#$SYSCONF/#g" systemd/octweb.service >"$D$SD/systemd/system/octweb.service"
+chmod 0644 "$D$SD/systemd/system/octweb.service"
+say "$D$SD/systemd/system/octweb.service"
+inst 0644 systemd/octweb.ini "$D$PREFIX/share/doc/octd/examples/octweb.ini"
 inst 0644 systemd/octd.sysusers "$D$SD/sysusers.d/octd.conf"
 inst 0644 systemd/octd.tmpfiles "$D$SD/tmpfiles.d/octd.conf"
 
 inst 0644 systemd/octd.ini "$D$PREFIX/share/doc/octd/examples/octd.ini"
 inst 0644 systemd/profile.yaml "$D$PREFIX/share/doc/octd/examples/profile.yaml"
 [ -f README.md ] && inst 0644 README.md "$D$PREFIX/share/doc/octd/README.md"
-for f in octd.ini profile.yaml; do
+for f in octd.ini profile.yaml octweb.ini; do
     if [ -e "$D$SYSCONF/$f" ]; then
         say "$D$SYSCONF/$f exists: kept (the example is in $PREFIX/share/doc/octd/examples/)"
     else
@@ -75,4 +86,5 @@ install: done.  Next steps (as root, without DESTDIR):
   the example profile runs CFD; for MSI make masks (octsim masks --samples M --count R --output $SYSCONF/masks.npy) and enable them in $SYSCONF/profile.yaml
   $PREFIX/bin/octd --config $SYSCONF/octd.ini --check-config
   systemctl daemon-reload && systemctl enable --now octd
+  systemctl enable --now octweb    # the console: http://127.0.0.1:8080/ ($SYSCONF/octweb.ini)
 EOT
