@@ -583,6 +583,17 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (setup->threads < 0 || setup->threads > 4096)
         return oct_error_set(e, OCT_EINVAL, "threads = %d: must be in [0, 4096] (0 = all cores)",
                              setup->threads);
+    const oct_cuda_tuning *ct = &setup->cuda;
+    if ((unsigned)ct->gemm > OCT_CUDA_GEMM_3XTF32)
+        return oct_error_set(e, OCT_EINVAL, "cuda.gemm = %d: must be 0 (auto), 1 (sgemm) or 2 (3xtf32)",
+                             ct->gemm);
+    if (ct->parts < 0 || ct->parts > 8)
+        return oct_error_set(e, OCT_EINVAL, "cuda.parts = %d: must be in [0, 8] (0 = auto, 1 = off)",
+                             ct->parts);
+    if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
+        return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
+                             "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,
+                             ct->gemm_chunk_mb);
     if (R && (err = check_finite(setup->masks, R, M, "mask", e)))
         return err;
     if (setup->reference && (err = check_finite(setup->reference, 1, M, "reference", e)))
