@@ -34,7 +34,7 @@ struct Slot {
                                   * pinned: f32 of each, then u8 (made on first use) */
     cudaEvent_t ev[EV_COUNT];
     cudaEvent_t ev_h2d0, ev_h2d1, ev_d2h0, ev_d2h1;
-    int index;                   /* slot number: its sink tables are c_sink[index * 3 + method] */
+    int index;                   /* slot number (its sink tables: make_sink) */
     /* the frame in flight */
     oct_products *out;
     uint64_t ticket;
@@ -133,6 +133,8 @@ struct CudaState {
      * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
     float *d_cq, *d_Qfull, *d_Qenf, *d_xp3, *d_xgc, *d_Cc;
     size_t Cc_cap;
+
+    int sink_base;    /* this engine's range of c_sink (sink_acquire), -1 = none */
 
     /* Plan generations of what the device holds (plan.h; 0 = nothing or
      * an upload that did not finish): compared at prepare and every frame. */
@@ -462,9 +464,33 @@ void warn_cuda(const char *what, cudaError_t r)
 #define WARN_CUDA(call) warn_cuda(#call, call)
 #define WARN_LIB(call, ok) do { if ((call) != (ok)) fprintf(stderr, "cuda: %s failed\n", #call); } while (0)
 
+/* Ranges of c_sink handed to engines (process-wide, like the constant
+ * memory itself). */
+pthread_mutex_t g_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+unsigned g_sink_used;
+
+int sink_acquire()
+{
+    int got = -1;
+    pthread_mutex_lock(&g_sink_lock);
+    for (int i = 0; i < SINK_ENGINES && got < 0; i++)
+        if (!(g_sink_used & (1u << i))) g_sink_used |= 1u << i, got = i;
+    pthread_mutex_unlock(&g_sink_lock);
+    return got;
+}
+
+void sink_release(int i)
+{
+    if (i < 0) return;
+    pthread_mutex_lock(&g_sink_lock);
+    g_sink_used &= ~(1u << i);
+    pthread_mutex_unlock(&g_sink_lock);
+}
+
 void free_state(CudaState *s)
 {
     if (!s) return;
+    sink_release(s->sink_base); /* destroy drained the streams: no sink reads it any more */
     if (!s->device_ok) { /* nothing was made on a device */
         free(s);
         return;
@@ -521,6 +547,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(oct_cuda_probe(s->device, eng->device_name, sizeof eng->device_name, e));
     CU(cudaSetDevice(s->device));
     s->device_ok = true;
+    if ((s->sink_base = sink_acquire()) < 0)
+        return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: at most %d CUDA engines per process (their "
+                             "product layouts live in constant memory); destroy one first", SINK_ENGINES);
     s->M = (int)g->samples;
     s->K = s->M / 2 + 1;
     s->N = (int)g->ascans;

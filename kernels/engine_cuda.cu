@@ -37,6 +37,7 @@
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <omp.h>
+#include <pthread.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -112,7 +113,7 @@ namespace {
 
 /* What the host needs to know of one method's sink table. */
 struct Sink {
-    int tab;       /* c_sink index: slot * OCT_METHOD_COUNT + method */
+    int tab;       /* c_sink index: (engine range, slot) * OCT_METHOD_COUNT + method */
     int Q;         /* en-face depths */
     bool sub;      /* rows of the en-face depths (en-face, confocal) */
     bool xh, xv;   /* cross-section rows */
@@ -123,7 +124,7 @@ Sink make_sink(oct_engine *eng, Slot *sl, int m)
 {
     const oct_plan_method *pm = &eng->plan->method[m];
     Sink k;
-    k.tab = sl->index * OCT_METHOD_COUNT + m;
+    k.tab = (ST(eng)->sink_base * DEPTH + sl->index) * OCT_METHOD_COUNT + m;
     k.Q = (int)eng->plan->enface_n[m];
     k.sub = pm->sub;
     k.xh = pm->xs_h;
@@ -172,7 +173,8 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
         }
     }
     /* pageable source: staged before the call returns, t may go */
-    CU(cudaMemcpyToSymbolAsync(c_sink, t, sizeof t, sizeof t * (size_t)sl->index, cudaMemcpyHostToDevice,
+    CU(cudaMemcpyToSymbolAsync(c_sink, t, sizeof t, sizeof t * (size_t)(s->sink_base * DEPTH + sl->index),
+                               cudaMemcpyHostToDevice,
                                s->s_comp));
     return OCT_OK;
 }
@@ -968,6 +970,7 @@ oct_err cuda_create(oct_engine *eng, oct_error *e)
 {
     CudaState *s = (CudaState *)calloc(1, sizeof *s);
     if (!s) return oct_error_set(e, OCT_ENOMEM, "cuda: out of memory for the backend state");
+    s->sink_base = -1;
     eng->be = s;
     oct_err err = cuda_create_inner(eng, s, e);
     if (err != OCT_OK) {
