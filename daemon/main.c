@@ -859,6 +859,7 @@ int main(int argc, char **argv)
     int c = oct_cli_start("octd", argc, argv, NULL);
     if (c >= 0)
         return c;
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     while ((c = getopt_long(argc, argv, "c:tfVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;

@@ -24,10 +24,12 @@ static const char *const window_names[] = {"rect", "hann", "hamming", "blackman"
 static const char *const scale_names[] = {"linear", "log", NULL};
 static const char *const background_names[] = {"none", "reference", "frame_mean", "rolling",
                                                "fpn", NULL};
-static const char *const product_names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v",
-                                            "volume", "f32", NULL};
-static const uint32_t product_bits[] = {1u << 0, 1u << 1, 1u << 2, 1u << 3, 1u << 4, 1u << 5,
-                                        1u << 8};
+/* Bits as enum oct_kind / oct_kind_bit() (kernels/oct_engine.h): kinds 0..7
+ * are bits 0..7, f32 is bit 8. */
+static const char *const product_names[] = {"bscan",  "enface",    "confocal", "xsec_h", "xsec_v",
+                                            "volume", "slab_mean", "slab_max", "f32",    NULL};
+static const uint32_t product_bits[] = {1u << 0, 1u << 1, 1u << 2, 1u << 3, 1u << 4,
+                                        1u << 5, 1u << 6, 1u << 7, 1u << 8};
 static const char *const klin_names[] = {"off", "linear", "cubic", "sinc", NULL};
 static const char *const klin_source_names[] = {"poly", "file", NULL};
 static const char *const angio_names[] = {"struct", "median", "sv", "decor", "ssada", NULL};
@@ -107,9 +109,9 @@ static const oct_option table[] = {
     DISPLAY("enface", 1),
     DISPLAY("confocal", 2),
     {"products", OCT_OPT_SET, OCT_CTYPE_U32, BLK(products), VAL(products), 1, 0, 0, 0x1f, 0,
-     product_names, product_bits, OCT_OPTF_NONEMPTY, 0x3f, "",
-     "images published: bscan (B-scan frames), enface, confocal, xsec_h, xsec_v, volume "
-     "(volume frames); f32 adds float32 intensities",
+     product_names, product_bits, OCT_OPTF_NONEMPTY, 0xff, "",
+     "images published: bscan (B-scan frames), enface, confocal, xsec_h, xsec_v, volume, "
+     "slab_mean, slab_max (volume frames); f32 adds float32 intensities",
      NULL, NULL, 0, NULL, 0},
     /* ABI 1.1 */
     {"klin", OCT_OPT_ENUM, OCT_CTYPE_U32, BLK(klin), VAL(klin), 1, 0, 0, 0, 0, klin_names, NULL,

@@ -1528,7 +1528,7 @@ START_TEST(profile_example_geometries)
     ck_assert_int_eq(oct_params_validate(&p->params, &geo, 0, false, &e), OCT_OK);
     p->params.products |= OCT_PRODUCT_BIT(OCT_KIND_XSEC_H);
     ck_assert_int_eq(oct_params_validate(&p->params, &geo, 0, false, &e), OCT_EINVAL);
-    ck_assert_msg(strstr(e.msg, "xsec_h") != NULL, "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "xsec.h_index") != NULL, "%s", e.msg);
     const char *vol2 = "geometry: {samples: 64, ascans: 10, lines: 4}\nxsec: {h_index: 9}\n"
                        "products: [xsec_h]\n";
     expect_err(oct_profile_parse(p, vol2, strlen(vol2), "v.yaml", &e), OCT_EINVAL, &e, "xsec",
