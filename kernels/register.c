@@ -295,7 +295,7 @@ oct_err oct_register_volume(oct_register *r, const float *target, float *shifts,
     int32_t *cand = NULL;
     reg_peak *cp = NULL, *best = malloc(sizeof *best * (size_t)L);
     float *sub = malloc(sizeof *sub * 3 * (size_t)L), *vec = malloc(sizeof *vec * 3 * (size_t)L);
-    bool *lok = malloc((size_t)L), *lkeep = malloc((size_t)L);
+    bool *lok = calloc((size_t)L, 1), *lkeep = calloc((size_t)L, 1);
     float *lkeep_pnr = malloc(sizeof(float) * (size_t)L);
     if (!l0 || !ylo || !yhi || !sp || !sdy || !sok || !skeep || !off || !best || !sub || !vec ||
         !lok || !lkeep || !lkeep_pnr) {
@@ -958,6 +958,7 @@ static oct_err cpu_refine(oct_register *r, const reg_peak *best, float *sub, oct
                 double det = hxx * hzz - hxz * hxz;
                 if (!(hxx < 0 && det > 0))
                     break;
+                gx -= cv * reg_dlog_overlap(sx, (int)N), gz -= cv * reg_dlog_overlap(sz, (int)D);
                 double dx = -(hzz * gx - hxz * gz) / det, dz = -(hxx * gz - hxz * gx) / det;
                 dx = dx > 0.5 ? 0.5 : dx < -0.5 ? -0.5 : dx;
                 dz = dz > 0.5 ? 0.5 : dz < -0.5 ? -0.5 : dz;

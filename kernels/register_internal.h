@@ -41,6 +41,32 @@ REG_HD float reg_tukey(int i, int n)
     return 1.0f;
 }
 
+/* d/ds log A(s), A(s) = sum_i w(i) w(i + s) the overlap of the Tukey window
+ * of n with itself shifted by s (continuous): the correlation of windowed
+ * images is about A(s) times that of the images, which pulls its peak
+ * toward 0; the sub-pixel step maximises the correlation over A instead. */
+REG_HD float reg_tukey_x(double x, int n)
+{
+    if (x < 0 || x > n - 1)
+        return 0.0f;
+    double u = x / (n - 1), a = REG_TUKEY_ALPHA;
+    if (u < a / 2)
+        return (float)(0.5 * (1.0 - cos(6.283185307179586 * u / a)));
+    if (u > 1.0 - a / 2)
+        return (float)(0.5 * (1.0 - cos(6.283185307179586 * (1.0 - u) / a)));
+    return 1.0f;
+}
+REG_HD double reg_dlog_overlap(double s, int n)
+{
+    const double h = 0.05;
+    double ap = 0, am = 0;
+    for (int i = 0; i < n; i++) {
+        double w = reg_tukey_x(i, n);
+        ap += w * reg_tukey_x(i + s + h, n), am += w * reg_tukey_x(i + s - h, n);
+    }
+    return ap > 0 && am > 0 ? (log(ap) - log(am)) / (2 * h) : 0.0;
+}
+
 /* Signed frequency of bin k of n. */
 REG_HD int reg_freq(int k, int n)
 {
