@@ -97,11 +97,14 @@ typedef struct oct_register_times {
 void oct_register_last_times(const oct_register *r, oct_register_times *t);
 
 /* Reconstruction on the reference grid (SPEC 10.4): each valid line l of
- * target, shifted by (-dx, -dz) (bilinear; NaN outside the target), lands at
- * y = l + dy; reference line r gets the linear interpolation between
+ * target, shifted by (-dx, -dz) (bicubic Catmull-Rom; NaN outside the
+ * target), lands at y = l + dy.  Reference line r gets, for each pair of
  * consecutive valid lines l, l+1 with y_l, y_l+1 <= 2 px apart that bracket
- * it, else the lines with round(y) = r; overlapping contributions averaged;
- * NaN where nothing landed.  out is [L][N][D]. */
+ * it, the cubic (Lagrange) interpolation through y_l-1 .. y_l+2 when those
+ * lines are valid, <= 2 px apart and ordered alike, else the linear one
+ * between y_l and y_l+1; with no bracketing pair, the lines with
+ * |y - r| <= 0.5; overlapping contributions averaged; NaN where nothing
+ * landed.  out is [L][N][D]. */
 oct_err oct_register_reconstruct(uint32_t L, uint32_t N, uint32_t D, const float *target,
                                  const float *shifts, float *out, oct_error *e);
 

@@ -485,16 +485,48 @@ oct_err oct_register_surface_stripe(oct_register *r, const float *target, uint32
 
 /* ---- reconstruction and running average -------------------------------- */
 
-/* Bilinear sample of line ln [N][D] at (x, z); NaN outside. */
+/* Catmull-Rom weights of a point at fraction f after node 1 of 4 */
+static inline void cr_weights(float f, float *w)
+{
+    float f2 = f * f, f3 = f2 * f;
+    w[0] = 0.5f * (-f3 + 2 * f2 - f);
+    w[1] = 0.5f * (3 * f3 - 5 * f2 + 2);
+    w[2] = 0.5f * (-3 * f3 + 4 * f2 + f);
+    w[3] = 0.5f * (f3 - f2);
+}
+
+/* Bicubic (Catmull-Rom) sample of line ln [N][D] at (x, z), edge samples
+ * repeated; NaN outside [0, N-1] x [0, D-1]. */
 static inline float sample2(const float *ln, uint32_t N, uint32_t D, float x, float z)
 {
     if (!(x >= 0.0f && z >= 0.0f && x <= (float)(N - 1) && z <= (float)(D - 1)))
         return NAN;
     int i = (int)x, j = (int)z;
-    float fx = x - (float)i, fz = z - (float)j;
-    int i1 = i + 1 < (int)N ? i + 1 : i, j1 = j + 1 < (int)D ? j + 1 : j;
-    const float *a = ln + (size_t)i * D, *b = ln + (size_t)i1 * D;
-    return (1 - fx) * ((1 - fz) * a[j] + fz * a[j1]) + fx * ((1 - fz) * b[j] + fz * b[j1]);
+    float wx[4], wz[4];
+    cr_weights(x - (float)i, wx);
+    cr_weights(z - (float)j, wz);
+    float acc = 0;
+    for (int a = 0; a < 4; a++) {
+        int ii = i - 1 + a;
+        ii = ii < 0 ? 0 : ii > (int)N - 1 ? (int)N - 1 : ii;
+        const float *row = ln + (size_t)ii * D;
+        float r = 0;
+        for (int b = 0; b < 4; b++) {
+            int jj = j - 1 + b;
+            jj = jj < 0 ? 0 : jj > (int)D - 1 ? (int)D - 1 : jj;
+            r += wz[b] * row[jj];
+        }
+        acc += wx[a] * r;
+    }
+    return acc;
+}
+
+/* y of line l when valid (the line placed on the reference grid), else NaN */
+static inline float line_y(const float *shifts, int64_t l, uint32_t L)
+{
+    if (l < 0 || l >= (int64_t)L || shifts[4 * l + 3] != 1.0f)
+        return NAN;
+    return (float)l + shifts[4 * l + 1];
 }
 
 oct_err oct_register_reconstruct(uint32_t L, uint32_t N, uint32_t D, const float *target,
@@ -504,28 +536,43 @@ oct_err oct_register_reconstruct(uint32_t L, uint32_t N, uint32_t D, const float
         return oct_error_set(e, OCT_EINVAL, "reconstruct: empty volume [%u][%u][%u]", L, N, D);
 #pragma omp parallel for schedule(dynamic)
     for (int64_t r = 0; r < (int64_t)L; r++) {
-        /* contributions: (line a, weight wa, line b, weight wb) */
-        int ca[64], cb[64];
-        float wa[64];
+        /* contributions: lines ca..ca+3 (cubic in y, Lagrange on their
+         * positions), or ca, ca+1 (linear), or ca alone (nearest) */
+        int ca[64], kind[64];
+        float w[64][4];
         int nc = 0;
-        for (uint32_t l = 0; l + 1 < L && nc < 64; l++) {
-            const float *s0 = shifts + 4 * (size_t)l, *s1 = s0 + 4;
-            if (s0[3] != 1.0f || s1[3] != 1.0f)
+        for (int64_t l = 0; l + 1 < (int64_t)L && nc < 64; l++) {
+            float y0 = line_y(shifts, l, L), y1 = line_y(shifts, l + 1, L);
+            if (!isfinite(y0) || !isfinite(y1) || fabsf(y1 - y0) > 2.0f)
                 continue;
-            float y0 = (float)l + s0[1], y1 = (float)(l + 1) + s1[1];
-            if (fabsf(y1 - y0) > 2.0f)
+            float lo = fminf(y0, y1), hi = fmaxf(y0, y1), R = (float)r;
+            if (R < lo || R > hi)
                 continue;
-            float lo = fminf(y0, y1), hi = fmaxf(y0, y1);
-            if ((float)r < lo || (float)r > hi)
-                continue;
-            float t = hi > lo ? ((float)r - y0) / (y1 - y0) : 0.5f;
-            ca[nc] = (int)l, cb[nc] = (int)l + 1, wa[nc] = 1.0f - t, nc++;
+            float ym = line_y(shifts, l - 1, L), yp = line_y(shifts, l + 2, L);
+            bool mono = isfinite(ym) && isfinite(yp) && fabsf(y0 - ym) <= 2.0f && fabsf(yp - y1) <= 2.0f &&
+                        (y1 - y0) * (y0 - ym) > 0.25f * (y1 - y0) * (y1 - y0) &&
+                        (y1 - y0) * (yp - y1) > 0.25f * (y1 - y0) * (y1 - y0);
+            if (mono) { /* four lines, evenly enough spaced */
+                float ys[4] = {ym, y0, y1, yp};
+                for (int a = 0; a < 4; a++) {
+                    double p = 1;
+                    for (int b = 0; b < 4; b++)
+                        if (b != a)
+                            p *= (R - ys[b]) / (ys[a] - ys[b]);
+                    w[nc][a] = (float)p;
+                }
+                ca[nc] = (int)l - 1, kind[nc] = 4, nc++;
+            } else {
+                float t = hi > lo ? (R - y0) / (y1 - y0) : 0.5f;
+                w[nc][0] = 1 - t, w[nc][1] = t;
+                ca[nc] = (int)l, kind[nc] = 2, nc++;
+            }
         }
         if (!nc)
-            for (uint32_t l = 0; l < L && nc < 64; l++) {
-                const float *s0 = shifts + 4 * (size_t)l;
-                if (s0[3] == 1.0f && fabsf((float)l + s0[1] - (float)r) <= 0.5f)
-                    ca[nc] = (int)l, cb[nc] = -1, wa[nc] = 1.0f, nc++;
+            for (int64_t l = 0; l < (int64_t)L && nc < 64; l++) {
+                float y = line_y(shifts, l, L);
+                if (isfinite(y) && fabsf(y - (float)r) <= 0.5f)
+                    ca[nc] = (int)l, kind[nc] = 1, w[nc][0] = 1, nc++;
             }
         float *o = out + (size_t)r * N * D;
         for (uint32_t n = 0; n < N; n++)
@@ -533,21 +580,29 @@ oct_err oct_register_reconstruct(uint32_t L, uint32_t N, uint32_t D, const float
                 double sum = 0;
                 int cnt = 0;
                 for (int c = 0; c < nc; c++) {
-                    const float *sa = shifts + 4 * (size_t)ca[c];
-                    float va = sample2(target + (size_t)ca[c] * N * D, N, D, (float)n - sa[0],
-                                       (float)d - sa[2]);
-                    float v = va;
-                    if (cb[c] >= 0) {
-                        const float *sb = shifts + 4 * (size_t)cb[c];
-                        float vb = sample2(target + (size_t)cb[c] * N * D, N, D, (float)n - sb[0],
-                                           (float)d - sb[2]);
-                        if (isfinite(va) && isfinite(vb))
-                            v = wa[c] * va + (1 - wa[c]) * vb;
-                        else
-                            v = wa[c] >= 0.5f ? va : vb; /* the nearer line alone */
+                    float v[4];
+                    for (int k = 0; k < kind[c]; k++) {
+                        const float *s = shifts + 4 * (size_t)(ca[c] + k);
+                        v[k] = sample2(target + (size_t)(ca[c] + k) * N * D, N, D, (float)n - s[0],
+                                       (float)d - s[2]);
                     }
-                    if (isfinite(v))
-                        sum += v, cnt++;
+                    float x;
+                    if (kind[c] == 4 && isfinite(v[0]) && isfinite(v[1]) && isfinite(v[2]) && isfinite(v[3]))
+                        x = w[c][0] * v[0] + w[c][1] * v[1] + w[c][2] * v[2] + w[c][3] * v[3];
+                    else if (kind[c] >= 2) {
+                        /* linear between the middle two, or the nearer one alone */
+                        float a = kind[c] == 4 ? v[1] : v[0], b = kind[c] == 4 ? v[2] : v[1];
+                        float ya = line_y(shifts, ca[c] + (kind[c] == 4), L);
+                        float yb = line_y(shifts, ca[c] + (kind[c] == 4) + 1, L);
+                        float t = yb != ya ? ((float)r - ya) / (yb - ya) : 0.5f;
+                        if (isfinite(a) && isfinite(b))
+                            x = (1 - t) * a + t * b;
+                        else
+                            x = t <= 0.5f ? a : b;
+                    } else
+                        x = v[0];
+                    if (isfinite(x))
+                        sum += x, cnt++;
                 }
                 o[(size_t)n * D + d] = cnt ? (float)(sum / cnt) : NAN;
             }

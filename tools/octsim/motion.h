@@ -5,10 +5,10 @@
  * octbench share it without a library; include it in one file of each.
  *
  * Sample: I(y, x, z) = env(z - surface(x, y)) * |G(y, x, z)|^2 + floor, G
- * complex white noise blurred by a Gaussian (sigma `grain` px), trilinearly
+ * complex white noise blurred by a Gaussian (sigma `grain` px), tricubically
  * interpolated (so fractional positions are exact up to that
  * interpolation).  Acquisition of line l, A-scan n at time t = l + n/N:
- * V[l][n][d] = I(l + dy(t), n + dx(t), d + dz(t)) + noise, so that
+ * V[l][n][d] = I(l + dy(t), n + dx(t), d + dz(t)) (1 + noise g), so that
  * V[l][n][d] ~ V_ref[l + dy][n + dx][d + dz] with the truth taken at the
  * middle of the line.  Lines that overlap a saccade's ramp are invalid in
  * the truth (their content is sheared and matches no reference line). */
@@ -29,7 +29,7 @@ typedef struct motion_cfg {
     double saccade_size; /* px step of a saccade in x and y */
     double saccade_lines;/* duration of a saccade, lines */
     double offset;       /* px: random constant offset per volume, x, y and z */
-    double noise;        /* additive Gaussian noise, fraction of the mean tissue intensity */
+    double noise;        /* multiplicative Gaussian noise: v (1 + noise g), clipped at 0 */
     double grain;        /* speckle grain sigma, px */
     uint64_t seed;
 } motion_cfg;
@@ -39,7 +39,7 @@ static void motion_cfg_default(motion_cfg *c)
     memset(c, 0, sizeof *c);
     c->L = c->N = c->D = 128;
     c->drift = 4, c->tremor = 0.3, c->axial = 1.0, c->saccades = 1, c->saccade_size = 10;
-    c->saccade_lines = 2, c->offset = 2, c->noise = 0.5, c->grain = 1.2, c->seed = 1;
+    c->saccade_lines = 2, c->offset = 2, c->noise = 0.3, c->grain = 1.5, c->seed = 1;
 }
 
 typedef struct motion_sample {
@@ -64,16 +64,17 @@ static double motion_gauss(uint64_t *s)
     return sqrt(-2 * log(u)) * cos(2 * M_PI * v);
 }
 
-/* depth envelope: layers of a retina-like sample, relative to the surface */
+/* depth envelope: layers of a retina-like sample, relative to the surface;
+ * edges smoothed over ~1.5 px (the axial resolution) */
+static double motion_sm(double x) { return 0.5 * (1 + tanh(x / 1.5)); }
+static double motion_band(double zr, double a, double b) { return motion_sm(zr - a) * motion_sm(b - zr); }
 static double motion_env(double zr, double D)
 {
     double t = zr / D;
-    if (t < 0 || t > 0.55)
-        return 0;
-    double v = 0.25 + 0.75 * exp(-t * 4);
-    if (t > 0.08 && t < 0.12) v *= 2.0;
-    if (t > 0.30 && t < 0.36) v *= 0.3;
-    if (t > 0.45 && t < 0.50) v *= 2.5;
+    double v = (0.25 + 0.75 * exp(-4 * (t < 0 ? 0 : t))) * motion_band(zr, 0, 0.55 * D);
+    v *= 1 + 1.0 * motion_band(zr, 0.08 * D, 0.12 * D);
+    v *= 1 - 0.7 * motion_band(zr, 0.30 * D, 0.36 * D);
+    v *= 1 + 1.5 * motion_band(zr, 0.45 * D, 0.50 * D);
     return v;
 }
 
@@ -158,30 +159,32 @@ static void motion_sample_free(motion_sample *s)
     memset(s, 0, sizeof *s);
 }
 
-/* Noise-free intensity at a continuous position (clamped to the grid). */
+/* Noise-free intensity at a continuous position: G tricubic (Catmull-Rom,
+ * accurate for the blurred field, so shifted acquisitions agree with the
+ * grid to ~1e-2), clamped to the grid. */
 static double motion_eval(const motion_sample *s, double y, double x, double z)
 {
-    double p[3] = {y - s->y0, x - s->x0, z - s->z0};
+    double p[3] = {y - s->y0, x - s->x0, z - s->z0}, w[3][4];
     uint32_t dims[3] = {s->ny, s->nx, s->nz};
     int64_t i0[3];
-    double fr[3];
     for (int a = 0; a < 3; a++) {
-        double v = p[a] < 0 ? 0 : p[a] > dims[a] - 1.001 ? dims[a] - 1.001 : p[a];
-        i0[a] = (int64_t)floor(v), fr[a] = v - i0[a];
+        double v = p[a] < 1 ? 1 : p[a] > dims[a] - 3.001 ? dims[a] - 3.001 : p[a];
+        i0[a] = (int64_t)floor(v);
+        double f = v - i0[a], f2 = f * f, f3 = f2 * f;
+        w[a][0] = 0.5 * (-f3 + 2 * f2 - f), w[a][1] = 0.5 * (3 * f3 - 5 * f2 + 2);
+        w[a][2] = 0.5 * (-3 * f3 + 4 * f2 + f), w[a][3] = 0.5 * (f3 - f2);
     }
     double re = 0, im = 0;
-    for (int c = 0; c < 8; c++) {
-        double w = 1;
-        size_t idx = 0;
-        int64_t ii[3];
-        for (int a = 0; a < 3; a++) {
-            int b = (c >> a) & 1;
-            ii[a] = i0[a] + b;
-            w *= b ? fr[a] : 1 - fr[a];
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) {
+            size_t row = ((size_t)(i0[0] - 1 + a) * s->nx + (size_t)(i0[1] - 1 + b)) * s->nz;
+            double wab = w[0][a] * w[1][b], rr = 0, ii = 0;
+            for (int c = 0; c < 4; c++) {
+                size_t idx = row + (size_t)(i0[2] - 1 + c);
+                rr += w[2][c] * s->re[idx], ii += w[2][c] * s->im[idx];
+            }
+            re += wab * rr, im += wab * ii;
         }
-        idx = ((size_t)ii[0] * s->nx + (size_t)ii[1]) * s->nz + (size_t)ii[2];
-        re += w * s->re[idx], im += w * s->im[idx];
-    }
     double env = motion_env(z - motion_surface(s->c, y, x), s->c->D);
     return env * (re * re + im * im) + 0.02;
 }
@@ -270,9 +273,9 @@ static void motion_acquire(const motion_sample *s, const motion_traj *t, uint64_
             float *o = vol + ((size_t)l * N + n) * D;
             for (uint32_t d = 0; d < D; d++) {
                 double v = motion_eval(s, (double)l + dy, (double)n + dx, (double)d + dz);
-                if (nseed)
-                    v += c->noise * s->mean * motion_gauss(&ns);
-                o[d] = (float)(v > 0 ? v : 0);
+                if (nseed) /* multiplicative: rarely clipped, so it averages out */
+                    v *= fmax(0.0, 1.0 + c->noise * motion_gauss(&ns));
+                o[d] = (float)v;
             }
         }
         if (truth) {
