@@ -22,6 +22,7 @@ void oct_register_options_default(oct_register_options *o)
     o->min_pnr = 8.0f;
     o->jump = 3.0f;
     o->rel_pnr = 0.7f;
+    o->split = 0.5f;
 }
 
 void oct_register_options_from_params(oct_register_options *o, const oct_params *p)
@@ -81,6 +82,8 @@ oct_err oct_register_create(oct_register **out, uint32_t L, uint32_t N, uint32_t
     if (!(o->rel_pnr >= 0.0f && o->rel_pnr < 1.0f))
         return oct_error_set(e, OCT_EINVAL, "registration rel_pnr %g is outside [0, 1)",
                              (double)o->rel_pnr);
+    if (!(o->split > 0.0f))
+        return oct_error_set(e, OCT_EINVAL, "registration split %g: must be > 0", (double)o->split);
     if (!(o->min_pnr >= 0.0f) || !(o->jump > 0.0f) || !isfinite(o->jump))
         return oct_error_set(e, OCT_EINVAL, "registration min_pnr %g / jump %g: must be >= 0 / > 0",
                              (double)o->min_pnr, (double)o->jump);
@@ -269,6 +272,79 @@ static void consistency(const float *v, int stride, int ncomp, int n, int side, 
     }
 }
 
+/* y (sub-pixel, parabola) and x of the strongest of the candidates of one line */
+static void best_of(const uint32_t *off, const int32_t *cand, const reg_peak *p, int l, float *y,
+                    float *x, float *h)
+{
+    int bi = -1;
+    for (uint32_t i = off[l]; i < off[l + 1]; i++)
+        if (bi < 0 || p[i].h > p[bi].h)
+            bi = (int)i;
+    *y = *x = NAN, *h = 0;
+    if (bi < 0)
+        return;
+    float hm = NAN, hp = NAN;
+    for (uint32_t i = off[l]; i < off[l + 1]; i++) {
+        if (cand[i] == cand[bi] - 1) hm = p[i].h;
+        if (cand[i] == cand[bi] + 1) hp = p[i].h;
+    }
+    *y = (float)cand[bi], *x = (float)p[bi].x, *h = p[bi].h;
+    float den = hm - 2 * p[bi].h + hp;
+    if (isfinite(hm) && isfinite(hp) && den < 0) {
+        float o = 0.5f * (hm - hp) / den;
+        *y += o > 0.5f ? 0.5f : o < -0.5f ? -0.5f : o;
+    }
+}
+
+/* The saccade test: a line acquired while the eye jumped is sheared, so
+ * its left and right halves match different places.  Each half of every
+ * matched line is correlated with the reference lines within +-3 of its
+ * match; halves further apart than `split` px in y or x (or a half with no
+ * match) make the line invalid (best.y = -1). */
+static oct_err split_test(oct_register *r, reg_peak *best, oct_error *e)
+{
+    const int L = (int)r->L, K = 3;
+    uint32_t *off = malloc(sizeof *off * (size_t)(L + 1));
+    int32_t *cand = malloc(sizeof *cand * (size_t)L * (2 * K + 1));
+    reg_peak *p[2] = {malloc(sizeof(reg_peak) * (size_t)L * (2 * K + 1)),
+                      malloc(sizeof(reg_peak) * (size_t)L * (2 * K + 1))};
+    oct_err err = OCT_OK;
+    if (!off || !cand || !p[0] || !p[1]) {
+        err = oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
+        goto out;
+    }
+    uint32_t n = 0;
+    for (int l = 0; l < L; l++) {
+        off[l] = n;
+        if (best[l].y < 0)
+            continue;
+        for (int y = best[l].y - K; y <= best[l].y + K; y++)
+            if (y >= 0 && y < L)
+                cand[n++] = y;
+    }
+    off[L] = n;
+    if (!n)
+        goto out;
+    for (int h = 0; h < 2; h++)
+        if ((err = r->ops->fine(r, off, cand, h + 1, p[h], e)))
+            goto out;
+    /* a half carries about half the energy: its noise level is the same,
+     * its peak about half; min_pnr / 2 is its threshold */
+    for (int l = 0; l < L; l++) {
+        if (best[l].y < 0)
+            continue;
+        float y0, x0, h0, y1, x1, h1;
+        best_of(off, cand, p[0], l, &y0, &x0, &h0);
+        best_of(off, cand, p[1], l, &y1, &x1, &h1);
+        bool weak = h0 / r->noise2 < 0.5 * r->o.min_pnr || h1 / r->noise2 < 0.5 * r->o.min_pnr;
+        if (weak || !(fabsf(y0 - y1) <= r->o.split) || !(fabsf(x0 - x1) <= r->o.split + 1.0f))
+            best[l].y = -1;
+    }
+out:
+    free(off), free(cand), free(p[0]), free(p[1]);
+    return err;
+}
+
 oct_err oct_register_volume(oct_register *r, const float *target, float *shifts, oct_error *e)
 {
     if (!r->have_ref)
@@ -383,7 +459,7 @@ oct_err oct_register_volume(oct_register *r, const float *target, float *shifts,
         err = oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
         goto out;
     }
-    if (ncand && (err = r->ops->fine(r, off, cand, cp, e)))
+    if (ncand && (err = r->ops->fine(r, off, cand, 0, cp, e)))
         goto out;
 
     /* 3. the strongest candidate per line; dy by a parabola through the
@@ -415,6 +491,8 @@ oct_err oct_register_volume(oct_register *r, const float *target, float *shifts,
             best[l].y = -1; /* no match: not refined */
     }
     if ((err = r->ops->refine(r, best, sub, e)))
+        goto out;
+    if ((err = split_test(r, best, e)))
         goto out;
     double t3 = now_ms();
 
@@ -814,12 +892,21 @@ static oct_err cpu_prep_target(oct_register *r, const float *vol, oct_error *e)
  * into sur [N][D]; X (N x Dh) scratch holds the target spectrum on entry
  * when have_x, else it is computed. */
 static void cpu_line_surface(const oct_register *r, uint32_t tl, uint32_t rl, fftwf_complex *X,
-                             fftwf_complex *Y, float *sur, bool have_x)
+                             fftwf_complex *Y, float *sur, bool have_x, int half)
 {
     const cpu_reg *c = r->be;
-    const uint32_t N = r->N, Dh = c->Dh;
-    if (!have_x)
-        fftwf_execute_dft_r2c(c->r2c2, c->t2 + (size_t)tl * N * r->D, X);
+    const uint32_t N = r->N, Dh = c->Dh, D = r->D;
+    if (!have_x && !half) {
+        fftwf_execute_dft_r2c(c->r2c2, c->t2 + (size_t)tl * N * D, X);
+    } else if (!have_x) { /* sur is free until the inverse: the masked line */
+        const float *in = c->t2 + (size_t)tl * N * D;
+        for (uint32_t a = 0; a < N; a++) {
+            float m = reg_half((int)a, (int)N, half);
+            for (uint32_t d = 0; d < D; d++)
+                sur[(size_t)a * D + d] = m * in[(size_t)a * D + d];
+        }
+        fftwf_execute_dft_r2c(c->r2c2, sur, X);
+    }
     const fftwf_complex *R = c->ref2 + (size_t)rl * N * Dh;
     for (uint32_t a = 0; a < N; a++)
         for (uint32_t k = 0; k < Dh; k++) {
@@ -839,7 +926,7 @@ static oct_err cpu_surface_line(oct_register *r, uint32_t tl, uint32_t rl, float
     fftwf_complex *X = fftwf_malloc(sizeof *X * r->N * c->Dh), *Y = fftwf_malloc(sizeof *Y * r->N * c->Dh);
     float *s = fftwf_malloc(sizeof *s * r->N * r->D);
     if (X && Y && s) {
-        cpu_line_surface(r, tl, rl, X, Y, s, false);
+        cpu_line_surface(r, tl, rl, X, Y, s, false, 0);
         memcpy(out, s, sizeof *s * r->N * r->D);
     }
     fftwf_free(X), fftwf_free(Y), fftwf_free(s);
@@ -921,8 +1008,8 @@ static oct_err cpu_coarse(oct_register *r, uint32_t n, const uint32_t *l0, const
     return fail ? oct_error_set(e, OCT_ENOMEM, "registration: out of memory") : OCT_OK;
 }
 
-static oct_err cpu_fine(oct_register *r, const uint32_t *off, const int32_t *cand, reg_peak *out,
-                        oct_error *e)
+static oct_err cpu_fine(oct_register *r, const uint32_t *off, const int32_t *cand, int half,
+                        reg_peak *out, oct_error *e)
 {
     cpu_reg *c = r->be;
     int fail = 0;
@@ -940,7 +1027,7 @@ static oct_err cpu_fine(oct_register *r, const uint32_t *off, const int32_t *can
             if (!X || !Y || !s)
                 continue;
             for (uint32_t i = off[l]; i < off[l + 1]; i++) {
-                cpu_line_surface(r, (uint32_t)l, (uint32_t)cand[i], X, Y, s, i > off[l]);
+                cpu_line_surface(r, (uint32_t)l, (uint32_t)cand[i], X, Y, s, i > off[l], half);
                 reg_peak p = {-INFINITY, cand[i], 0, 0};
                 for (int x = -r->sx; x <= r->sx; x++)
                     for (int z = -r->sz; z <= r->sz; z++) {

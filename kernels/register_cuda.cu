@@ -42,6 +42,7 @@ struct cuda_reg {
     cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c/c2r (batch nsb) */
     float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
     cufftComplex *ref2, *ref3, *x2; /* reference line spectra, coarse spectrum, target line spectra */
+    cufftComplex *x2h;              /* target half-line spectra (saccade test) */
     float *sb;                      /* stripe buffers [nsb][L][Nc][Dc] (also surfaces) */
     cufftComplex *sc;               /* [nsb][L][Nc][Dch] */
     cufftComplex *fy;               /* [fb][N][Dh] */
@@ -334,7 +335,7 @@ static void cuda_destroy(oct_register *r)
     for (int i = 0; i < 4; i++)
         if (p[i])
             cufftDestroy(p[i]);
-    void *m[] = {c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->sb, c->sc,
+    void *m[] = {c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
                  c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
@@ -387,6 +388,7 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->ref2, L * N * c->Dh * 8, "reference spectra", e)) ||
         (err = cuda_alloc((void **)&c->ref3, L * Nc * c->Dch * 8, "coarse reference spectrum", e)) ||
         (err = cuda_alloc((void **)&c->x2, L * N * c->Dh * 8, "target spectra", e)) ||
+        (err = cuda_alloc((void **)&c->x2h, L * N * c->Dh * 8, "half-line spectra", e)) ||
         (err = cuda_alloc((void **)&c->sb, c->nsb * L * Nc * Dc * 4, "stripes", e)) ||
         (err = cuda_alloc((void **)&c->sc, c->nsb * L * Nc * c->Dch * 8, "stripe spectra", e)) ||
         (err = cuda_alloc((void **)&c->fy, c->fb * N * c->Dh * 8, "cross spectra", e)) ||
@@ -483,10 +485,25 @@ static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, cons
     return OCT_OK;
 }
 
-static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *cand, reg_peak *out,
-                         oct_error *e)
+/* the masked lines of a half (reg_half) into dst */
+__global__ void k_half(const float *t2, float *dst, size_t n, uint32_t N, uint32_t D, int half)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = reg_half((int)(i / D % N), (int)N, half) * t2[i];
+}
+
+static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *cand, int half,
+                         reg_peak *out, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
+    const cufftComplex *X = c->x2;
+    if (half) { /* the input buffer is free once transformed */
+        size_t n = (size_t)r->L * r->N * r->D;
+        k_half<<<grid_for(n), RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
+        CF(cufftExecR2C(c->p2f, c->vol, c->x2h), "half-line spectra");
+        X = c->x2h;
+    }
     size_t total = off[r->L];
     int32_t *pair = (int32_t *)malloc(sizeof(int32_t) * 2 * total);
     if (!pair)
@@ -503,7 +520,7 @@ static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *ca
             break;
         }
         dim3 g(grid_for((size_t)r->N * c->Dh), nb);
-        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh);
+        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair, c->fy, r->N, r->D, c->Dh);
         /* the plan is for fb surfaces: a short last batch transforms stale ones too */
         if (cufftExecC2R(c->p2i, c->fy, c->fs) != CUFFT_SUCCESS) {
             err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");

@@ -67,6 +67,18 @@ REG_HD double reg_dlog_overlap(double s, int n)
     return ap > 0 && am > 0 ? (log(ap) - log(am)) / (2 * h) : 0.0;
 }
 
+/* Half-line mask (the saccade test): which 0 = whole line, 1 = left half,
+ * 2 = right half of A-scans, with a raised-cosine crossover of 2T around N/2. */
+REG_HD float reg_half(int n, int N, int which)
+{
+    if (which == 0)
+        return 1.0f;
+    int T = N / 16 > 2 ? N / 16 : 2;
+    float c = 0.5f * (float)N, x = (float)n - (c - (float)T);
+    float left = x <= 0 ? 1.0f : x >= 2 * T ? 0.0f : 0.5f * (1.0f + cosf(3.14159265359f * x / (2 * T)));
+    return which == 1 ? left : 1.0f - left;
+}
+
 /* Signed frequency of bin k of n. */
 REG_HD int reg_freq(int k, int n)
 {
@@ -112,9 +124,11 @@ typedef struct reg_ops {
     oct_err (*coarse)(oct_register *r, uint32_t n, const uint32_t *l0, const int32_t *ylo,
                       const int32_t *yhi, reg_peak *out, oct_error *e);
     /* candidates of line l: cand[off[l] .. off[l+1]-1] (reference lines);
-     * out[i]: integer peak of candidate i within the x/z search window */
-    oct_err (*fine)(oct_register *r, const uint32_t *off, const int32_t *cand, reg_peak *out,
-                    oct_error *e);
+     * out[i]: integer peak of candidate i within the x/z search window, of
+     * the whole target line (half 0) or of its half (1 left, 2 right: the
+     * line times reg_half) */
+    oct_err (*fine)(oct_register *r, const uint32_t *off, const int32_t *cand, int half,
+                    reg_peak *out, oct_error *e);
     /* line l against reference line best[l].y (y < 0: skip), Newton from
      * (best[l].x, best[l].z): sub[l] = (dx, dz, h) */
     oct_err (*refine)(oct_register *r, const reg_peak *best, float *sub, oct_error *e);
