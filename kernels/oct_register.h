@@ -93,9 +93,12 @@ oct_err oct_register_volume(oct_register *r, const float *target, float *shifts,
  * (NaN where no stripe predicted).  Arrays of L, or NULL. */
 void oct_register_last_details(const oct_register *r, float *pnr, float *dy_pred);
 
-/* Timings of the last oct_register_volume, ms (CUDA: device time). */
+/* Timings of the last oct_register_volume, ms.  CPU: wall clock (total
+ * includes the finiteness check).  CUDA: stream time from the target on the
+ * device to the last stage (short host steps between stages included);
+ * upload_ms is the host -> device copy, not in total. */
 typedef struct oct_register_times {
-    double prep_ms, coarse_ms, fine_ms, total_ms;
+    double upload_ms, prep_ms, coarse_ms, fine_ms, total_ms;
 } oct_register_times;
 void oct_register_last_times(const oct_register *r, oct_register_times *t);
 
