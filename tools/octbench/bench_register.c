@@ -33,7 +33,7 @@ static int cmp_d(const void *a, const void *b)
 }
 
 typedef struct stats {
-    int lines_valid_truth, lines_valid_both, lines_ok, sacc, sacc_flagged, false_invalid;
+    int lines_valid_truth, lines_valid_both, lines_ok, sacc, sacc_flagged, false_invalid, sacc2, sacc2_flagged;
     double se[3];
     double ms[64];
     double dev_ms[64], up_ms[64];
@@ -106,8 +106,10 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
         for (uint32_t l = 0; l < c->L; l++) {
             const float *x = sh + 4 * l, *w = truth + 4 * l;
             if (w[3] == 0) {
-                st->sacc += (double)l + w[1] >= 0 && (double)l + w[1] <= c->L - 1; /* sheared lines */
-                st->sacc_flagged += ((double)l + w[1] >= 0 && (double)l + w[1] <= c->L - 1) && x[3] == 0;
+                bool in = (double)l + w[1] >= 0 && (double)l + w[1] <= c->L - 1; /* sheared lines */
+                st->sacc += in, st->sacc_flagged += in && x[3] == 0;
+                if (in && motion_saccade_shear(&t, l) > 2.0) /* sheared by more than 2 px */
+                    st->sacc2++, st->sacc2_flagged += x[3] == 0;
                 continue;
             }
             st->lines_valid_truth++;
@@ -202,8 +204,9 @@ int octbench_register(const octbench_opts *o)
     printf("    RMS error dx %.3f dy %.3f dz %.3f px; lines wrongly invalid %d of %d\n", sqrt(st.se[0] / nv),
            sqrt(st.se[1] / nv), sqrt(st.se[2] / nv), st.false_invalid, st.lines_valid_truth);
     double fl = st.sacc ? (double)st.sacc_flagged / st.sacc : 1;
-    printf("    saccade B-scans flagged: %d of %d = %.1f %% (target >= 95 %%: %s)\n", st.sacc_flagged, st.sacc,
-           100 * fl, mark(fl >= 0.95));
+    printf("    saccade B-scans flagged: %d of %d = %.1f %% (target >= 95 %%: %s); of those sheared by "
+           "more than 2 px: %d of %d\n", st.sacc_flagged, st.sacc, 100 * fl, mark(fl >= 0.95), st.sacc2_flagged,
+           st.sacc2);
     double ratio = st.snr_avg / st.snr_one;
     printf("    SNR: one volume %.2f, mean of %u registered %.2f = %.2f x (target >= 2.5 x: %s; "
            "sqrt(%u) = %.2f); tissue covered %.1f %%\n", st.snr_one, V, st.snr_avg, ratio, mark(ratio >= 2.5),
@@ -233,8 +236,9 @@ int octbench_register(const octbench_opts *o)
         return 1;
     fl = st.sacc ? (double)st.sacc_flagged / st.sacc : 1;
     printf("  saccades (3 per volume of %.0f px in %.0f lines), 5 volumes: flagged %d of %d = %.1f %% "
-           "(target >= 95 %%: %s); valid lines wrongly invalid %d of %d\n", s.saccade_size, s.saccade_lines,
-           st.sacc_flagged, st.sacc, 100 * fl, mark(fl >= 0.95), st.false_invalid, st.lines_valid_truth);
+           "(target >= 95 %%: %s; sheared > 2 px: %d of %d); valid lines wrongly invalid %d of %d\n",
+           s.saccade_size, s.saccade_lines, st.sacc_flagged, st.sacc, 100 * fl, mark(fl >= 0.95), st.sacc2_flagged,
+           st.sacc2, st.false_invalid, st.lines_valid_truth);
     json(o, "register-saccades3-flagged", 100 * fl, "%");
     return 0;
 }

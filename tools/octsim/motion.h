@@ -244,17 +244,18 @@ static void motion_pos(const motion_traj *t, double tm, double *dx, double *dy, 
 /* Whether a saccade moves the eye by more than 1 px in x or y while line l
  * (times [l, l+1)) is acquired: its content is sheared and matches no
  * single reference line. */
-static int motion_in_saccade(const motion_traj *t, uint32_t l)
+static double motion_saccade_shear(const motion_traj *t, uint32_t l)
 {
+    double m = 0;
     for (uint32_t i = 0; i < t->ns; i++) {
         double d = t->sdur > 0 ? t->sdur : 1e-9;
         double a = ((double)l - t->st[i]) / d, b = ((double)l + 1 - t->st[i]) / d;
         a = a < 0 ? 0 : a > 1 ? 1 : a, b = b < 0 ? 0 : b > 1 ? 1 : b;
-        if ((b - a) * hypot(t->sdx[i], t->sdy[i]) > 1.0)
-            return 1;
+        m = fmax(m, (b - a) * hypot(t->sdx[i], t->sdy[i]));
     }
-    return 0;
+    return m;
 }
+static int motion_in_saccade(const motion_traj *t, uint32_t l) { return motion_saccade_shear(t, l) > 1.0; }
 
 /* Acquires one volume [L][N][D] along trajectory t (NULL: no motion) with
  * noise seed nseed (0: noise-free); truth [L][4] (dx, dy, dz, valid) if non-NULL. */
