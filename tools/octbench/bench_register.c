@@ -77,7 +77,8 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
         goto out;
     }
     motion_acquire(&s, NULL, 1, ref, NULL);
-    motion_acquire(&s, NULL, 0, clean, NULL);
+    if (avg) /* the noise-free reference grid, for the SNR */
+        motion_acquire(&s, NULL, 0, clean, NULL);
     oct_register_options ro;
     oct_register_options_default(&ro);
     ro.threads = o->threads;
@@ -87,7 +88,8 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
         fprintf(stderr, "octbench register: %s\n", e.msg);
         goto out;
     }
-    st->snr_one = snr(ref, clean, vol, NULL);
+    if (avg)
+        st->snr_one = snr(ref, clean, vol, NULL);
     for (uint32_t v = 0; v < V; v++) {
         motion_traj t;
         motion_traj_make(&t, c, v + 1);
