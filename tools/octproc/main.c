@@ -69,6 +69,8 @@ static void usage(FILE *f)
             "                     [V][L][N][D] stack (--profile optional: its geometry must\n"
             "                     match and its reg.* values are used); without it REF and\n"
             "                     --input are raw frames processed through --profile\n"
+            "  --set reg.KEY=V    registration values (reg.stripe, reg.search_xy,\n"
+            "                     reg.search_z) as `octctl set` names them\n"
             "\n"
             "Exit status: 0 success, 1 bad input or processing error, 2 usage error.\n");
 }
@@ -245,19 +247,22 @@ int main(int argc, char **argv)
     }
     if (reg_ref || intensity) {
         char emsg[OCT_PATH_MAX + 128];
-        if (!reg_ref || !input || !output || method || nsets) {
+        if (!reg_ref || !input || !output || method) {
             fprintf(stderr, "octproc: --register REF.npy needs --input and --output (and takes no "
-                            "--method/--set); --intensity goes with --register\n");
+                            "--method); --intensity goes with --register\n");
             free(sets);
             return 2;
         }
-        free(sets);
+        int rrc = 1;
         if (make_dirs(output, emsg, sizeof emsg)) {
             fprintf(stderr, "octproc: %s\n", emsg);
-            return 1;
+        } else {
+            octproc_reg_args ra = {reg_ref, input, output, profile_path, intensity, backend, threads,
+                                   sets, nsets};
+            rrc = octproc_register(&ra);
         }
-        octproc_reg_args ra = {reg_ref, input, output, profile_path, intensity, backend, threads};
-        return octproc_register(&ra);
+        free(sets);
+        return rrc;
     }
     if (!profile_path || !input || !output) {
         fprintf(stderr, "octproc: --profile, --input and --output are required\n");

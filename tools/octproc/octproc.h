@@ -12,6 +12,8 @@ typedef struct octproc_reg_args {
     bool intensity;      /* files hold float32 intensity volumes */
     oct_backend backend;
     int threads;
+    char **sets;         /* --set KEY=VALUE assignments (reg.stripe, ...) */
+    int nsets;
 } octproc_reg_args;
 /* Returns the exit status: 0 ok, 1 bad input or failure, 2 usage. DIR exists. */
 int octproc_register(const octproc_reg_args *a);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "oct_config.h"
+#include "oct_control_keys.h"
 #include "oct_register.h"
 #include "octproc.h"
 
@@ -258,10 +259,27 @@ int octproc_register(const octproc_reg_args *a)
                 (unsigned long long)ref.L, (unsigned long long)ref.N, (unsigned long long)ref.D);
         goto out;
     }
+    /* reg.* values: the profile's (or the defaults), then --set */
+    oct_params par;
+    if (prof)
+        par = prof->params;
+    else
+        oct_params_default(&par);
+    if (a->nsets) {
+        oct_control_values cv;
+        memset(&cv, 0, sizeof cv);
+        oct_control_from_params(&cv, &par);
+        for (int i = 0; i < a->nsets; i++)
+            if ((err = oct_control_assign(&cv, a->sets[i], &e))) {
+                fprintf(stderr, "octproc: --set: %s\n", e.msg);
+                rc = 2;
+                goto out;
+            }
+        oct_params_from_control(&par, &cv);
+    }
     oct_register_options o;
     oct_register_options_default(&o);
-    if (prof)
-        oct_register_options_from_params(&o, &prof->params);
+    oct_register_options_from_params(&o, &par);
     o.threads = a->threads;
     if ((err = oct_register_create(&r, (uint32_t)ref.L, (uint32_t)ref.N, (uint32_t)ref.D, &o, a->backend, &e)) ||
         (err = oct_register_set_reference(r, ref.v, &e)) ||
