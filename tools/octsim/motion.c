@@ -39,10 +39,11 @@ static void usage(FILE *f)
             "Motion per volume (px): constant offset in [-offset, offset] and a drift of up\n"
             "to --drift over the volume in x, y, z; tremor: sinusoids of periods 10-40\n"
             "lines, amplitude --tremor in x and y; axial pulse --axial in z; K saccades:\n"
-            "steps of --saccade-size in x/y lasting --saccade-lines lines.\n"
+            "steps of --saccade-size in x/y lasting --saccade-lines lines.  Noise is\n"
+            "multiplicative: v (1 + F g), g standard normal; --grain is the speckle size\n"
+            "(sigma of the blur of the sample's complex field, px).\n"
             "Defaults: 128 x 128 x 128, V 10, drift 4, tremor 0.3, axial 1, saccades 1,\n"
-            "size 10, lines 2, offset 2, noise 0.5 (of the mean tissue intensity), grain\n"
-            "1.2, seed 1.\n");
+            "size 10, lines 2, offset 2, noise 0.3, grain 1.5, seed 1.\n");
 }
 
 static int save(const char *dir, const char *name, int nd, const uint64_t *shape, const float *v)
