@@ -384,6 +384,8 @@ static bool path_applies(const octd *d)
 {
     if (!d->eng || !d->ring || d->error_state || !geom_same(&d->eng_geom, &d->ring_geom))
         return false;
+    if (d->rec) /* recording takes frames from process_frame() (record.c) */
+        return false;
     return oct_engine_depth(d->eng) > 1 || zero_copy_forced();
 }
 

@@ -65,6 +65,9 @@ typedef struct octd {
 
     uint64_t last_status_ns, last_watchdog_ns;
 
+    struct octd_rec *rec;      /* recording in progress (record.c), NULL when none */
+    const oct_control_values *cmd_args; /* the generation of the command being handled */
+
     struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
 } octd;
 
