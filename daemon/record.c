@@ -194,18 +194,19 @@ static herr_t h5_append_1d(hid_t ds, hid_t memtype, uint64_t n, const void *v)
     return rc;
 }
 
-static void h5_cut(hid_t ds, uint64_t rows)
+static bool h5_cut(hid_t ds, uint64_t rows)
 {
     if (ds < 0)
-        return;
+        return true;
     hid_t sp = H5Dget_space(ds);
     hsize_t dims[4];
     int nd = H5Sget_simple_extent_dims(sp, dims, NULL);
     H5Sclose(sp);
     if (nd > 0 && dims[0] > rows) {
         dims[0] = rows;
-        H5Dset_extent(ds, dims);
+        return H5Dset_extent(ds, dims) >= 0;
     }
+    return true;
 }
 
 static hid_t sample_h5_type(uint32_t t)
@@ -319,16 +320,16 @@ static void finalize(octd_rec *r)
     uint64_t n = LOAD64(r->written);
     /* the reserve goes first: its space is what HDF5's metadata needs */
     unlinkat(r->dirfd, r->reserve, 0);
+    bool cut = true;
     if (r->failed) {
-        h5_cut(r->raw, n);
-        h5_cut(r->fid, n);
-        h5_cut(r->tacq, n);
+        cut = h5_cut(r->raw, n) & h5_cut(r->fid, n) & h5_cut(r->tacq, n);
         for (int i = 0; i < r->ntopics; i++)
-            h5_cut(r->topics[i].dset, n);
+            cut &= h5_cut(r->topics[i].dset, n);
     }
     pthread_mutex_lock(&r->mu);
-    char reason[128];
-    snprintf(reason, sizeof reason, "%s", r->message[0] ? r->message : "completed");
+    char reason[256];
+    snprintf(reason, sizeof reason, "%s%s", r->message[0] ? r->message : "completed",
+             cut ? "" : " (datasets not cut back: rows past the attribute frames are empty)");
     pthread_mutex_unlock(&r->mu);
     h5_attr_u64(r->file, "frames", n);
     h5_attr_u64(r->file, "dropped", LOAD64(r->dropped));
@@ -541,7 +542,13 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
     snprintf(path, sizeof path, "/proc/self/fd/%d/%s", r->dirfd, r->part);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, once */
     errno = 0;
-    r->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT);
+    /* 1.10 format: extendible datasets get the extensible-array chunk
+     * index, which can be cut back after a failed chunk write (the v1
+     * B-tree of the 1.8 format cannot: "key not found") */
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+    r->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
+    H5Pclose(fapl);
     if (r->file < 0) {
         char why[100];
         h5_reason(why, sizeof why, errno);
