@@ -41,6 +41,11 @@ def _candidates():
         p = root / sub / SONAME
         if p.exists():
             yield str(p)
+    try:  # written by make install: the prefix's lib directory
+        from ._installed import LIBDIR
+        yield os.path.join(LIBDIR, SONAME)
+    except ImportError:
+        pass
     yield SONAME
 
 
