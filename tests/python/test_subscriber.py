@@ -47,3 +47,33 @@ def test_subscriber_vs_octgrab(daemon, tmp_path):
     assert sub.received["bscan/cfd/f32"] >= common
     assert sub.gaps.get("bscan/cfd/f32", 0) == 0
     sub.close()
+
+
+def test_octgrab_record(daemon, tmp_path):
+    from test_engine import _png_gray
+    out = tmp_path / "grab"
+    rec = tmp_path / "grab.h5"
+    r = subprocess.run([os.path.join(BIN, "octgrab"), "--endpoint", daemon.endpoint,
+                        "--topic", "bscan/cfd", "--count", "30", "--timeout", "20", "--quiet",
+                        "--output", str(out), "--record", str(rec)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "recorded 30 images" in r.stdout
+    assert not os.path.exists(str(rec) + ".part")
+    with octd.read_recording(str(rec)) as f:
+        assert f.raw is None and f.attrs["source"] == "octgrab"
+        n = 0
+        for topic in ("bscan/cfd", "bscan/cfd/f32"):
+            ds, idx = f.products[topic], f.index[topic]
+            assert ds.shape[1:] == (129, 32) and len(idx["image_seq"]) == ds.shape[0]
+            n += ds.shape[0]
+            for i, seq in enumerate(idx["image_seq"]):
+                if topic.endswith("f32"):
+                    ref = np.load(out / ("bscan_cfd_f32_%06d.npy" % seq))
+                else:
+                    ref = _png_gray(out / ("bscan_cfd_%06d.png" % seq))
+                assert np.array_equal(ds[i], ref), "%s seq %d" % (topic, seq)
+        assert n == 30
+    r = subprocess.run([os.path.join(BIN, "octgrab"), "--record", str(rec), "--count", "1"],
+                       capture_output=True, text=True, timeout=10)
+    assert r.returncode == 64 and "exists" in r.stderr

@@ -28,7 +28,9 @@ class Recording:
     (topics as published: "bscan/cfd", "enface/msi/f32"); geometry: dict;
     profile: YAML text; control: {key: value} at the start;
     control_changes: [{index, frame_id, generation, values}]; attrs: all
-    attributes (frames, dropped, stop_reason, octd_version, ...).
+    attributes (frames, dropped, stop_reason, octd_version, ...).  Files of
+    `octgrab --record` hold products only, each topic with its own rows:
+    index[topic] = {frame_id, image_seq, t_acq_ns}.
     """
 
     def __init__(self, path: str):
@@ -39,8 +41,10 @@ class Recording:
         self.attrs = {k: (_attr_text(v) if isinstance(v, (bytes, str)) else v)
                       for k, v in f.attrs.items()}
         self.raw = f["raw"] if "raw" in f else None
-        self.frame_id = f["frame_id"][...]
-        self.t_acq_ns = f["t_acq_ns"][...]
+        # octgrab --record files have no frame-wide index: /index/<topic> instead
+        empty = np.zeros(0, np.uint64)
+        self.frame_id = f["frame_id"][...] if "frame_id" in f else empty
+        self.t_acq_ns = f["t_acq_ns"][...] if "t_acq_ns" in f else empty
         self.geometry = _parse_flow(self.attrs.get("geometry", ""))
         self.profile = self.attrs.get("profile", "")
         self.control = dict(l.split("=", 1) for l in self.attrs.get("control", "").splitlines()
@@ -52,6 +56,12 @@ class Recording:
                     t = obj.attrs.get("topic")
                     self.products[_attr_text(t) if t is not None else name] = obj
             f["products"].visititems(visit)
+        # octgrab --record: per topic {frame_id, image_seq, t_acq_ns}
+        self.index: Dict[str, Dict[str, np.ndarray]] = {}
+        for topic, ds in self.products.items():
+            key = "index/" + ds.name[len("/products/"):]
+            if key in f:
+                self.index[topic] = {k: v[...] for k, v in f[key].items()}
         self.control_changes: List[Dict[str, Any]] = []
         if "control_changes" in f:
             g = f["control_changes"]
