@@ -44,7 +44,7 @@ static oct_err assign_lines(oct_control_values *v, const char *text, oct_error *
 }
 
 oct_err oct_proc_open(oct_proc **out, const char *profile, const oct_geometry *g, int backend,
-                      int threads, const char *sets, oct_error *e)
+                      int threads, const char *sets, bool quick_plan, oct_error *e)
 {
     *out = NULL;
     if (!profile)
@@ -97,7 +97,7 @@ oct_err oct_proc_open(oct_proc **out, const char *profile, const oct_geometry *g
     oct_profile_setup(&p->prof, &p->data, &s);
     s.backend = (oct_backend)backend;
     s.threads = threads;
-    s.flags = OCT_SETUP_QUICK_PLAN;
+    s.flags = quick_plan ? OCT_SETUP_QUICK_PLAN : 0;
     if ((err = oct_profile_check(&p->prof, &s, e)))
         goto fail;
     if ((err = oct_engine_create(&p->eng, &s, &p->prof.params, e)))

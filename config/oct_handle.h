@@ -24,9 +24,11 @@ typedef struct oct_proc oct_proc;
  * control assignments, '\n'-separated, may be NULL) and plans an engine for
  * g (NULL: the profile's geometry; OCT_ESTATE when it has none).  When both
  * are given they must agree; the profile's sample_shift is used.
- * backend: 0 auto, 1 cpu, 2 cuda; threads 0 = all cores. */
+ * backend: 0 auto, 1 cpu, 2 cuda; threads 0 = all cores; quick_plan: plan
+ * FFTs without measuring (fast set-up, as octproc for short stacks; else
+ * measured plans as octd and octproc for long stacks). */
 oct_err oct_proc_open(oct_proc **out, const char *profile, const oct_geometry *g, int backend,
-                      int threads, const char *sets, oct_error *e);
+                      int threads, const char *sets, bool quick_plan, oct_error *e);
 void oct_proc_close(oct_proc *p);
 void oct_proc_geometry(const oct_proc *p, oct_geometry *g);
 const char *oct_proc_backend(const oct_proc *p);

@@ -30,7 +30,7 @@ def setup(tmp_path_factory):
 
 def test_engine_matches_reference(setup):
     t, prof, frames = setup
-    eng = octd.Engine(str(prof), backend="cpu")
+    eng = octd.Engine(str(prof), backend="cpu", plan="quick")
     assert eng.backend == "cpu"
     for fr in frames:
         out = eng.process(fr)
@@ -44,7 +44,7 @@ def test_engine_matches_reference(setup):
 
 def test_engine_matches_octproc(setup):
     t, prof, frames = setup
-    eng = octd.Engine(str(prof), backend="cpu")
+    eng = octd.Engine(str(prof), backend="cpu", plan="quick")
     for k, fr in enumerate(frames):
         out = eng.process(fr)
         ref = np.load(t / "out" / ("%06d" % k) / "bscan_cfd.npy")
@@ -101,7 +101,7 @@ def _png_gray(path):
 
 def test_engine_bad_input(setup):
     t, prof, frames = setup
-    eng = octd.Engine(str(prof), backend="cpu")
+    eng = octd.Engine(str(prof), backend="cpu", plan="quick")
     with pytest.raises(ValueError, match="does not match"):
         eng.process(np.zeros((1, 16, 256), np.uint16))
     with pytest.raises(TypeError, match="dtype"):
@@ -109,14 +109,14 @@ def test_engine_bad_input(setup):
     bad = t / "bad.yaml"
     bad.write_text("window: {type: hanning}\n")
     with pytest.raises(octd.OctError, match="window"):
-        octd.Engine(str(bad), backend="cpu")
+        octd.Engine(str(bad), backend="cpu", plan="quick")
 
 
 def test_engine_geometry_from_first_frame(setup):
     t, prof, frames = setup
     p2 = t / "nogeom.yaml"
     p2.write_text("\n".join(l for l in PROFILE.splitlines() if not l.startswith("geometry")))
-    eng = octd.Engine(str(p2), backend="cpu")
+    eng = octd.Engine(str(p2), backend="cpu", plan="quick")
     assert eng.geometry is None
     out = eng.process(frames[0].astype(np.float32))
     assert eng.geometry.samples == 256 and out["bscan/cfd/f32"].shape == (129, 32)

@@ -59,9 +59,9 @@ def test_record_raw_and_products(daemon, tmp_path):
         # with the control values of the generation in effect
         changes = r.control_changes
         assert len(changes) >= 1 and changes[-1]["values"]["display.bscan.brightness"] in ("-10", "-10.0")
-        eng = octd.Engine(daemon.profile, backend="cpu")
+        eng = octd.Engine(daemon.profile, backend="cpu", plan="quick")
         eng_b = octd.Engine(daemon.profile, backend="cpu",
-                            set={"display.bscan.brightness": -10.0})
+                            set={"display.bscan.brightness": -10.0}, plan="quick")
         first_change = changes[-1]["index"]
         for i in range(40):
             e = (eng_b if i >= first_change else eng).process(raw[i])

@@ -67,7 +67,7 @@ def lib() -> ctypes.CDLL:
     P, u32, u64, i32 = ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int
     E = ctypes.POINTER(_Error)
     l.oct_proc_open.argtypes = [ctypes.POINTER(P), ctypes.c_char_p, ctypes.POINTER(Geometry), i32,
-                                i32, ctypes.c_char_p, E]
+                                i32, ctypes.c_char_p, ctypes.c_bool, E]
     l.oct_proc_close.argtypes = [P]
     l.oct_proc_close.restype = None
     l.oct_proc_geometry.argtypes = [P, ctypes.POINTER(Geometry)]

@@ -24,11 +24,16 @@ class Engine:
     indices / the cross-section index; `last_ms` the engine time of the
     last frame.  The engine is planned at the first frame when the profile
     has no geometry.  `set` = control assignments applied over the profile
-    ({"enface.start": 3} or "key=value" lines), as octproc --set.
+    ({"enface.start": 3}), as octproc --set.  plan="measure" (default)
+    times FFT plans at set-up as octd does (seconds, then the fastest
+    engine); plan="quick" sets up at once (octproc for stacks of < 8 frames).
     """
 
     def __init__(self, profile: str, backend: str = "auto", threads: int = 0,
-                 set: Optional[Mapping[str, Any]] = None):
+                 set: Optional[Mapping[str, Any]] = None, plan: str = "measure"):
+        if plan not in ("measure", "quick"):
+            raise ValueError("plan %r: measure or quick" % plan)
+        self.quick_plan = plan == "quick"
         if backend not in BACKENDS:
             raise ValueError("backend %r: auto, cpu or cuda" % backend)
         self.profile = str(profile)
@@ -51,7 +56,7 @@ class Engine:
     def _open(self, g: Optional[_lib.Geometry]) -> None:
         _lib.call(self._l.oct_proc_open, ctypes.byref(self._h), self.profile.encode(),
                   ctypes.byref(g) if g is not None else None, BACKENDS[self.backend_request],
-                  self.threads, self._sets)
+                  self.threads, self._sets, self.quick_plan)
         geo = _lib.Geometry()
         self._l.oct_proc_geometry(self._h, ctypes.byref(geo))
         self.geometry = geo
