@@ -120,3 +120,36 @@ def test_engine_geometry_from_first_frame(setup):
     assert eng.geometry is None
     out = eng.process(frames[0].astype(np.float32))
     assert eng.geometry.samples == 256 and out["bscan/cfd/f32"].shape == (129, 32)
+
+
+CUDA_CHECK = r"""
+import sys, numpy as np, octd
+sys.path.insert(0, sys.argv[2])
+from refs import cfd_bscan, rel_l2, assert_gray_close
+from conftest import make_frames
+try:
+    eng = octd.Engine(sys.argv[1], backend="cuda", plan="quick")
+except octd.OctError as exc:
+    print("NOCUDA", exc)
+    sys.exit(0)
+assert eng.backend == "cuda"
+for fr in make_frames(seed=5, count=3):
+    out = eng.process(fr)
+    I = cfd_bscan(fr, F=4)
+    assert rel_l2(out["bscan/cfd/f32"], I) < 1e-4
+    assert_gray_close(out["bscan/cfd"], I, 1.0, 2.0, -20.0, log=True)
+print("CUDA OK")
+"""
+
+
+def test_engine_cuda(setup):
+    """backend="cuda" against the float64 reference, in a child process (CUDA
+    is never initialised in the test process, which forks octd and octproc)."""
+    import sys
+    t, prof, frames = setup
+    r = subprocess.run([sys.executable, "-c", CUDA_CHECK, str(prof), os.path.dirname(__file__)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    if "NOCUDA" in r.stdout:
+        pytest.skip("no CUDA device: " + r.stdout.strip())
+    assert "CUDA OK" in r.stdout
