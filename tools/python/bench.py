@@ -260,7 +260,8 @@ def main():
     ap.add_argument("--bin", default="bin")
     ap.add_argument("--dir", default="/tmp", help="directory for the recording benchmark")
     ap.add_argument("--backend", default="cpu")
-    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1,
+                    help="engine threads (octproc and Engine; 1: steady on a shared machine)")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--only", default="subscriber,record,engine,dask")
     args = ap.parse_args()
