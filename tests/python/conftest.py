@@ -38,8 +38,9 @@ def make_frames(seed=1234, count=8, shape=(L, N, M)):
 FRAMES = make_frames()
 
 
-def expected_frame(fid):
-    f = FRAMES[fid % len(FRAMES)].copy()
+def expected_frame(fid, frames=None):
+    frames = FRAMES if frames is None else frames
+    f = frames[fid % len(frames)].copy()
     f[0, 0, 0] = fid & 0xFFFF
     return f
 
@@ -56,13 +57,15 @@ products: [bscan, f32]
 
 
 class Daemon:
-    def __init__(self, tmp, tag="a"):
+    def __init__(self, tmp, tag="a", profile=PROFILE, shape=(L, N, M)):
         self.tmp = tmp
         self.prefix = "/octpy%d%s" % (os.getpid(), tag)
+        self.shape = shape
+        self.frames = FRAMES if shape == (L, N, M) else make_frames(seed=4321, shape=shape)
         self.endpoint = "ipc://%s/pub" % tmp
         self.profile = os.path.join(tmp, "profile.yaml")
         with open(self.profile, "w") as f:
-            f.write(PROFILE)
+            f.write(profile)
         self.save_link = os.path.join(tmp, "save")
         os.makedirs(os.path.join(tmp, "disk"))
         os.symlink(os.path.join(tmp, "disk"), self.save_link)
@@ -86,8 +89,8 @@ directory = {self.save_link}
 [log]
 level = info
 """)
-        self.producer = octd.Producer(self.prefix + "-frames", samples=M, ascans=N, lines=L,
-                                      sample_type="u16", slots=64)
+        self.producer = octd.Producer(self.prefix + "-frames", samples=shape[2], ascans=shape[1],
+                                      lines=shape[0], sample_type="u16", slots=64)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._produce, daemon=True)
         self._thread.start()
@@ -113,7 +116,7 @@ level = info
         period = 1.0 / RATE
         t = time.monotonic()
         while not self._stop.is_set():
-            self.producer.write(expected_frame(fid), frame_id=fid)
+            self.producer.write(expected_frame(fid, self.frames), frame_id=fid)
             fid += 1
             t += period
             dt = t - time.monotonic()

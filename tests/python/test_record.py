@@ -136,8 +136,18 @@ def test_record_disk_full(daemon, tmp_path):
         subprocess.run(["umount", "-l", str(mnt)])
 
 
+VOLUME_PROFILE = """geometry: {samples: 128, ascans: 16, lines: 4, sample_type: u16, sample_shift: 0}
+methods: [cfd]
+window: {type: hann}
+freq_cutoff: 2
+enface: {start: 3, step: 20, count: 10}
+products: [enface, confocal, xsec_v, f32]
+"""
+
+
 def test_record_sigterm(tmp_path):
-    d = Daemon(str(tmp_path), tag="t")
+    """A volume recording (raw + 3-D products) ended by SIGTERM: valid file."""
+    d = Daemon(str(tmp_path), tag="t", profile=VOLUME_PROFILE, shape=(4, 16, 128))
     try:
         c = d.control
         path = c.record(raw=True, products=True)
@@ -148,9 +158,18 @@ def test_record_sigterm(tmp_path):
         assert os.listdir(os.path.dirname(final)) == [os.path.basename(final)]
         with octd.read_recording(final) as r:
             n = len(r)
-            assert n >= 10 and r.raw.shape[0] == n and r.products["bscan/cfd"].shape[0] == n
+            assert n >= 10 and r.raw.shape == (n, 4, 16, 128)
             assert r.attrs["stop_reason"] == "octd stopped"
+            assert set(r.products) == {"%s/cfd%s" % (k, s) for k in ("enface", "confocal", "xsec_v")
+                                       for s in ("", "/f32")}
+            en = r.products["enface/cfd"]
+            assert en.shape == (n, 4, 4, 16) and list(en.attrs["indices"]) == [3, 23, 43, 63]
+            assert r.products["xsec_v/cfd/f32"].shape == (n, 65, 4)
+            eng = octd.Engine(d.profile, backend="cpu", plan="quick")
             for i in range(n):
-                assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i])))
+                assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i]), d.frames))
+            e = eng.process(r.raw[n - 1])
+            assert rel_l2(r.products["enface/cfd/f32"][n - 1], e["enface/cfd/f32"]) < 1e-4
+            assert rel_l2(r.products["confocal/cfd/f32"][n - 1], e["confocal/cfd/f32"]) < 1e-4
     finally:
         d.stop()
