@@ -347,6 +347,7 @@ int main(int argc, char **argv)
         char err[512];
         if (!(g->rec = grab_rec_open(record, g->endpoint, err, sizeof err))) {
             fprintf(stderr, "octgrab: %s\n", err);
+            free(g);
             return 64;
         }
     }
