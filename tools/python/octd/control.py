@@ -127,6 +127,17 @@ class Control:
         raise TimeoutError("octd did not answer generation %d within %.1f s"
                            % (gen.value, self.timeout))
 
+    def generation(self) -> int:
+        """The control block's current generation (seq / 2), read directly."""
+        import mmap
+        import os
+        fd = os.open("/dev/shm" + self.name, os.O_RDONLY)
+        try:
+            with mmap.mmap(fd, 4096, mmap.MAP_SHARED, mmap.PROT_READ) as m:
+                return struct.unpack_from("<Q", m, 64)[0] // 2
+        finally:
+            os.close(fd)
+
     # -- status ---------------------------------------------------------
     def status(self) -> Dict[str, Any]:
         """A consistent copy of the status block, parsed (see parse_status)."""
