@@ -591,6 +591,7 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
         goto fail;
     }
     r->thread_started = true;
+    pthread_setname_np(r->thread, "octd-record"); /* top -H; tests find it by name */
     return r;
 oom:
     snprintf(msg, msg_len, "out of memory for %u frame buffers of %zu bytes", r->cap,

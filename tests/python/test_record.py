@@ -173,3 +173,58 @@ def test_record_sigterm(tmp_path):
             assert rel_l2(r.products["confocal/cfd/f32"][n - 1], e["confocal/cfd/f32"]) < 1e-4
     finally:
         d.stop()
+
+
+def test_record_disk_behind_frames_left_out(daemon, tmp_path):
+    """The writer thread frozen (cgroup v1 freezer, that thread only) stands for
+    a disk that falls behind: the queue fills, frames are left out and counted,
+    processing goes on at the same rate, and the file holds the rest."""
+    fz = "/sys/fs/cgroup/freezer"
+    cg = os.path.join(fz, "octpy%d" % os.getpid())
+    try:
+        os.mkdir(cg)
+    except OSError as exc:
+        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    c = daemon.control
+    d = tmp_path / "behind"
+    d.mkdir()
+    daemon.save_to(str(d))
+    try:
+        path = c.record()
+        _wait_frames(c, 3)
+        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
+                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
+                == "octd-record"]
+        assert len(tids) == 1, tids
+        with open(os.path.join(cg, "tasks"), "w") as f:
+            f.write(tids[0])
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        s0 = c.status()
+        deadline = time.monotonic() + 20
+        while c.status()["record_dropped"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s1 = c.status()
+        assert s1["record_dropped"] >= 20, s1
+        assert s1["frames_processed"] - s0["frames_processed"] >= 100  # not held up
+        assert s1["frames_skipped"] == s0["frames_skipped"]
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        s = c.record_stop()
+        assert s["record_state"] == "done"
+        with octd.read_recording(path.replace(daemon.save_link, str(d))) as r:
+            assert len(r) == s["record_frames"] and r.dropped == s["record_dropped"] >= 20
+            fid = r.frame_id.astype(np.int64)
+            assert int(np.sum(np.diff(fid) - 1)) >= 20  # the left-out frames are the gap
+            for i in (0, len(r) // 2, len(r) - 1):
+                assert np.array_equal(r.raw[i], expected_frame(int(fid[i])))
+    finally:
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
