@@ -60,9 +60,20 @@ def test_process_recordings(daemon, recordings, tmp_path):
                 assert np.abs(diff).max() <= 1 and np.count_nonzero(diff) <= diff.size // 100
 
 
-def test_process_recordings_bad_input(daemon, tmp_path):
+def test_process_recordings_bad_input(daemon, recordings, tmp_path):
     import octd.dask as od
+    with pytest.raises(ValueError, match="collide"):
+        od.process_recordings([recordings[0], recordings[0]], daemon.profile, client=None,
+                              output_dir=str(tmp_path))
+    assert os.listdir(tmp_path) == []  # nothing written
     with pytest.raises(FileNotFoundError):
         od.process_recordings([str(tmp_path / "none.h5")], daemon.profile, client=None)
     with pytest.raises(ValueError, match="chunk_frames"):
         od.process_recordings([], daemon.profile, client=None, chunk_frames=0)
+
+
+def test_read_recording_bad_file(tmp_path):
+    p = tmp_path / "x.h5"
+    p.write_bytes(b"not hdf5")
+    with pytest.raises(OSError, match="x.h5: not a readable HDF5 recording"):
+        octd.read_recording(str(p))

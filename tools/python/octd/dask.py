@@ -71,6 +71,8 @@ def process_recordings(paths: Sequence[str], profile: str, client: Any,
     futures = []
     meta: Dict[str, Dict[str, Any]] = {}
     source: Dict[str, str] = {}  # task key -> recording
+    # every input checked before anything is written or submitted
+    plan = []
     for p in paths:
         p = os.path.abspath(p)
         with h5py.File(p, "r") as f:
@@ -78,29 +80,35 @@ def process_recordings(paths: Sequence[str], profile: str, client: Any,
                 raise KeyError("%s: no /raw dataset (a products-only recording cannot be "
                                "reprocessed)" % p)
             n = int(f["raw"].shape[0])
-            fid = f["frame_id"][...]
-            tacq = f["t_acq_ns"][...]
         stem = os.path.basename(p)
         stem = stem[:-3] if stem.endswith(".h5") else stem
         out = os.path.join(output_dir or os.path.dirname(p), stem + ".products.h5")
+        if out in outs:
+            raise ValueError("%s: a second recording named %s (outputs would collide in %s)"
+                             % (p, os.path.basename(p), os.path.dirname(out)))
         outs.append(out)
-        part = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".part")
-        h = h5py.File(part, "w")
-        h["frame_id"] = fid
-        h["t_acq_ns"] = tacq
-        h.attrs["source"] = p
-        h.attrs["profile"] = open(profile).read()
-        meta[p] = {"file": h, "part": part, "out": out, "n": n, "left": 0}
-        for s in range(0, n, chunk_frames):
-            fut = client.submit(process_chunk, p, s, min(n, s + chunk_frames), profile,
-                                backend, threads, sets, pure=False)
-            futures.append(fut)
-            source[fut.key] = p
-            meta[p]["left"] += 1
-        if n == 0:  # nothing to process: an empty products file
-            h.close()
-            os.replace(part, out)
+        plan.append((p, n, out))
+    with open(profile) as f:
+        profile_text = f.read()
     try:
+        for p, n, out in plan:
+            part = os.path.join(os.path.dirname(out), "." + os.path.basename(out) + ".part")
+            h = h5py.File(part, "w")
+            meta[p] = {"file": h, "part": part, "out": out, "n": n, "left": 0}
+            with h5py.File(p, "r") as f:
+                h["frame_id"] = f["frame_id"][...]
+                h["t_acq_ns"] = f["t_acq_ns"][...]
+            h.attrs["source"] = p
+            h.attrs["profile"] = profile_text
+            for s0 in range(0, n, chunk_frames):
+                fut = client.submit(process_chunk, p, s0, min(n, s0 + chunk_frames), profile,
+                                    backend, threads, sets, pure=False)
+                futures.append(fut)
+                source[fut.key] = p
+                meta[p]["left"] += 1
+            if n == 0:  # nothing to process: an empty products file
+                h.close()
+                os.replace(part, out)
         for fut in as_completed(futures):
             start, prods = fut.result()
             m = meta[source[fut.key]]
@@ -116,6 +124,11 @@ def process_recordings(paths: Sequence[str], profile: str, client: Any,
             if m["left"] == 0:
                 h.close()
                 os.replace(m["part"], m["out"])
+    except BaseException:
+        pending = [f for f in futures if not f.done()]
+        if pending:
+            client.cancel(pending)
+        raise
     finally:
         for m in meta.values():
             if m["left"]:

@@ -36,7 +36,12 @@ class Recording:
     def __init__(self, path: str):
         import h5py
         self.path = path
-        self.file = h5py.File(path, "r")
+        try:
+            self.file = h5py.File(path, "r")
+        except FileNotFoundError:
+            raise
+        except OSError as exc:
+            raise OSError("%s: not a readable HDF5 recording (%s)" % (path, exc)) from None
         f = self.file
         self.attrs = {k: (_attr_text(v) if isinstance(v, (bytes, str)) else v)
                       for k, v in f.attrs.items()}
