@@ -351,6 +351,19 @@ static void finalize(octd_rec *r)
         unlinkat(r->dirfd, r->part, 0);
         return;
     }
+    /* on the disk before it gets its final name (a crash then leaves the
+     * .part or the complete file, never a renamed file with lost data) */
+    int fd = openat(r->dirfd, r->part, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int err = errno;
+        if (fd >= 0)
+            close(fd);
+        set_failed(r, "%s: %s", dir_removed(r) ? "save directory removed" : "syncing the file",
+                   strerror(err));
+        unlinkat(r->dirfd, r->part, 0);
+        return;
+    }
+    close(fd);
     if (renameat(r->dirfd, r->part, r->dirfd, r->name) != 0) {
         int err = errno;
         set_failed(r, "%s: %s", dir_removed(r) ? "save directory removed" : "renaming the file",

@@ -107,12 +107,19 @@ def _dd(path, mib):
 
 
 def bench_record(args):
+    for fps in (0, args.record_fps):
+        _bench_record(args, fps)
+
+
+def _bench_record(args, fps):
     t = tempfile.mkdtemp(dir=args.dir, prefix="octd-bench-rec.")
     M, N, L = 2048, 512, 1  # 2 MiB frames
     frame_bytes = M * N * L * 2
     prefix = "/octbench%d" % os.getpid()
     with open(t + "/profile.yaml", "w") as f:
-        f.write(PROFILE.format(M=M, N=N, L=L, products="bscan"))
+        # products: [] - the engine then has nothing to compute, so octd's
+        # loop runs at ring speed and the disk is what limits the recording
+        f.write(PROFILE.format(M=M, N=N, L=L, products=args.record_products))
     os.makedirs(t + "/save")
     with open(t + "/octd.ini", "w") as f:
         f.write(f"""[engine]\nbackend = {args.backend}\nthreads = 0\n[ring]\nframes = {prefix}-frames
@@ -120,8 +127,8 @@ control = {prefix}-control\nstatus = {prefix}-status\npolicy = all\n[publish]
 endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory = {t}/save\n""")
     sim = subprocess.Popen([os.path.join(args.bin, "octsim"), "--ring", prefix + "-frames",
                             "--samples", str(M), "--ascans", str(N), "--lines", str(L),
-                            "--slots", "32"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
+                            "--slots", "32", "--rate", str(fps * N * L)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     log = open(t + "/octd.log", "w")
     d = subprocess.Popen([os.path.join(args.bin, "octd"), "--config", t + "/octd.ini"],
                          stdout=log, stderr=subprocess.STDOUT)
@@ -154,16 +161,17 @@ endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory 
         rec_rate = (s1["frames_processed"] - s0["frames_processed"]) / dt
         rec_skip = (s1["frames_skipped"] - s0["frames_skipped"]) / dt
         written = s1["record_frames"]
-        wbytes = written * frame_bytes
         path = s1["record_file"]
         fsize = os.path.getsize(path)
-        ddr = _dd(t + "/dd.bin", max(64, min(2048, wbytes >> 20)))
-        print("record: %dx%dx%d u16 frames (%.1f MiB), %s backend, %.0f s:" %
-              (L, N, M, frame_bytes / 1048576, args.backend, secs))
+        ddr = _dd(t + "/dd.bin", max(64, min(2048, fsize >> 20)))
+        print("record: %dx%dx%d u16 frames (%.1f MiB), %s, products [%s], %s, %.0f s:" %
+              (L, N, M, frame_bytes / 1048576, args.backend, args.record_products,
+               "octsim unpaced" if not fps else "octsim at %d frames/s (%.0f MB/s)"
+               % (fps, fps * frame_bytes / 1e6), secs))
         print("record:   octd without recording: %.1f frames/s processed, %.1f/s skipped" %
               (base_rate, base_skip))
         print("record:   octd while recording:   %.1f frames/s processed, %.1f/s skipped; "
-              "%d frames written (%.0f MB/s incl. fsync-free close), %d left out (disk)"
+              "%d frames written (%.0f MB/s, fsync at the end included), %d left out (disk)"
               % (rec_rate, rec_skip, written, fsize / dt / 1e6, s1["record_dropped"]))
         print("record:   dd bs=1M conv=fdatasync, same directory: %.0f MB/s -> recording at "
               "%.0f %% of dd" % (ddr / 1e6, 100 * fsize / dt / ddr))
@@ -263,6 +271,10 @@ def main():
     ap.add_argument("--threads", type=int, default=1,
                     help="engine threads (octproc and Engine; 1: steady on a shared machine)")
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--record-fps", type=int, default=30,
+                    help="paced run of the recording benchmark: octsim frames per second")
+    ap.add_argument("--record-products", default="",
+                    help="products of the recording benchmark's profile (default none: raw only)")
     ap.add_argument("--only", default="subscriber,record,engine,dask")
     args = ap.parse_args()
     print("bench: %s, %s, %d CPUs" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
