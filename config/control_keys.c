@@ -17,7 +17,8 @@ static const char *const scale_names[] = {"linear", "log"};
 static const char *const background_names[] = {"none", "reference", "frame_mean", "rolling", "fpn"};
 static const char *const klin_names[] = {"off", "linear", "cubic", "sinc"};
 static const char *const klin_source_names[] = {"poly", "file"};
-static const char *const kind_names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v", "volume"};
+static const char *const kind_names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v", "volume",
+                                         "slab_mean", "slab_max"};
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 enum key_type {

@@ -357,8 +357,8 @@ static oct_err products_list(pctx *x, yaml_node_t *v, const char *path)
     if (err)
         return err;
     /* indices = enum oct_kind; f32 last */
-    static const char *const names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v",
-                                        "volume", "f32", NULL};
+    static const char *const names[] = {"bscan",  "enface",    "confocal", "xsec_h", "xsec_v",
+                                        "volume", "slab_mean", "slab_max", "f32",    NULL};
     uint32_t bits = 0;
     for (int i = 0; i < count; i++) {
         yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);

@@ -41,7 +41,7 @@ bench)
     log bench fp32 "(3xTF32 GEMM, seed baseline, GPU stream)"
     "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --json "$OUT/bench_fp32.json" 2>&1 | tee "$OUT/bench_fp32.log"
     log bench fp32 plain SGEMM
-    OCT_CUDA_SGEMM=1 OCTBENCH_STREAM=0 "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed 2>&1 | tee "$OUT/bench_sgemm.log"
+    OCTBENCH_STREAM=0 "$B/bin/octbench" --backend cuda --gemm sgemm --warmup 3 --reps ${REPS:-20} --no-seed 2>&1 | tee "$OUT/bench_sgemm.log"
     log bench tf32
     OCTBENCH_STREAM=${TF32_STREAM:-0} "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed --precision tf32 2>&1 | tee "$OUT/bench_tf32.log"
     ;;

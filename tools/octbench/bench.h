@@ -23,6 +23,9 @@ typedef struct octbench_opts {
     double seconds;         /* --seconds S measured per phase (0 = default) */
     int policy;             /* --policy all|latest: 1 all, 0 latest, -1 default (all) */
     double rate;            /* --rate FRAMES_PER_S: pace the producer (0 = find it) */
+    /* CUDA tuning of the engine workloads (oct_setup.cuda): --gemm,
+     * --gemm-chunk-mb, --cuda-parts, --c2r-batch */
+    oct_cuda_tuning cuda;
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

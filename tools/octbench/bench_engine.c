@@ -154,6 +154,7 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     su.geom.sample_type = OCT_SAMPLE_U16;
     su.masks = masks, su.mask_count = w.R;
     su.backend = o->backend, su.threads = o->threads, su.precision = o->precision;
+    su.cuda = o->cuda;
     oct_params p;
     oct_params_default(&p);
     p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;
@@ -320,6 +321,7 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     su.geom.sample_type = OCT_SAMPLE_U16;
     su.masks = masks, su.mask_count = w.R;
     su.backend = OCT_BACKEND_CUDA, su.precision = o->precision;
+    su.cuda = o->cuda;
     oct_params p;
     oct_params_default(&p);
     p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;

@@ -56,6 +56,12 @@ static void usage(FILE *f)
             "                           -> subscriber (--only volume|bscan, --seconds S,\n"
             "                           --policy all|latest, --rate FRAMES_PER_S)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
+            "CUDA tuning of the engine workloads (defaults: the engine's own choice):\n"
+            "  --gemm sgemm|3xtf32      fp32 MSI matrix product (default 3xtf32)\n"
+            "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
+            "                           negative = the whole frame in one chunk)\n"
+            "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
+            "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --help                   this text\n");
 }
 
@@ -64,7 +70,8 @@ int main(int argc, char **argv)
     octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
-           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE };
+           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_GEMM, O_CHUNK, O_PARTS,
+           O_C2R };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -73,12 +80,49 @@ int main(int argc, char **argv)
         {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
         {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
-        {"rate", required_argument, 0, O_RATE},
+        {"rate", required_argument, 0, O_RATE},       {"gemm", required_argument, 0, O_GEMM},
+        {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
+        {"cuda-parts", required_argument, 0, O_PARTS},
+        {"c2r-batch", required_argument, 0, O_C2R},
         {0, 0, 0, 0}};
     int c;
     char *end;
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
+        case O_GEMM:
+            if (!strcmp(optarg, "sgemm"))
+                o.cuda.gemm = OCT_CUDA_GEMM_SGEMM;
+            else if (!strcmp(optarg, "3xtf32"))
+                o.cuda.gemm = OCT_CUDA_GEMM_3XTF32;
+            else {
+                fprintf(stderr, "octbench: --gemm %s: must be sgemm or 3xtf32\n", optarg);
+                return 2;
+            }
+            break;
+        case O_CHUNK: {
+            double v = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(v > -1e6 && v < 1e6)) {
+                fprintf(stderr, "octbench: --gemm-chunk-mb %s: not a number of MiB\n", optarg);
+                return 2;
+            }
+            o.cuda.gemm_chunk_mb = v;
+            break;
+        }
+        case O_PARTS:
+        case O_C2R: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || (c == O_PARTS && v > 8) || v > (1ll << 40)) {
+                fprintf(stderr, "octbench: --%s %s: must be %s\n", c == O_PARTS ? "cuda-parts" : "c2r-batch",
+                        optarg, c == O_PARTS ? "in [1, 8]" : "a positive count");
+                return 2;
+            }
+            if (c == O_PARTS)
+                o.cuda.parts = (int)v;
+            else
+                o.cuda.c2r_batch = v;
+            break;
+        }
         case O_BACKEND:
             if (!strcmp(optarg, "auto"))
                 o.backend = OCT_BACKEND_AUTO;

@@ -50,7 +50,8 @@ static void usage(FILE *f)
             "  cms: {calibration: cal.npy, depths: [z1, z2, ...], grid: {start, step, count}}\n"
             "\n"
             "Files per frame, for each method (cfd, msi, cms) and product of the profile:\n"
-            "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v)\n"
+            "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v,\n"
+            "                             slab_mean, slab_max: depths [slab.start, slab.end))\n"
             "  enface_<method>_<q>.png    one per en-face depth q = 0..Q-1 (indices past the\n"
             "                             last depth are cut; a line says how many were used)\n"
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
@@ -169,6 +170,7 @@ static oct_err write_products(const oct_products *pr, bool want_f32, const char 
 
 int main(int argc, char **argv)
 {
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     const char *profile_path = NULL, *input = NULL, *output = NULL;
     oct_backend backend = OCT_BACKEND_AUTO;
     int threads = 0;
