@@ -321,7 +321,7 @@ static void magnitudes(oct_angio *a, const float *xt, const float *g, float *dst
             fftwf_execute_dft_r2c(a->r2c, in, X);
             float *o = dst + (size_t)j * D;
             for (uint32_t d = 0; d < D; d++)
-                o[d] = d < F ? 0.0f : hypotf(X[d][0], X[d][1]);
+                o[d] = d < F ? 0.0f : sqrtf(X[d][0] * X[d][0] + X[d][1] * X[d][1]);
         }
     }
 }

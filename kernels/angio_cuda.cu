@@ -57,6 +57,11 @@ __device__ __forceinline__ float pair_c(float a, float b)
     return den > 0.0f ? 2.0f * a * b / den : 1.0f;
 }
 
+__device__ __forceinline__ float mag(cufftComplex z)
+{
+    return sqrtf(z.x * z.x + z.y * z.y);
+}
+
 __global__ void k_band(const float *__restrict__ x, const float *__restrict__ g,
                        float *__restrict__ out, uint32_t M, size_t S, int K)
 {
@@ -77,7 +82,7 @@ __global__ void k_mag(const cufftComplex *__restrict__ X, float *__restrict__ A,
     if (i >= S * D)
         return;
     uint32_t d = (uint32_t)(i % D);
-    A[i] = d < F ? 0.0f : hypotf(X[i].x, X[i].y);
+    A[i] = d < F ? 0.0f : sqrtf(X[i].x * X[i].x + X[i].y * X[i].y);
 }
 
 /* one thread per pixel (g, n, d) of the chunk */
@@ -140,9 +145,9 @@ __global__ void k_ssada(const cufftComplex *__restrict__ X, uint32_t G, uint32_t
     for (int k = 0; k < K; k++) {
         const cufftComplex *p = X + (size_t)k * band_stride + (size_t)g * R * img + (size_t)n * D + d;
         float c = 0.0f;
-        float prev = d < F ? 0.0f : hypotf(p[0].x, p[0].y);
+        float prev = d < F ? 0.0f : sqrtf(p[0].x * p[0].x + p[0].y * p[0].y);
         for (uint32_t r = 1; r < R; r++) {
-            float cur = d < F ? 0.0f : hypotf(p[r * img].x, p[r * img].y);
+            float cur = d < F ? 0.0f : mag(p[r * img]);
             c += pair_c(prev, cur);
             prev = cur;
         }

@@ -48,7 +48,8 @@ static void usage(FILE *f)
             "                           A-lines/s), bscan-cfd-disp, bscan-cfd-klin-disp,\n"
             "                           bscan-cms, volume-cms, volume-cfd-rolling,\n"
             "                           volume-cfd-fpn), a group (li, issue7) or a part\n"
-            "                           (engine, ipc, e2e)\n"
+            "                           (engine, ipc, e2e); angio (issue 18: angio-bscan,\n"
+            "                           angio-align, angio-volume, angio-physics)\n"
             "  --quick                  small sizes, few reps (smoke test)\n"
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
@@ -211,6 +212,8 @@ int main(int argc, char **argv)
     /* Alone, so that octd is forked before this process initialises CUDA. */
     if (o.e2e)
         return octbench_e2e(&o) ? 1 : 0;
+    if (o.only && !strncmp(o.only, "angio", 5)) /* issue 18, bench_angio.c */
+        return octbench_angio(&o) ? 1 : 0;
     int rc = 0;
     bool only_ipc = o.only && !strcmp(o.only, "ipc"), only_e2e = o.only && !strcmp(o.only, "e2e");
     if (!only_ipc && !only_e2e && octbench_engine(&o))

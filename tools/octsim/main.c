@@ -33,6 +33,7 @@ static void usage_main(FILE *f)
         "       octsim masks --cms --samples M [--depths Z1,Z2,...] --output CAL.npy\n"
         "                    [--klin-out POS.npy] [--yaml SNIPPET.yaml] [--grid-count R]\n"
         "       octsim replay FILE.npy [--ring NAME] [--rate ...] [--loop] [--shift S]\n"
+        "       octsim flow --samples M --ascans N --positions G --repeats R --output F.npy\n"
         "\n"
         "Creates the frame ring NAME (default %s) and writes simulated frames of\n"
         "L lines x N A-scans x M samples: a swept-source interferogram (Gaussian\n"
@@ -598,8 +599,12 @@ out:
     return rc;
 }
 
+int octsim_cmd_flow(int argc, char **argv); /* flow_cmd.c */
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "flow"))
+        return octsim_cmd_flow(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "masks"))
         return cmd_masks(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "replay"))
