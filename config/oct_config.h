@@ -68,6 +68,8 @@ typedef struct oct_profile {
     char source_path[OCT_PATH_MAX];
     bool has_geometry;           /* geometry: given in the profile */
     oct_geometry geom;
+    uint32_t repeats;            /* geometry.repeats R (SPEC 10.3): lines per B-scan
+                                    position, 1 = none; lines is a multiple of R */
     oct_params params;           /* initial control values */
     /* MSI masks */
     char masks_path[OCT_PATH_MAX];  /* resolved; "" = none */

@@ -308,6 +308,8 @@ static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key,
         return OCT_OK;
     }
     case 4: err = get_int(x, v, path, 0, 15, &n); g->sample_shift = (uint32_t)n; return err;
+    /* 64 = OCT_ANGIO_REPEATS_MAX (angio.h); lines % R is checked with the whole map */
+    case 5: err = get_int(x, v, path, 1, 64, &n); x->p->repeats = (uint32_t)n; return err;
     }
     return OCT_OK;
 }
@@ -685,11 +687,12 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     switch (k) {
     case T_GEOMETRY: {
         static const char *const keys[] = {"samples", "ascans", "lines", "sample_type",
-                                           "sample_shift", NULL};
+                                           "sample_shift", "repeats", NULL};
         geom_seen gs = {0};
         oct_geometry *g = &x->p->geom;
         memset(g, 0, sizeof *g);
         g->sample_type = OCT_SAMPLE_U16;
+        x->p->repeats = 1;
         oct_err err = walk_map(x, v, path, keys, geometry_pair, &gs);
         if (err)
             return err;
@@ -699,6 +702,11 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         oct_error ge;
         if (oct_geometry_check(g, &ge))
             return pfail(x, v, OCT_EINVAL, path, "%s", ge.msg);
+        if (g->lines % x->p->repeats)
+            return pfail(x, v, OCT_EINVAL, "geometry.repeats",
+                         "%u does not divide geometry.lines = %u (a frame holds lines/repeats "
+                         "B-scan positions of repeats lines each)",
+                         x->p->repeats, g->lines);
         x->p->has_geometry = true;
         return OCT_OK;
     }
@@ -889,6 +897,7 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
         return oct_error_set(e, OCT_ENOMEM, "%s: out of memory", name);
     snprintf(tmp->source_path, sizeof tmp->source_path, "%s", name);
     oct_params_default(&tmp->params);
+    tmp->repeats = 1;
     tmp->masks_type = OCT_SAMPLE_F32;
     tmp->cms_type = OCT_SAMPLE_F32;
     tmp->cms_step = 1.0;

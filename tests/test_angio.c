@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "angio.h"
+#include "oct_config.h"
 #include "oct_ipc.h"
 #include "lib/testutil.h"
 #include "../tools/octsim/flow.h"
@@ -666,6 +667,37 @@ START_TEST(t_flow_errors)
 }
 END_TEST
 
+/* ---- profile: geometry.repeats ---------------------------------------------------- */
+
+START_TEST(t_profile_repeats)
+{
+    oct_profile *p = calloc(1, sizeof *p);
+    oct_error e = {{0}};
+    const char *ok = "geometry: {samples: 256, ascans: 10, lines: 8, repeats: 4}\n";
+    ck_assert_msg(oct_profile_parse(p, ok, strlen(ok), "a.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(p->repeats, 4);
+    const char *none = "geometry: {samples: 256, ascans: 10, lines: 8}\n";
+    ck_assert_msg(oct_profile_parse(p, none, strlen(none), "a.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(p->repeats, 1);
+    const char *nogeom = "freq_cutoff: 2\n";
+    ck_assert_msg(oct_profile_parse(p, nogeom, strlen(nogeom), "a.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_uint_eq(p->repeats, 1);
+    const char *bad = "freq_cutoff: 2\ngeometry:\n  samples: 256\n  ascans: 10\n  lines: 6\n"
+                      "  repeats: 4\n";
+    ck_assert_int_eq(oct_profile_parse(p, bad, strlen(bad), "b.yaml", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "b.yaml:") && strstr(e.msg, "geometry.repeats") &&
+                      strstr(e.msg, "lines = 6"),
+                  "%s", e.msg);
+    const char *zero = "geometry: {samples: 256, ascans: 10, lines: 8, repeats: 0}\n";
+    ck_assert_int_eq(oct_profile_parse(p, zero, strlen(zero), "c.yaml", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "repeats"), "%s", e.msg);
+    const char *big = "geometry: {samples: 256, ascans: 10, lines: 130, repeats: 65}\n";
+    ck_assert_int_eq(oct_profile_parse(p, big, strlen(big), "c.yaml", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "repeats"), "%s", e.msg);
+    free(p);
+}
+END_TEST
+
 /* ---- CUDA ------------------------------------------------------------------------ */
 
 static char g_skip[600];
@@ -761,6 +793,7 @@ int main(void)
     tcase_add_test(tc, t_align_identity);
     tcase_add_test(tc, t_flow_physics);
     tcase_add_test(tc, t_flow_errors);
+    tcase_add_test(tc, t_profile_repeats);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("cuda");
     tcase_set_timeout(tg, 120);
