@@ -217,6 +217,20 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
                                      oct_method_name(m), d0, d1);
         }
     }
+    /* angiography (SPEC 10.3; angio.h has the same limits) */
+    if (p->angio_metrics & ~0x1fu)
+        return oct_error_set(e, OCT_EINVAL,
+                             "angio.metrics = 0x%x: not a set of struct (0x1), median (0x2), sv "
+                             "(0x4), decor (0x8), ssada (0x10)", p->angio_metrics);
+    if (p->angio_bands < 1 || p->angio_bands > 16)
+        return oct_error_set(e, OCT_EINVAL, "angio.bands = %d: must be in [1, 16]", p->angio_bands);
+    if (!(p->angio_band_width > 0.0f && p->angio_band_width <= 4.0f))
+        return oct_error_set(e, OCT_EINVAL, "angio.band_width = %g: must be in (0, 4]",
+                             (double)p->angio_band_width);
+    if (p->angio_align > 2)
+        return oct_error_set(e, OCT_EINVAL,
+                             "angio.align = %u: must be 0 (off), 1 (axial) or 2 (axial+lateral)",
+                             p->angio_align);
     return OCT_OK;
 }
 
@@ -526,6 +540,19 @@ static oct_err check_finite(const float *a, size_t rows, uint32_t M, const char 
     return OCT_OK;
 }
 
+/* Angiography is a stage of the CPU backend only (so far): refuse it on the
+ * others rather than publish nothing. */
+static oct_err angio_backend_check(const oct_engine *eng, const oct_params *p, oct_error *e)
+{
+    if (eng->ops != &oct_cpu_backend && eng->setup.repeats >= 2 && p->angio_metrics &&
+        (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)))
+        return oct_error_set(e, OCT_EUNSUPPORTED,
+                             "angio.metrics = 0x%x: angiography (geometry.repeats = %u) is made "
+                             "by the cpu backend only in this build (backend %s)",
+                             p->angio_metrics, eng->setup.repeats, eng->ops->name);
+    return OCT_OK;
+}
+
 static oct_err select_backend(oct_engine *eng, oct_error *e)
 {
     oct_backend b = eng->setup.backend;
@@ -631,6 +658,10 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
                                  "cms_step = %g: must be finite and non-zero (cms_count = %u)",
                                  setup->cms_step, RC);
     }
+    if (setup->repeats > 1 && (setup->repeats > 64 || g->lines % setup->repeats))
+        return oct_error_set(e, OCT_EINVAL,
+                             "geometry.repeats = %u: must be at most 64 and divide geometry.lines "
+                             "= %u", setup->repeats, g->lines);
     err = params_check_full(params, setup, setup->reference != NULL, e);
     if (err)
         return err;
@@ -689,7 +720,7 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         }
         memcpy(eng->reference, setup->reference, sizeof(float) * M);
     }
-    if ((err = select_backend(eng, e)))
+    if ((err = select_backend(eng, e)) || (err = angio_backend_check(eng, params, e)))
         goto fail;
     if ((err = oct_plan_build(eng, params, NULL, &eng->plan, e)))
         goto fail;
@@ -733,6 +764,8 @@ oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_err
     if (!eng || !params)
         return oct_error_set(e, OCT_EINVAL, "oct_engine_set_params: NULL argument");
     oct_err err = params_check_full(params, &eng->setup, eng->reference != NULL, e);
+    if (!err)
+        err = angio_backend_check(eng, params, e);
     if (err)
         return err;
     /* The new plan shares every array whose inputs did not change; on any

@@ -21,6 +21,7 @@
 
 #include "angio.h"
 #include "oct_config.h"
+#include "oct_engine.h"
 #include "oct_ipc.h"
 #include "lib/testutil.h"
 #include "../tools/octsim/flow.h"
@@ -698,6 +699,149 @@ START_TEST(t_profile_repeats)
 }
 END_TEST
 
+/* ---- in the engine (CPU backend) ----------------------------------------------- */
+
+/* x~ of every spectrum of a u16 frame, from the SPEC: (v >> shift), minus the
+ * frame mean (double) when asked, times the Hann window (double). */
+static float *ref_preprocess(const uint16_t *f, const oct_geometry *g, bool frame_mean)
+{
+    const uint32_t M = g->samples;
+    const size_t S = (size_t)g->ascans * g->lines;
+    double *mean = calloc(M, sizeof(double));
+    if (frame_mean)
+        for (size_t j = 0; j < S; j++)
+            for (uint32_t n = 0; n < M; n++)
+                mean[n] += (double)(f[j * M + n] >> g->sample_shift) / S;
+    float *x = malloc(sizeof(float) * S * M);
+    for (size_t j = 0; j < S; j++)
+        for (uint32_t n = 0; n < M; n++)
+            x[j * M + n] = (float)((0.5 - 0.5 * cos(2 * M_PI * n / (M - 1))) *
+                                   ((f[j * M + n] >> g->sample_shift) - mean[n]));
+    free(mean);
+    return x;
+}
+
+START_TEST(t_engine)
+{
+    /* G = 1 (one B-scan group, [D][N]) and G = 3 ([G][N][D]), R odd and even */
+    static const struct { uint32_t M, N, R, G; bool mean; } ec[] = {
+        {256, 9, 4, 1, false}, {128, 7, 3, 3, true}, {256, 5, 2, 2, true}};
+    for (size_t ci = 0; ci < sizeof ec / sizeof ec[0]; ci++) {
+        const uint32_t M = ec[ci].M, N = ec[ci].N, R = ec[ci].R, G = ec[ci].G, D = M / 2 + 1;
+        oct_setup su;
+        oct_setup_default(&su);
+        su.geom = (oct_geometry){M, N, R * G, OCT_SAMPLE_U16, 2};
+        su.backend = OCT_BACKEND_CPU;
+        su.flags = OCT_SETUP_QUICK_PLAN;
+        su.threads = 2;
+        su.repeats = R;
+        oct_params p;
+        oct_params_default(&p);
+        p.freq_cutoff = 3;
+        p.background = ec[ci].mean ? OCT_BG_FRAME_MEAN : OCT_BG_NONE;
+        p.angio_metrics = OCT_ANGIO_METRICS_ALL;
+        p.angio_bands = 3;
+        p.angio_band_width = 1.3f;
+        p.products |= OCT_PRODUCT_F32;
+        oct_engine *eng;
+        oct_error e = {{0}};
+        ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
+        size_t bytes;
+        uint16_t *frame = tu_frame_random(&su.geom, 900 + ci, &bytes);
+        oct_products *out = oct_products_create();
+        ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
+        float *x = ref_preprocess(frame, &su.geom, ec[ci].mean);
+        ref_case rc = {M, N, R, 3, 3, 1.3};
+        const size_t img = (size_t)N * D;
+        double *ref[OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * R * img);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            ref[m] = malloc(sizeof(double) * img * G);
+        for (uint32_t g = 0; g < G; g++) {
+            double *rg[OCT_ANGIO_M_COUNT];
+            for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+                rg[m] = ref[m] + g * img;
+            ref_all(&rc, x + (size_t)g * R * N * M, rg, A);
+        }
+        float *got = malloc(sizeof(float) * img * G);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+            const oct_image *im = &out->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
+            ck_assert_msg(im->present && im->f32 && im->u8, "%s not present", oct_angio_metric_name(m));
+            if (G == 1) {
+                ck_assert(im->ndim == 2 && im->shape[0] == D && im->shape[1] == N);
+                for (uint32_t n = 0; n < N; n++)
+                    for (uint32_t d = 0; d < D; d++)
+                        got[(size_t)n * D + d] = im->f32[(size_t)d * N + n];
+            } else {
+                ck_assert(im->ndim == 3 && im->shape[0] == G && im->shape[1] == N &&
+                          im->shape[2] == D);
+                memcpy(got, im->f32, sizeof(float) * img * G);
+            }
+            char what[96], msg[512];
+            snprintf(what, sizeof what, "engine %s/cfd M=%u N=%u R=%u G=%u",
+                     oct_kind_name(OCT_KIND_ANGIO_FIRST + m), M, N, R, G);
+            uint32_t shape[3] = {G, N, D};
+            ck_assert_msg(tu_check_f32(what, got, ref[m], img * G, 3, shape, TU_TOL_FP32, msg,
+                                       sizeof msg),
+                          "%s", msg);
+            free(ref[m]);
+        }
+        ck_assert_str_eq(oct_kind_name(OCT_KIND_SSADA), "ssada");
+        ck_assert_int_eq(oct_kind_class(OCT_KIND_DECOR), OCT_CLASS_BSCAN);
+        /* live change: only decor; the others are no longer produced */
+        p.angio_metrics = OCT_ANGIO_DECOR;
+        ck_assert_msg(oct_engine_set_params(eng, &p, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
+        ck_assert(out->img[OCT_METHOD_CFD][OCT_KIND_DECOR].present);
+        ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_SSADA].present);
+        ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_STRUCT].present);
+        /* bad values are refused by name, the old ones stay */
+        p.angio_bands = 0;
+        ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
+        ck_assert_msg(strstr(e.msg, "angio.bands = 0"), "%s", e.msg);
+        p.angio_bands = 3;
+        p.angio_metrics = 0x40;
+        ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
+        ck_assert_msg(strstr(e.msg, "angio.metrics"), "%s", e.msg);
+        free(got);
+        free(A);
+        free(x);
+        free(frame);
+        oct_products_destroy(out);
+        oct_engine_destroy(eng);
+    }
+}
+END_TEST
+
+START_TEST(t_engine_errors)
+{
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom = (oct_geometry){256, 4, 8, OCT_SAMPLE_U16, 0};
+    su.backend = OCT_BACKEND_CPU;
+    su.flags = OCT_SETUP_QUICK_PLAN;
+    su.repeats = 3;
+    oct_params p;
+    oct_params_default(&p);
+    oct_engine *eng = NULL;
+    oct_error e = {{0}};
+    ck_assert_int_eq(oct_engine_create(&eng, &su, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "geometry.repeats = 3") && strstr(e.msg, "8"), "%s", e.msg);
+    /* no repeats: angio.metrics makes nothing (no group) */
+    su.repeats = 0;
+    p.angio_metrics = OCT_ANGIO_METRICS_ALL;
+    ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
+    size_t bytes;
+    void *frame = tu_frame_random(&su.geom, 4, &bytes);
+    oct_products *out = oct_products_create();
+    ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
+    for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
+        ck_assert(!out->img[OCT_METHOD_CFD][k].present);
+    free(frame);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
+}
+END_TEST
+
 /* ---- CUDA ------------------------------------------------------------------------ */
 
 static char g_skip[600];
@@ -794,6 +938,8 @@ int main(void)
     tcase_add_test(tc, t_flow_physics);
     tcase_add_test(tc, t_flow_errors);
     tcase_add_test(tc, t_profile_repeats);
+    tcase_add_test(tc, t_engine);
+    tcase_add_test(tc, t_engine_errors);
     suite_add_tcase(s, tc);
     TCase *tg = tcase_create("cuda");
     tcase_set_timeout(tg, 120);
