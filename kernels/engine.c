@@ -222,15 +222,19 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
         return oct_error_set(e, OCT_EINVAL,
                              "angio.metrics = 0x%x: not a set of struct (0x1), median (0x2), sv "
                              "(0x4), decor (0x8), ssada (0x10)", p->angio_metrics);
-    if (p->angio_bands < 1 || p->angio_bands > 16)
-        return oct_error_set(e, OCT_EINVAL, "angio.bands = %d: must be in [1, 16]", p->angio_bands);
-    if (!(p->angio_band_width > 0.0f && p->angio_band_width <= 4.0f))
-        return oct_error_set(e, OCT_EINVAL, "angio.band_width = %g: must be in (0, 4]",
-                             (double)p->angio_band_width);
-    if (p->angio_align > 2)
-        return oct_error_set(e, OCT_EINVAL,
-                             "angio.align = %u: must be 0 (off), 1 (axial) or 2 (axial+lateral)",
-                             p->angio_align);
+    /* the band and alignment values matter (and are checked) only when a
+     * metric is asked for: blocks of writers that predate them hold zeros */
+    if (p->angio_metrics) {
+        if (p->angio_bands < 1 || p->angio_bands > 16)
+            return oct_error_set(e, OCT_EINVAL, "angio.bands = %d: must be in [1, 16]", p->angio_bands);
+        if (!(p->angio_band_width > 0.0f && p->angio_band_width <= 4.0f))
+            return oct_error_set(e, OCT_EINVAL, "angio.band_width = %g: must be in (0, 4]",
+                                 (double)p->angio_band_width);
+        if (p->angio_align > 2)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "angio.align = %u: must be 0 (off), 1 (axial) or 2 (axial+lateral)",
+                                 p->angio_align);
+    }
     return OCT_OK;
 }
 
