@@ -386,7 +386,11 @@ struct SinkTable {
     const int *eidx;            /* en-face depths (device) */
     SinkRow row[OCT_KIND_COUNT];
 };
-enum { SINK_TABLES = OCT_ENGINE_DEPTH_MAX * OCT_METHOD_COUNT };
+/* Constant memory is per device, not per engine: each engine takes one of
+ * SINK_ENGINES ranges of tables (slot-major, then method) at create. */
+enum { SINK_ENGINES = 8, SINK_PER_ENGINE = OCT_ENGINE_DEPTH_MAX * OCT_METHOD_COUNT,
+       SINK_TABLES = SINK_ENGINES * SINK_PER_ENGINE };
+static_assert(sizeof(SinkTable) * SINK_TABLES <= 60 * 1024, "the sink tables must fit constant memory");
 __constant__ SinkTable c_sink[SINK_TABLES];
 
 enum { MODE_ALL = 0, MODE_SUB = 1, MODE_XS = 2 };

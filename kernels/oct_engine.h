@@ -183,7 +183,9 @@ void oct_params_default(oct_params *p);
 
 /* Validates a whole set of values against a geometry and what the engine was
  * set up with (mask_count: R, 0 = no masks; have_reference).  Every rule of
- * SPEC 3.2/2 is checked; the message names the field and the allowed range. */
+ * SPEC 3.2/2 is checked; the message names the operator key (SPEC 10.1:
+ * "window: tukey parameter 1.5 is outside [0, 1]", "enface.step: 0 must be
+ * >= 1") and the allowed range. */
 oct_err oct_params_validate(const oct_params *p, const oct_geometry *g,
                             uint32_t mask_count, bool have_reference, oct_error *e);
 struct oct_setup;

@@ -237,7 +237,8 @@ static void fixture_make(fixture *f, const tcase_cfg *c, uint64_t seed)
         p->contrast[k] = p->scale == OCT_SCALE_LOG ? 3.0f : 1.0f;
         p->brightness[k] = p->scale == OCT_SCALE_LOG ? -200.0f : 2.0f;
     }
-    p->products = 0x3fu | OCT_PRODUCT_F32;
+    p->products = OCT_PRODUCTS_KNOWN; /* every kind, the slabs too, and f32 */
+    p->slab_start = 1, p->slab_end = 12; /* inside D of every configuration (R >= 16) */
 }
 
 static void fixture_free(fixture *f)

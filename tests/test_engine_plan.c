@@ -12,6 +12,9 @@
 
 #include "engine_internal.h"
 
+/* test_failed_prepare_resyncs also runs on CUDA (OCT_TEST_BACKEND=cuda). */
+static oct_backend g_backend = OCT_BACKEND_CPU;
+
 static float *masks_for(uint32_t R, uint32_t M)
 {
     float *m = malloc(sizeof(float) * R * M);
@@ -30,7 +33,7 @@ static oct_engine *engine_for(uint32_t M, uint32_t N, uint32_t L, uint32_t R, co
     oct_setup s;
     oct_setup_default(&s);
     s.geom = (oct_geometry){M, N, L, OCT_SAMPLE_U16, 0};
-    s.backend = OCT_BACKEND_CPU;
+    s.backend = g_backend;
     s.threads = 1;
     s.flags = OCT_SETUP_QUICK_PLAN;
     *masks = R ? masks_for(R, M) : NULL;
@@ -310,8 +313,134 @@ START_TEST(test_failed_plan_keeps_previous)
 }
 END_TEST
 
+/* A backend whose prepare did its work for the new plan and then failed:
+ * the engine keeps its plan, and the backend, comparing generations at the
+ * next frame, goes back to it (the same bytes as before the attempt). */
+static oct_err (*real_prepare)(oct_engine *, const oct_plan *, oct_error *);
+static oct_err failing_prepare(oct_engine *eng, const oct_plan *plan, oct_error *e)
+{
+    oct_err err = real_prepare(eng, plan, e);
+    if (err)
+        return err;
+    return oct_error_set(e, OCT_EDEVICE, "injected: prepare failed after its work");
+}
+
+/* Two engines (fresh vs changed): float32 within 1e-6 relative L2 (the GPU
+ * may sum in another order), gray levels within one. */
+static bool close_products(const oct_products *a, const oct_products *b)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *x = &a->img[m][k], *y = &b->img[m][k];
+            if (x->present != y->present || (x->present && x->count != y->count))
+                return false;
+            if (!x->present)
+                continue;
+            double num = 0, den = 0;
+            for (size_t i = 0; i < x->count; i++) {
+                double d = (double)x->f32[i] - y->f32[i];
+                num += d * d, den += (double)x->f32[i] * x->f32[i];
+                if (abs((int)x->u8[i] - (int)y->u8[i]) > 1)
+                    return false;
+            }
+            if (num > 1e-12 * den)
+                return false;
+        }
+    return true;
+}
+
+static bool same_products(const oct_products *a, const oct_products *b)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *x = &a->img[m][k], *y = &b->img[m][k];
+            if (x->present != y->present)
+                return false;
+            if (!x->present)
+                continue;
+            if (x->count != y->count || memcmp(x->u8, y->u8, x->count) ||
+                memcmp(x->f32, y->f32, x->count * sizeof(float)))
+                return false;
+        }
+    return true;
+}
+
+START_TEST(test_failed_prepare_resyncs)
+{
+    oct_params p;
+    oct_params_default(&p);
+    p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
+    p.products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) |
+                 OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) | OCT_PRODUCT_F32;
+    p.enface_count = 2, p.lag_lo = -1, p.lag_hi = 1;
+    float *m;
+    oct_engine *eng = engine_for(128, 6, 4, 6, &p, &m);
+    const size_t n = 128 * 6 * 4;
+    uint16_t *f = malloc(n * sizeof(uint16_t));
+    for (size_t i = 0; i < n; i++)
+        f[i] = (uint16_t)(1500 + (i * 7919) % 1000);
+    oct_products *o0 = oct_products_create(), *o1 = oct_products_create();
+    oct_error e = {{0}};
+    ck_assert_msg(oct_engine_process(eng, f, n * 2, o0, &e) == OCT_OK, "%s", e.msg);
+
+    oct_backend_ops ops = *eng->ops;
+    const oct_backend_ops *orig = eng->ops;
+    real_prepare = ops.prepare;
+    ops.prepare = failing_prepare;
+    eng->ops = &ops;
+    oct_params q = p; /* everything the backend derives something from */
+    q.window = OCT_WINDOW_BLACKMAN, q.freq_cutoff = 3, q.lag_lo = -4, q.lag_hi = 2;
+    q.enface_start = 2, q.enface_step = 3, q.xsec_v = 1, q.klin = OCT_KLIN_CUBIC;
+    q.klin_coef[1] = 128, q.products = OCT_PRODUCTS_KNOWN, q.disp_a2 = 4.0f;
+    oct_plan *before = eng->plan;
+    ck_assert_int_eq(oct_engine_set_params(eng, &q, &e), OCT_EDEVICE);
+    ck_assert_ptr_eq(eng->plan, before);
+    ck_assert(!memcmp(oct_engine_params(eng), &p, sizeof p));
+    ck_assert_msg(oct_engine_process(eng, f, n * 2, o1, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(same_products(o0, o1), "after a failed prepare the frame differs");
+
+    /* the same change with a working backend: as a fresh engine with q */
+    eng->ops = orig;
+    ck_assert_msg(oct_engine_set_params(eng, &q, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_engine_process(eng, f, n * 2, o1, &e) == OCT_OK, "%s", e.msg);
+    float *m2;
+    oct_engine *fresh = engine_for(128, 6, 4, 6, &q, &m2);
+    ck_assert_msg(oct_engine_process(fresh, f, n * 2, o0, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(close_products(o0, o1), "set_params after a failed one differs from a fresh engine");
+    ck_assert(o1->img[OCT_METHOD_MSI][OCT_KIND_SLAB_MEAN].present);
+    oct_engine_destroy(fresh);
+    oct_products_destroy(o0);
+    oct_products_destroy(o1);
+    free(f);
+    free(m2);
+    oct_engine_destroy(eng);
+    free(m);
+}
+END_TEST
+
 int main(void)
 {
+    const char *be = getenv("OCT_TEST_BACKEND");
+    if (be && !strcmp(be, "cuda")) { /* the device side of a failed prepare */
+        char name[128];
+        oct_error e = {{0}};
+        if (!oct_cuda_built() || oct_cuda_probe(0, name, sizeof name, &e) != OCT_OK) {
+            printf("SKIP engine_plan on cuda: %s\n", oct_cuda_built() ? e.msg : "CUDA not built in");
+            return 0;
+        }
+        g_backend = OCT_BACKEND_CUDA;
+        Suite *s = suite_create("engine_plan-cuda");
+        TCase *tc = tcase_create("plan");
+        tcase_set_timeout(tc, 120);
+        tcase_add_test(tc, test_failed_prepare_resyncs);
+        suite_add_tcase(s, tc);
+        SRunner *sr = srunner_create(s);
+        srunner_set_fork_status(sr, CK_NOFORK); /* never fork after CUDA was initialised */
+        srunner_run_all(sr, CK_NORMAL);
+        int failed = srunner_ntests_failed(sr);
+        srunner_free(sr);
+        return failed ? 1 : 0;
+    }
     Suite *s = suite_create("engine_plan");
     TCase *tc = tcase_create("plan");
     tcase_add_test(tc, test_kind_table);
@@ -319,6 +448,7 @@ int main(void)
     tcase_add_test(tc, test_cost_model);
     tcase_add_test(tc, test_generations);
     tcase_add_test(tc, test_failed_plan_keeps_previous);
+    tcase_add_test(tc, test_failed_prepare_resyncs);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

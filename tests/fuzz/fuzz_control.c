@@ -178,10 +178,29 @@ static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint3
         return false;
     if (v->xsec_v_index < 0 || (uint32_t)v->xsec_v_index >= g->ascans)
         return false;
+    /* gsc > 0 (SPEC 10.1 rejects a gsc that makes every image black) */
     for (int c = 0; c < 3; c++)
-        if (!isfinite(v->gsc[c]) || !isfinite(v->contrast[c]) || !isfinite(v->brightness[c]))
+        if (!isfinite(v->gsc[c]) || !(v->gsc[c] > 0) || !isfinite(v->contrast[c]) ||
+            !isfinite(v->brightness[c]))
             return false;
-    return (v->products & ~0x13fu) == 0;
+    /* kinds 0..7 (6, 7: slabs) and bit 8 (f32) */
+    if (v->products & ~0x1ffu)
+        return false;
+    /* SPEC 10.2: with a slab asked for on a volume, [start, end) clamped to
+     * [0, D] must not be empty for cfd (D = M/2 + 1) and msi (D = masks) */
+    if (g->lines > 1 && (v->products & 0xc0u)) {
+        const int64_t Ds[2] = {half + 1, masks};
+        for (int m = 0; m < 2; m++) {
+            if (!(v->methods & (1u << m)))
+                continue;
+            int64_t d0 = v->slab_start, d1 = v->slab_end;
+            d0 = d0 < 0 ? 0 : d0 > Ds[m] ? Ds[m] : d0;
+            d1 = d1 < 0 ? 0 : d1 > Ds[m] ? Ds[m] : d1;
+            if (d1 <= d0)
+                return false;
+        }
+    }
+    return true;
 }
 
 /* octctl's view: every key printed by `get` and read back by `set` gives

@@ -36,6 +36,12 @@ test)
     echo "test_engine_api (cuda) exit $?"
     grep -E '^[0-9]+%|SKIP' "$OUT/test_engine_api_cuda.log"
     grep -E ':[EF]:' "$OUT/test_engine_api_cuda.log" | head -20
+    # the planner's failed-prepare re-sync on the device (issue 13)
+    if [ -x "$B/tests/test_engine_plan" ]; then
+        OCT_TEST_BACKEND=cuda "$B/tests/test_engine_plan" >"$OUT/test_engine_plan_cuda.log" 2>&1
+        echo "test_engine_plan (cuda) exit $?"
+        grep -E '^[0-9]+%|SKIP|:[EF]:' "$OUT/test_engine_plan_cuda.log" | head -20
+    fi
     ;;
 bench)
     log bench fp32 "(3xTF32 GEMM, seed baseline, GPU stream)"
