@@ -384,7 +384,7 @@ struct SinkTable {
     int n, D, N, Q;             /* rows, depths, A-scans, en-face depths */
     int h, v;                   /* xsec line / column (gathered rows, MODE_XS) */
     const int *eidx;            /* en-face depths (device) */
-    SinkRow row[OCT_KIND_COUNT];
+    SinkRow row[OCT_KIND_ANGIO_FIRST]; /* GROUP rows (angiography) never come here: refused on CUDA */
 };
 /* Constant memory is per device, not per engine: each engine takes one of
  * SINK_ENGINES ranges of tables (slot-major, then method) at create. */

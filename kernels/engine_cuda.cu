@@ -146,7 +146,7 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         const oct_plan_method *pm = &pl->method[m];
         SinkTable *k = &t[m];
-        k->n = (int)pm->nlayout;
+        k->n = 0;
         k->D = (int)pm->D;
         k->N = s->N;
         k->Q = (int)pl->enface_n[m];
@@ -156,7 +156,13 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
         int per[3] = {0, 0, 0};
         for (uint32_t i = 0; i < pm->nlayout; i++) {
             const oct_layout *r = &pm->layout[i];
-            SinkRow *d = &k->row[i];
+            if (r->select == OCT_SEL_GROUP) /* the engine refuses angiography on CUDA */
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: %s: angiography is not made by this "
+                                     "backend", oct_kind_name(r->kind));
+            if (k->n >= OCT_KIND_ANGIO_FIRST)
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of a method",
+                                     OCT_KIND_ANGIO_FIRST);
+            SinkRow *d = &k->row[k->n++];
             if (r->depths != OCT_DEPTHS_ALL && ++per[r->depths] > SINK_GROUP_MAX)
                 return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of one depth set",
                                      SINK_GROUP_MAX);
