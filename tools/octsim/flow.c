@@ -129,11 +129,11 @@ oct_err sim_flow_frame(const sim_flow *f, void *frame, uint8_t *labels, oct_erro
     if (f->sample_type != OCT_SAMPLE_U16 && f->sample_type != OCT_SAMPLE_F32)
         return oct_error_set(e, OCT_EINVAL, "flow: sample type must be u16 or f32");
     if (!(f->speed >= 0 && f->speed <= 100) || !(f->vessel_rx > 0) || !(f->vessel_rz > 0) ||
-        !(f->noise >= 0) || !(f->shot >= 0))
+        !(f->noise >= 0) || !(f->shot >= 0) || !(fabs(f->motion) <= M / 8.0))
         return oct_error_set(e, OCT_EINVAL,
                              "flow: speed %g (must be in [0, 100]), vessel radii %g, %g (> 0), "
-                             "noise %g (>= 0)",
-                             f->speed, f->vessel_rx, f->vessel_rz, f->noise);
+                             "noise %g, shot %g (>= 0), motion %g (|motion| <= M/8)",
+                             f->speed, f->vessel_rx, f->vessel_rz, f->noise, f->shot, f->motion);
     const uint32_t D = M / 2 + 1;
     const double Dd = M / 2.0;
     /* fringe gain: ~250 counts rms for the column at the centre */
@@ -230,6 +230,13 @@ oct_err sim_flow_frame(const sim_flow *f, void *frame, uint8_t *labels, oct_erro
             for (uint32_t r = 0; r < R; r++) {
                 fftwf_complex *z = Z + (size_t)r * M;
                 fftwf_execute_dft(plan, z, z);
+                if (f->motion != 0 && r > 0) /* every depth b -> b + r*motion: a fringe ramp */
+                    for (uint32_t n = 0; n < M; n++) {
+                        double ph = 2 * M_PI * r * f->motion * n / M;
+                        double c = cos(ph), sn = sin(ph), re = z[n][0], im = z[n][1];
+                        z[n][0] = (float)(re * c - im * sn);
+                        z[n][1] = (float)(re * sn + im * c);
+                    }
                 const size_t j = ((size_t)g * R + r) * N + a; /* spectrum index */
                 uint64_t nk = mix(f->seed ^ 0x5851F42D4C957F2Dull ^ ((uint64_t)j << 16));
                 for (uint32_t n = 0; n < M; n += 2) {

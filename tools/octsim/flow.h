@@ -26,6 +26,8 @@ typedef struct sim_flow {
     double vessel_rz;     /* radius in depth (CFD bins) */
     double noise;         /* read-noise rms in counts (12-bit scale) */
     double shot;          /* shot noise: rms = shot * sqrt(counts) */
+    double motion;        /* bulk axial motion: repeat r lies r * motion CFD bins deeper
+                             (the whole sample; the truth is that of repeat 0) */
     uint64_t seed;
 } sim_flow;
 

@@ -20,14 +20,16 @@ static void usage(FILE *f)
         "usage: octsim flow --samples M --ascans N --positions G --repeats R\n"
         "                   --output FRAME.npy [--truth LABELS.npy] [--speed V]\n"
         "                   [--type u16|f32] [--noise RMS] [--shot F] [--seed S]\n"
-        "                   [--angio DIR]\n"
+        "                   [--motion BINS] [--angio DIR]\n"
         "Writes one frame of G*R lines (B-scan position g, repeat r = line g*R + r)\n"
         "x N A-scans x M samples, shape (G*R, N, M), of a static layered sample\n"
         "with a vessel (a tube along the slow axis, drifting in x) whose scatterers\n"
         "move by V beam widths between repeats (default 1.5; 0 = no flow).  The\n"
         "spectra are linear in k without dispersion (CFD shows depth bin b at b).\n"
         "--truth writes the labels [G][N][M/2+1] u8: 0 empty, 1 static tissue,\n"
-        "2 vessel.  The vessel lies in the depths printed as `slab:`; use them as\n"
+        "2 vessel.  --motion: bulk axial motion, repeat r moved r*BINS CFD bins deeper\n"
+        "(the truth is that of repeat 0; angio.align: axial undoes it).\n"
+        "The vessel lies in the depths printed as `slab:`; use them as\n"
         "slab.start/slab.end for the en-face angiogram.  Feed the ring with\n"
         "`octsim replay FRAME.npy`; a profile needs geometry.repeats: R.\n"
         "--angio DIR: also processes the phantom with the CPU angiography kernels\n"
@@ -207,10 +209,10 @@ int octsim_cmd_flow(int argc, char **argv)
         {"repeats", 1, 0, 'R'}, {"output", 1, 0, 'o'}, {"truth", 1, 0, 't'},
         {"speed", 1, 0, 'v'},   {"type", 1, 0, 'y'},   {"noise", 1, 0, 'n'},
         {"shot", 1, 0, 's'},    {"seed", 1, 0, 'S'},   {"help", 0, 0, 'h'},
-        {"angio", 1, 0, 'A'},
+        {"angio", 1, 0, 'A'},   {"motion", 1, 0, 'z'},
         {0, 0, 0, 0}};
     uint32_t M = 0, N = 0, G = 0, R = 0, type = OCT_SAMPLE_U16;
-    double speed = -1, noise = -1, shot = -1, seed = 1;
+    double speed = -1, noise = -1, shot = -1, seed = 1, motion = 0;
     const char *out = NULL, *truth = NULL, *angio = NULL;
     int c;
     optind = 1;
@@ -223,6 +225,7 @@ int octsim_cmd_flow(int argc, char **argv)
         case 'o': out = optarg; break;
         case 't': truth = optarg; break;
         case 'A': angio = optarg; break;
+        case 'z': if (!num(optarg, &motion)) return bad("--motion", optarg); break;
         case 'v': if (!num(optarg, &speed) || !(speed >= 0 && speed <= 100)) return bad("--speed", optarg); break;
         case 'n': if (!num(optarg, &noise) || !(noise >= 0)) return bad("--noise", optarg); break;
         case 's': if (!num(optarg, &shot) || !(shot >= 0)) return bad("--shot", optarg); break;
@@ -251,6 +254,7 @@ int octsim_cmd_flow(int argc, char **argv)
     if (shot >= 0)
         f.shot = shot;
     f.seed = (uint64_t)seed;
+    f.motion = motion;
     const size_t spectra = (size_t)G * R * N, D = M / 2 + 1;
     void *frame = malloc(spectra * M * oct_sample_size(type));
     uint8_t *lab = truth || angio ? malloc((size_t)G * N * D) : NULL;
