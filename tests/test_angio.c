@@ -697,6 +697,35 @@ START_TEST(t_flow_motion)
     }
     ck_assert_msg(ratio[0] < 2, "unaligned motion, yet vessel/tissue %g", ratio[0]);
     ck_assert_msg(ratio[1] >= 4, "aligned: vessel/tissue %g < 4", ratio[1]);
+    /* the same through the engine (CPU): angio.align reaches the stage */
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom = (oct_geometry){M, N, G * R, OCT_SAMPLE_U16, 0};
+    su.backend = OCT_BACKEND_CPU;
+    su.flags = OCT_SETUP_QUICK_PLAN;
+    su.repeats = R;
+    oct_params p;
+    oct_params_default(&p);
+    p.background = OCT_BG_FRAME_MEAN;
+    p.freq_cutoff = 4;
+    p.products = OCT_PRODUCT_F32;
+    p.angio_metrics = OCT_ANGIO_SSADA;
+    p.angio_align = OCT_ANGIO_ALIGN_AXIAL;
+    oct_engine *eng;
+    ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
+    oct_products *out = oct_products_create();
+    ck_assert_msg(oct_engine_process(eng, frame, sizeof(uint16_t) * (size_t)G * R * N * M, out, &e) ==
+                      OCT_OK,
+                  "%s", e.msg);
+    const oct_image *im = &out->img[OCT_METHOD_CFD][OCT_KIND_SSADA];
+    ck_assert(im->present && im->ndim == 3 && im->shape[0] == G);
+    uint32_t d0, d1;
+    sim_flow_slab(&f, &d0, &d1);
+    sim_flow_score sc;
+    sim_flow_evaluate(lab, im->f32, G, N, D, d0, d1, &sc);
+    ck_assert_msg(sc.ratio >= 4, "engine, aligned: vessel/tissue %g < 4", sc.ratio);
+    oct_products_destroy(out);
+    oct_engine_destroy(eng);
     free(vol);
     free(x);
     free(frame);
