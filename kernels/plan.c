@@ -94,6 +94,17 @@ size_t oct_kind_cap(const oct_geometry *g, uint32_t D, int kind)
     }
 }
 
+size_t oct_kind_cap_setup(const oct_setup *s, int method, uint32_t D, int kind)
+{
+    const oct_kind_info *k = oct_kind_info_of(kind);
+    if (!k || k->frames != OCT_FRAMES_GROUPS)
+        return oct_kind_cap(&s->geom, D, kind);
+    const uint32_t R = s->repeats;
+    if (method != OCT_METHOD_CFD || R < 2 || s->geom.lines % R)
+        return 0;
+    return (size_t)(s->geom.lines / R) * s->geom.ascans * D;
+}
+
 size_t oct_kind_cap_indices(uint32_t D, int kind)
 {
     const oct_kind_info *k = oct_kind_info_of(kind);

@@ -68,6 +68,10 @@ const oct_kind_info *oct_kind_info_of(int kind);
 /* Most pixels / indices a product can take for a geometry and D depths,
  * for any control values (pool sizing). */
 size_t oct_kind_cap(const oct_geometry *g, uint32_t D, int kind);
+/* The same for an engine set-up and method: also the angiography kinds
+ * (GROUP rows: CFD only, setup.repeats >= 2; G*N*D pixels), which
+ * oct_kind_cap leaves out. */
+size_t oct_kind_cap_setup(const oct_setup *s, int method, uint32_t D, int kind);
 size_t oct_kind_cap_indices(uint32_t D, int kind);
 
 /* ---- product layout rows ---------------------------------------------------- */

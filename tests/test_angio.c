@@ -784,24 +784,71 @@ END_TEST
 
 /* ---- in the engine (CPU backend) ----------------------------------------------- */
 
-/* x~ of every spectrum of a u16 frame, from the SPEC: (v >> shift), minus the
- * frame mean (double) when asked, times the Hann window (double). */
-static float *ref_preprocess(const uint16_t *f, const oct_geometry *g, bool frame_mean)
+/* x~ of every spectrum of a u16 or f32 frame, from the SPEC: (v >> shift),
+ * minus the frame mean (double) when asked, times the Hann window (double). */
+static float *ref_preprocess(const void *fr, const oct_geometry *g, bool frame_mean)
 {
     const uint32_t M = g->samples;
     const size_t S = (size_t)g->ascans * g->lines;
-    double *mean = calloc(M, sizeof(double));
+    double *v = malloc(sizeof(double) * S * M), *mean = calloc(M, sizeof(double));
+    for (size_t i = 0; i < S * M; i++)
+        v[i] = g->sample_type == OCT_SAMPLE_F32 ? ((const float *)fr)[i]
+                                                : (double)(((const uint16_t *)fr)[i] >> g->sample_shift);
     if (frame_mean)
         for (size_t j = 0; j < S; j++)
             for (uint32_t n = 0; n < M; n++)
-                mean[n] += (double)(f[j * M + n] >> g->sample_shift) / S;
+                mean[n] += v[j * M + n] / S;
     float *x = malloc(sizeof(float) * S * M);
     for (size_t j = 0; j < S; j++)
         for (uint32_t n = 0; n < M; n++)
-            x[j * M + n] = (float)((0.5 - 0.5 * cos(2 * M_PI * n / (M - 1))) *
-                                   ((f[j * M + n] >> g->sample_shift) - mean[n]));
+            x[j * M + n] = (float)((0.5 - 0.5 * cos(2 * M_PI * n / (M - 1))) * (v[j * M + n] - mean[n]));
     free(mean);
+    free(v);
     return x;
+}
+
+/* Checks the angiography images of out (CFD kinds 8..12) against the
+ * float64 reference of frame x~ (G groups of R x N spectra). */
+static void check_engine_angio(const oct_products *out, const float *x, uint32_t M, uint32_t N,
+                               uint32_t R, uint32_t G, uint32_t F, int K, double width,
+                               const char *who)
+{
+    const uint32_t D = M / 2 + 1;
+    ref_case rc = {M, N, R, F, K, width};
+    const size_t img = (size_t)N * D;
+    double *ref[OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * R * img);
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+        ref[m] = malloc(sizeof(double) * img * G);
+    for (uint32_t g = 0; g < G; g++) {
+        double *rg[OCT_ANGIO_M_COUNT];
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            rg[m] = ref[m] + g * img;
+        ref_all(&rc, x + (size_t)g * R * N * M, rg, A);
+    }
+    float *got = malloc(sizeof(float) * img * G);
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+        const oct_image *im = &out->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
+        ck_assert_msg(im->present && im->f32 && im->u8, "%s: %s not present", who,
+                      oct_angio_metric_name(m));
+        if (G == 1) {
+            ck_assert(im->ndim == 2 && im->shape[0] == D && im->shape[1] == N);
+            for (uint32_t n = 0; n < N; n++)
+                for (uint32_t d = 0; d < D; d++)
+                    got[(size_t)n * D + d] = im->f32[(size_t)d * N + n];
+        } else {
+            ck_assert(im->ndim == 3 && im->shape[0] == G && im->shape[1] == N && im->shape[2] == D);
+            memcpy(got, im->f32, sizeof(float) * img * G);
+        }
+        char what[128], msg[512];
+        snprintf(what, sizeof what, "%s %s/cfd M=%u N=%u R=%u G=%u", who,
+                 oct_kind_name(OCT_KIND_ANGIO_FIRST + m), M, N, R, G);
+        uint32_t shape[3] = {G, N, D};
+        ck_assert_msg(tu_check_f32(what, got, ref[m], img * G, 3, shape, TU_TOL_FP32, msg, sizeof msg),
+                      "%s", msg);
+        free(ref[m]);
+    }
+    free(got);
+    free(A);
 }
 
 START_TEST(t_engine)
@@ -810,7 +857,7 @@ START_TEST(t_engine)
     static const struct { uint32_t M, N, R, G; bool mean; } ec[] = {
         {256, 9, 4, 1, false}, {128, 7, 3, 3, true}, {256, 5, 2, 2, true}};
     for (size_t ci = 0; ci < sizeof ec / sizeof ec[0]; ci++) {
-        const uint32_t M = ec[ci].M, N = ec[ci].N, R = ec[ci].R, G = ec[ci].G, D = M / 2 + 1;
+        const uint32_t M = ec[ci].M, N = ec[ci].N, R = ec[ci].R, G = ec[ci].G;
         oct_setup su;
         oct_setup_default(&su);
         su.geom = (oct_geometry){M, N, R * G, OCT_SAMPLE_U16, 2};
@@ -834,40 +881,7 @@ START_TEST(t_engine)
         oct_products *out = oct_products_create();
         ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
         float *x = ref_preprocess(frame, &su.geom, ec[ci].mean);
-        ref_case rc = {M, N, R, 3, 3, 1.3};
-        const size_t img = (size_t)N * D;
-        double *ref[OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * R * img);
-        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
-            ref[m] = malloc(sizeof(double) * img * G);
-        for (uint32_t g = 0; g < G; g++) {
-            double *rg[OCT_ANGIO_M_COUNT];
-            for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
-                rg[m] = ref[m] + g * img;
-            ref_all(&rc, x + (size_t)g * R * N * M, rg, A);
-        }
-        float *got = malloc(sizeof(float) * img * G);
-        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
-            const oct_image *im = &out->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
-            ck_assert_msg(im->present && im->f32 && im->u8, "%s not present", oct_angio_metric_name(m));
-            if (G == 1) {
-                ck_assert(im->ndim == 2 && im->shape[0] == D && im->shape[1] == N);
-                for (uint32_t n = 0; n < N; n++)
-                    for (uint32_t d = 0; d < D; d++)
-                        got[(size_t)n * D + d] = im->f32[(size_t)d * N + n];
-            } else {
-                ck_assert(im->ndim == 3 && im->shape[0] == G && im->shape[1] == N &&
-                          im->shape[2] == D);
-                memcpy(got, im->f32, sizeof(float) * img * G);
-            }
-            char what[96], msg[512];
-            snprintf(what, sizeof what, "engine %s/cfd M=%u N=%u R=%u G=%u",
-                     oct_kind_name(OCT_KIND_ANGIO_FIRST + m), M, N, R, G);
-            uint32_t shape[3] = {G, N, D};
-            ck_assert_msg(tu_check_f32(what, got, ref[m], img * G, 3, shape, TU_TOL_FP32, msg,
-                                       sizeof msg),
-                          "%s", msg);
-            free(ref[m]);
-        }
+        check_engine_angio(out, x, M, N, R, G, 3, 3, 1.3, "engine");
         ck_assert_str_eq(oct_kind_name(OCT_KIND_SSADA), "ssada");
         ck_assert_int_eq(oct_kind_class(OCT_KIND_DECOR), OCT_CLASS_BSCAN);
         /* live change: only decor; the others are no longer produced */
@@ -885,8 +899,6 @@ START_TEST(t_engine)
         p.angio_metrics = 0x40;
         ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
         ck_assert_msg(strstr(e.msg, "angio.metrics"), "%s", e.msg);
-        free(got);
-        free(A);
         free(x);
         free(frame);
         oct_products_destroy(out);
@@ -991,6 +1003,70 @@ START_TEST(t_cuda)
 }
 END_TEST
 
+/* The CUDA executor's angiography stage against the float64 reference and
+ * the CPU engine (f32 within 1e-4, gray levels within one), one group and
+ * several, u16 and f32 frames; alignment is refused by name there. */
+START_TEST(t_cuda_engine)
+{
+    static const struct { uint32_t M, N, R, G, type; } ec[] = {
+        {256, 9, 4, 1, OCT_SAMPLE_U16}, {128, 7, 3, 3, OCT_SAMPLE_U16}, {512, 20, 4, 5, OCT_SAMPLE_F32}};
+    for (size_t ci = 0; ci < sizeof ec / sizeof ec[0]; ci++) {
+        const uint32_t M = ec[ci].M, N = ec[ci].N, R = ec[ci].R, G = ec[ci].G, D = M / 2 + 1;
+        oct_setup su;
+        oct_setup_default(&su);
+        su.geom = (oct_geometry){M, N, R * G, ec[ci].type, 0};
+        su.flags = OCT_SETUP_QUICK_PLAN;
+        su.repeats = R;
+        oct_params p;
+        oct_params_default(&p);
+        p.freq_cutoff = 3;
+        p.background = OCT_BG_FRAME_MEAN;
+        p.angio_metrics = OCT_ANGIO_METRICS_ALL;
+        p.angio_bands = 3;
+        p.angio_band_width = 1.3f;
+        p.products |= OCT_PRODUCT_F32;
+        size_t bytes;
+        void *frame = tu_frame_random(&su.geom, 700 + ci, &bytes);
+        oct_products *out[2];
+        oct_error e = {{0}};
+        for (int b = 0; b < 2; b++) {
+            su.backend = b ? OCT_BACKEND_CUDA : OCT_BACKEND_CPU;
+            oct_engine *eng;
+            ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
+            out[b] = oct_products_create();
+            ck_assert_msg(oct_engine_process(eng, frame, bytes, out[b], &e) == OCT_OK, "%s", e.msg);
+            if (b) {
+                oct_params q = p;
+                q.angio_align = OCT_ANGIO_ALIGN_AXIAL;
+                ck_assert_int_eq(oct_engine_set_params(eng, &q, &e), OCT_EUNSUPPORTED);
+                ck_assert_msg(strstr(e.msg, "angio.align"), "%s", e.msg);
+            }
+            oct_engine_destroy(eng);
+        }
+        float *x = ref_preprocess(frame, &su.geom, true);
+        check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, "cpu engine");
+        check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, "cuda engine");
+        free(x);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+            const oct_image *a = &out[0]->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
+            const oct_image *b = &out[1]->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
+            ck_assert_msg(a->present && b->present && a->count == b->count &&
+                              a->count == (size_t)G * N * D,
+                          "%s: present %d/%d", oct_angio_metric_name(m), a->present, b->present);
+            char what[96], msg[512];
+            snprintf(what, sizeof what, "cuda vs cpu engine %s M=%u R=%u G=%u",
+                     oct_angio_metric_name(m), M, R, G);
+            ck_assert_msg(tu_check_gray_pair(what, b->u8, a->u8, a->count, a->ndim, a->shape, msg,
+                                             sizeof msg),
+                          "%s", msg);
+        }
+        oct_products_destroy(out[0]);
+        oct_products_destroy(out[1]);
+        free(frame);
+    }
+}
+END_TEST
+
 START_TEST(t_cuda_refusal)
 {
     /* without a device or CUDA build: a clean refusal with a message */
@@ -1044,9 +1120,10 @@ int main(void)
 #else
     snprintf(g_skip, sizeof g_skip, "CUDA not built in");
 #endif
-    if (device)
+    if (device) {
         tcase_add_test(tg, t_cuda);
-    else
+        tcase_add_test(tg, t_cuda_engine);
+    } else
         tcase_add_test(tg, t_cuda_refusal);
     suite_add_tcase(s, tg);
     SRunner *sr = srunner_create(s);
