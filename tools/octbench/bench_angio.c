@@ -9,8 +9,9 @@
  *                  CFD + struct + decor + ssada on CUDA (device time); on the
  *                  CPU only with --only angio-volume (tens of seconds)
  *   angio-engine   the same group as a raw u16 frame (L = R = 4) through the
- *                  engine (CPU backend): conversion, frame-mean background,
+ *                  engine (--backend): conversion, frame-mean background,
  *                  Hann window, CFD and the angiography stage in one call
+ *                  (CUDA: wall time with copies, and device time)
  *   angio-physics  ssada/decor/sv scores against the phantom's truth
  *                  (R = 4): vessel / static tissue, en-face slab_max CNR
  * The input is hann . (x - frame mean) of the phantom, as the engine's
@@ -209,7 +210,7 @@ static int engine_group(const octbench_opts *o, FILE *json)
     oct_setup su;
     oct_setup_default(&su);
     su.geom = (oct_geometry){M, N, R, OCT_SAMPLE_U16, 0};
-    su.backend = OCT_BACKEND_CPU;
+    su.backend = o->backend;
     su.threads = o->threads;
     su.repeats = R;
     su.flags = o->quick ? OCT_SETUP_QUICK_PLAN : 0;
@@ -235,7 +236,7 @@ static int engine_group(const octbench_opts *o, FILE *json)
     oct_products *out = oct_products_create();
     const int warm = o->warmup >= 0 ? o->warmup : o->quick ? 1 : 2;
     const int reps = o->reps ? o->reps : o->quick ? 3 : 10;
-    double *t = malloc(sizeof(double) * reps * 4);
+    double *t = malloc(sizeof(double) * reps * 5);
     int rc = 0;
     double c0 = 0;
     for (int i = 0; i < warm + reps; i++) {
@@ -254,23 +255,25 @@ static int engine_group(const octbench_opts *o, FILE *json)
             t[reps + i - warm] = st.convert_ms;
             t[2 * reps + i - warm] = st.cfd_ms;
             t[3 * reps + i - warm] = st.products_ms;
+            t[4 * reps + i - warm] = st.device_ms;
         }
     }
     if (!rc) {
         const double cpu_per = (cpu_ms() - c0) / reps;
-        for (int k = 0; k < 4; k++)
+        for (int k = 0; k < 5; k++)
             qsort(t + k * reps, reps, sizeof(double), cmp_d);
-        printf("angio-engine   cpu  %ux%ux%u u16 frame, struct+decor+ssada: %.2f ms per group "
-               "(min %.2f, cpu %.2f ms; median of %d; convert %.2f, CFD %.2f, angiography + "
-               "gray %.2f)\n",
-               R, N, M, t[reps / 2], t[0], cpu_per, reps, t[reps + reps / 2],
-               t[2 * reps + reps / 2], t[3 * reps + reps / 2]);
+        const char *bn = oct_engine_backend_name(eng);
+        printf("angio-engine   %-4s %ux%ux%u u16 frame, struct+decor+ssada: %.2f ms per group "
+               "(min %.2f, cpu %.2f ms; median of %d; convert %.2f, CFD %.2f, products %.2f, "
+               "device %.3f)\n",
+               bn, R, N, M, t[reps / 2], t[0], cpu_per, reps, t[reps + reps / 2],
+               t[2 * reps + reps / 2], t[3 * reps + reps / 2], t[4 * reps + reps / 2]);
         if (json)
             fprintf(json,
-                    "{\"part\":\"angio\",\"workload\":\"angio-engine\",\"backend\":\"cpu\","
+                    "{\"part\":\"angio\",\"workload\":\"angio-engine\",\"backend\":\"%s\","
                     "\"samples\":%u,\"ascans\":%u,\"repeats\":%u,\"total_ms\":%.3f,"
-                    "\"min_ms\":%.3f,\"cpu_ms\":%.3f}\n",
-                    M, N, R, t[reps / 2], t[0], cpu_per);
+                    "\"min_ms\":%.3f,\"cpu_ms\":%.3f,\"device_ms\":%.4f}\n",
+                    bn, M, N, R, t[reps / 2], t[0], cpu_per, t[4 * reps + reps / 2]);
     }
     free(t);
     free(frame);
@@ -360,7 +363,7 @@ int octbench_angio(const octbench_opts *o)
         }
         free(x);
     }
-    if (cpu && (!only || !strcmp(only, "angio-engine"))) {
+    if (!only || !strcmp(only, "angio-engine")) {
         ran++;
         rc |= engine_group(o, json);
     }
