@@ -144,6 +144,11 @@ $(BUILD)/san/tests/%: tests/%.c $(SAN_TEST_LIB_OBJ) $(BUILD)/san/liboct.a | $(DE
 	@mkdir -p $(dir $@)
 	$(CC) $(filter-out -DOCT_HAVE_CUDA,$(BASE_CFLAGS)) $(SAN_FLAGS) -Itests -o $@ $^ $(LIBS) $(shell pkg-config --libs check)
 
+# test_angio and octbench score angiograms on octsim's flow phantom
+$(BUILD)/tests/test_angio: $(BUILD)/obj/tools/octsim/flow.o
+$(BUILD)/san/tests/test_angio: $(BUILD)/san/tools/octsim/flow.o
+$(BIN)/octbench: $(BUILD)/obj/tools/octsim/flow.o
+
 # make check: unit tests under ASan+UBSan (CPU), the CUDA tests when a device
 # is present (skipped, saying so, when not), then the end-to-end scripts.
 check: $(DEPS_STAMP) all valgrind-progs

@@ -74,6 +74,8 @@ typedef struct oct_profile {
     bool has_geometry;           /* geometry: given in the profile */
     oct_geometry geom;
     float spacing_um[3];         /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
+    uint32_t repeats;            /* geometry.repeats R (SPEC 10.3): lines per B-scan
+                                    position, 1 = none; lines is a multiple of R */
     oct_params params;           /* initial control values */
     /* MSI masks */
     char masks_path[OCT_PATH_MAX];  /* resolved; "" = none */

@@ -348,6 +348,8 @@ static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key,
         static const char *const keys[] = {"depth", "ascan", "line", NULL};
         return walk_map(x, v, path, keys, spacing_pair, NULL);
     }
+    /* 64 = OCT_ANGIO_REPEATS_MAX (angio.h); lines % R is checked with the whole map */
+    case 6: err = get_int(x, v, path, 1, 64, &n); x->p->repeats = (uint32_t)n; return err;
     }
     return OCT_OK;
 }
@@ -699,13 +701,63 @@ static oct_err display_pair(pctx *x, int k, const char *path, yaml_node_t *key, 
     return walk_map(x, v, path, keys, class_pair, &c);
 }
 
+/* angio: {metrics: [struct, median, sv, decor, ssada], bands: K, band_width: w,
+ * align: off|axial|lateral} (SPEC 10.3; ranges as angio.h) */
+static oct_err angio_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                          void *arg)
+{
+    oct_params *pp = &x->p->params;
+    int64_t n = 0;
+    oct_err err;
+    switch (k) {
+    case 0: {
+        static const char *const names[] = {"struct", "median", "sv", "decor", "ssada", NULL};
+        int count;
+        if ((err = list_items(x, v, path, NULL, &count)))
+            return err;
+        uint32_t m = 0;
+        for (int i = 0; i < count; i++) {
+            yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
+            char sub[200];
+            snprintf(sub, sizeof sub, "%s[%d]", path, i);
+            int w;
+            if (!it)
+                return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
+            if ((err = get_word(x, it, sub, names, &w)))
+                return err;
+            if (m & (1u << w))
+                return pfail(x, it, OCT_EINVAL, sub, "'%s' is listed twice", names[w]);
+            m |= 1u << w;
+        }
+        pp->angio_metrics = m;
+        return OCT_OK;
+    }
+    case 1: err = get_int(x, v, path, 1, 16, &n); pp->angio_bands = (int32_t)n; return err;
+    case 2:
+        if ((err = get_float(x, v, path, &pp->angio_band_width)))
+            return err;
+        if (!(pp->angio_band_width > 0.0f && pp->angio_band_width <= 4.0f))
+            return pfail(x, v, OCT_EINVAL, path, "%g is outside (0, 4]",
+                         (double)pp->angio_band_width);
+        return OCT_OK;
+    case 3: {
+        static const char *const names[] = {"off", "axial", "lateral", NULL};
+        int w;
+        err = get_word(x, v, path, names, &w);
+        pp->angio_align = (uint32_t)w;
+        return err;
+    }
+    }
+    return OCT_OK;
+}
+
 enum top_key {
     T_GEOMETRY, T_METHODS, T_WINDOW, T_FREQ, T_BACKGROUND, T_MSI, T_ENFACE, T_XSEC, T_SCALE,
-    T_DISPLAY, T_PRODUCTS, T_KLIN, T_DISPERSION, T_CMS
+    T_DISPLAY, T_PRODUCTS, T_KLIN, T_DISPERSION, T_CMS, T_ANGIO
 };
 
 typedef struct top_seen {
-    yaml_node_t *node[T_CMS + 1];
+    yaml_node_t *node[T_ANGIO + 1];
     window_seen win;
     bg_seen bg;
     msi_seen msi;
@@ -721,11 +773,12 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     switch (k) {
     case T_GEOMETRY: {
         static const char *const keys[] = {"samples", "ascans", "lines", "sample_type",
-                                           "sample_shift", "spacing_um", NULL};
+                                           "sample_shift", "spacing_um", "repeats", NULL};
         geom_seen gs = {0};
         oct_geometry *g = &x->p->geom;
         memset(g, 0, sizeof *g);
         g->sample_type = OCT_SAMPLE_U16;
+        x->p->repeats = 1;
         oct_err err = walk_map(x, v, path, keys, geometry_pair, &gs);
         if (err)
             return err;
@@ -735,6 +788,11 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         oct_error ge;
         if (oct_geometry_check(g, &ge))
             return pfail(x, v, OCT_EINVAL, path, "%s", ge.msg);
+        if (g->lines % x->p->repeats)
+            return pfail(x, v, OCT_EINVAL, "geometry.repeats",
+                         "%u does not divide geometry.lines = %u (a frame holds lines/repeats "
+                         "B-scan positions of repeats lines each)",
+                         x->p->repeats, g->lines);
         x->p->has_geometry = true;
         return OCT_OK;
     }
@@ -782,6 +840,10 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     case T_CMS: {
         static const char *const keys[] = {"calibration", "sample_type", "depths", "grid", NULL};
         return walk_map(x, v, path, keys, cms_pair, &s->cms);
+    }
+    case T_ANGIO: {
+        static const char *const keys[] = {"metrics", "bands", "band_width", "align", NULL};
+        return walk_map(x, v, path, keys, angio_pair, NULL);
     }
     }
     return OCT_OK;
@@ -976,6 +1038,7 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
         return oct_error_set(e, OCT_ENOMEM, "%s: out of memory", name);
     snprintf(tmp->source_path, sizeof tmp->source_path, "%s", name);
     oct_params_default(&tmp->params);
+    tmp->repeats = 1;
     tmp->masks_type = OCT_SAMPLE_F32;
     tmp->cms_type = OCT_SAMPLE_F32;
     tmp->cms_step = 1.0;
@@ -1007,7 +1070,7 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
         static const char *const keys[] = {"geometry", "methods", "window", "freq_cutoff",
                                            "background", "msi", "enface", "xsec", "scale",
                                            "display", "products", "klin", "dispersion", "cms",
-                                           NULL}; /* = enum top_key */
+                                           "angio", NULL}; /* = enum top_key */
         top_seen seen;
         memset(&seen, 0, sizeof seen);
         err = walk_map(&x, root, "", keys, top_pair, &seen);
@@ -1151,6 +1214,10 @@ static const char *param_key(const oct_profile *p, const char *msg)
         {"disp_a3", "dispersion.a3"},
         {"disp_k0", "dispersion.k0"},
         {"cms", "cms"},
+        {"angio.metrics", "angio.metrics"},
+        {"angio.bands", "angio.bands"},
+        {"angio.band_width", "angio.band_width"},
+        {"angio.align", "angio.align"},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
         size_t l = strlen(map[i].field);
@@ -1188,6 +1255,7 @@ void oct_profile_data_free(oct_profile_data *d)
 
 void oct_profile_setup(const oct_profile *p, const oct_profile_data *d, oct_setup *s)
 {
+    s->repeats = p->repeats; /* the engine checks it against the frames' lines */
     s->masks = d->masks;
     s->mask_count = d->masks ? d->mask_count : 0;
     s->normalize_masks = p->masks_normalize;

@@ -760,6 +760,10 @@ oct_err oct_option_check(const oct_option *o, const oct_control_values *v, oct_e
         if (bits & ~known) /* a raw block value: shown as it is */
             return oct_error_set(e, OCT_EINVAL, "%s = 0x%x: unknown bits 0x%x (names: %s)", o->key,
                                  bits, bits & ~known, names_text(o, ", ", text, sizeof text));
+        /* products of f32 alone are images when angiography metrics are on
+         * (SPEC 10.3: the angio kinds are chosen by angio.metrics) */
+        if (!strcmp(o->key, "products") && v->angio_metrics != 0 && bits)
+            return OCT_OK;
         oct_option_format(o, v, text, sizeof text);
         oct_control_values t = *v;
         return oct_option_parse(o, text, &t, e); /* the non-empty rule */

@@ -384,7 +384,7 @@ struct SinkTable {
     int n, D, N, Q;             /* rows, depths, A-scans, en-face depths */
     int h, v;                   /* xsec line / column (gathered rows, MODE_XS) */
     const int *eidx;            /* en-face depths (device) */
-    SinkRow row[OCT_KIND_COUNT];
+    SinkRow row[OCT_KIND_ANGIO_FIRST]; /* GROUP rows (angiography) never come here: refused on CUDA */
 };
 /* Constant memory is per device, not per engine: each engine takes one of
  * SINK_ENGINES ranges of tables (slot-major, then method) at create. */
@@ -473,6 +473,7 @@ __global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long 
     int d0 = 0, nrng = 0;
     for (int i = 0; i < k.n; i++) {
         const SinkRow &r = k.row[i];
+        if (r.select == OCT_SEL_GROUP) continue; /* angiography: not per spectrum (refused on CUDA) */
         if ((part == 1 && r.select != OCT_SEL_LINE) || (part == 2 && r.select != OCT_SEL_COLUMN)) continue;
         if ((r.select == OCT_SEL_LINE && l != r.sel) || (r.select == OCT_SEL_COLUMN && a != r.sel)) continue;
         if (r.depths == OCT_DEPTHS_ALL) all |= 1u << i;

@@ -117,6 +117,11 @@ struct CudaState {
     int klin_T;       /* taps of the uploaded tables, 0 = off */
     float *d_xp, *d_xk;
 
+    /* angiography (SPEC 10.3): the kernels of angio_cuda.cu on x~ (d_x or
+     * d_xk), planned for the values in ang_cfg */
+    oct_angio_cuda *ang;
+    oct_angio_config ang_cfg;
+
     /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
     float2 *d_disp, *d_Z;
     bool disp_on;
@@ -508,6 +513,8 @@ void free_state(CudaState *s)
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
+    oct_angio_cuda_destroy(s->ang);
+    s->ang = NULL;
     for (int i = 0; i < DEPTH; i++) {
         Slot *sl = &s->slot[i];
         WARN_CUDA(cudaFree(sl->d_raw));
@@ -690,7 +697,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
             if (D == 0) continue;
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
                 ProdBuf *pb = &sl->prod[m][k];
-                pb->cap = oct_kind_cap(&eng->setup.geom, (uint32_t)D, k);
+                pb->cap = oct_kind_cap_setup(&eng->setup, m, (uint32_t)D, k);
                 pb->off = out_pixels;
                 out_pixels += pb->cap;
                 TRY(dmalloc(s, &pb->f, pb->cap, "a product image", e));

@@ -221,6 +221,24 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
                                      oct_method_name(m), d0, d1);
         }
     }
+    /* angiography (SPEC 10.3; angio.h has the same limits) */
+    if (p->angio_metrics & ~0x1fu)
+        return oct_error_set(e, OCT_EINVAL,
+                             "angio.metrics = 0x%x: not a set of struct (0x1), median (0x2), sv "
+                             "(0x4), decor (0x8), ssada (0x10)", p->angio_metrics);
+    /* the band and alignment values matter (and are checked) only when a
+     * metric is asked for: blocks of writers that predate them hold zeros */
+    if (p->angio_metrics) {
+        if (p->angio_bands < 1 || p->angio_bands > 16)
+            return oct_error_set(e, OCT_EINVAL, "angio.bands = %d: must be in [1, 16]", p->angio_bands);
+        if (!(p->angio_band_width > 0.0f && p->angio_band_width <= 4.0f))
+            return oct_error_set(e, OCT_EINVAL, "angio.band_width = %g: must be in (0, 4]",
+                                 (double)p->angio_band_width);
+        if (p->angio_align > 2)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "angio.align = %u: must be 0 (off), 1 (axial) or 2 (axial+lateral)",
+                                 p->angio_align);
+    }
     return OCT_OK;
 }
 
@@ -530,6 +548,26 @@ static oct_err check_finite(const float *a, size_t rows, uint32_t M, const char 
     return OCT_OK;
 }
 
+/* Angiography on CUDA (angio_cuda.cu) lacks repeat alignment, and its CFD
+ * magnitudes come from x~ without numerical dispersion: refuse those there
+ * rather than differ from the CPU. */
+static oct_err angio_backend_check(const oct_engine *eng, const oct_params *p, oct_error *e)
+{
+    if (eng->ops == &oct_cpu_backend || eng->setup.repeats < 2 || !p->angio_metrics ||
+        !(p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)))
+        return OCT_OK;
+    if (p->angio_align)
+        return oct_error_set(e, OCT_EUNSUPPORTED,
+                             "angio.align = %u: repeat alignment is made by the cpu backend only "
+                             "(backend %s)", p->angio_align, eng->ops->name);
+    if (p->disp_a2 != 0.0f || p->disp_a3 != 0.0f)
+        return oct_error_set(e, OCT_EUNSUPPORTED,
+                             "angio.metrics = 0x%x with dispersion (a2 = %g, a3 = %g): made by the "
+                             "cpu backend only (backend %s)", p->angio_metrics,
+                             (double)p->disp_a2, (double)p->disp_a3, eng->ops->name);
+    return OCT_OK;
+}
+
 static oct_err select_backend(oct_engine *eng, oct_error *e)
 {
     oct_backend b = eng->setup.backend;
@@ -635,6 +673,10 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
                                  "cms_step = %g: must be finite and non-zero (cms_count = %u)",
                                  setup->cms_step, RC);
     }
+    if (setup->repeats > 1 && (setup->repeats > 64 || g->lines % setup->repeats))
+        return oct_error_set(e, OCT_EINVAL,
+                             "geometry.repeats = %u: must be at most 64 and divide geometry.lines "
+                             "= %u", setup->repeats, g->lines);
     err = params_check_full(params, setup, setup->reference != NULL, e);
     if (err)
         return err;
@@ -693,7 +735,7 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         }
         memcpy(eng->reference, setup->reference, sizeof(float) * M);
     }
-    if ((err = select_backend(eng, e)))
+    if ((err = select_backend(eng, e)) || (err = angio_backend_check(eng, params, e)))
         goto fail;
     if ((err = oct_plan_build(eng, params, NULL, &eng->plan, e)))
         goto fail;
@@ -737,6 +779,8 @@ oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_err
     if (!eng || !params)
         return oct_error_set(e, OCT_EINVAL, "oct_engine_set_params: NULL argument");
     oct_err err = params_check_full(params, &eng->setup, eng->reference != NULL, e);
+    if (!err)
+        err = angio_backend_check(eng, params, e);
     if (err)
         return err;
     /* The new plan shares every array whose inputs did not change; on any

@@ -14,6 +14,7 @@
  *     into the float images;
  *  3. gray mapping of every present image.
  */
+#include "angio.h"
 #include "engine_internal.h"
 #include "formulas.h"
 
@@ -160,6 +161,14 @@ typedef struct cpu_state {
     struct {
         uint64_t lists, kstart, G, cms_qenf[2], B_full[2], B_enf[3];
     } built;
+
+    /* angiography (SPEC 10.3): the block pass keeps the CFD magnitudes (and,
+     * for ssada, the pre-processed spectra x~) of every spectrum; the group
+     * stage (angio.h) turns them into the GROUP rows of the layout */
+    oct_angio *ang;
+    oct_angio_config ang_cfg;
+    float *ang_A, *ang_X;     /* S x D, S x M */
+    size_t ang_cap_A, ang_cap_X;
 } cpu_state;
 
 /* Cost model of the two MSI paths per (spectrum, mask), in ns per thread:
@@ -221,6 +230,9 @@ static void cpu_destroy(oct_engine *eng)
     fftwf_free(s->G);
     fftwf_free(s->B_full);
     fftwf_free(s->B_enf);
+    oct_angio_destroy(s->ang);
+    fftwf_free(s->ang_A);
+    fftwf_free(s->ang_X);
     free(s);
     eng->be = NULL;
 }
@@ -589,6 +601,7 @@ typedef struct frame_ctx {
     int32_t F, W1, W2;
     uint32_t h, v;
     sink k[OCT_METHOD_COUNT];
+    float *angA, *angX; /* angiography: where the block pass keeps I and x~ (NULL: off) */
 } frame_ctx;
 
 /* dst = w . (x_j - bg) */
@@ -672,8 +685,8 @@ static void scatter(const frame_ctx *c, const sink *k, size_t j, const float *I,
     const int64_t l = (int64_t)(j / N), a = (int64_t)(j % N);
     for (uint32_t i = 0; i < k->n; i++) {
         const oct_layout *r = k->r[i];
-        if (!full && r->depths != OCT_DEPTHS_ENFACE)
-            continue;
+        if (r->select == OCT_SEL_GROUP || (!full && r->depths != OCT_DEPTHS_ENFACE))
+            continue; /* GROUP rows: the angiography stage */
         if ((r->select == OCT_SEL_LINE && l != r->sel) || (r->select == OCT_SEL_COLUMN && a != r->sel))
             continue;
         float *o = k->f[i] + l * r->st_l + a * r->st_a;
@@ -807,6 +820,11 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
                     for (uint32_t d = 0; d < K; d++)
                         I[d] = (int32_t)d < c->F ? 0.0f : cabsf_(Xd[d]);
                     scatter(c, kc, list[i], I, true);
+                    if (c->angA)
+                        memcpy(c->angA + (size_t)list[i] * K, I, sizeof(float) * K);
+                    if (c->angX) /* x~: after background, k-lin and window */
+                        memcpy(c->angX + (size_t)list[i] * M, cin + (size_t)i * M,
+                               sizeof(float) * M);
                 } else {
                     for (uint32_t q = 0; q < kc->Q; q++) {
                         int32_t d = kc->idx[q];
@@ -1051,6 +1069,83 @@ static void fpn_background(frame_ctx *c)
     c->bg = s->bg;
 }
 
+/* The angiography set-up of this frame (SPEC 10.3): its plan and buffers
+ * when the layout has GROUP rows, else c->angA = NULL. */
+static oct_err angio_prepare(oct_engine *eng, cpu_state *s, frame_ctx *c, oct_error *e)
+{
+    const oct_params *p = &c->pl->params;
+    const sink *k = &c->k[OCT_METHOD_CFD];
+    bool any = false;
+    for (uint32_t i = 0; i < k->n; i++)
+        any |= k->r[i]->select == OCT_SEL_GROUP;
+    if (!any)
+        return OCT_OK;
+    oct_angio_config cf;
+    oct_angio_config_default(&cf, s->M, s->N, eng->setup.repeats);
+    cf.freq_cutoff = p->freq_cutoff;
+    cf.metrics = p->angio_metrics;
+    cf.bands = p->angio_bands;
+    cf.band_width = p->angio_band_width;
+    cf.align = p->angio_align;
+    cf.threads = s->threads;
+    cf.quick_plan = (eng->setup.flags & OCT_SETUP_QUICK_PLAN) != 0;
+    if (!s->ang || memcmp(&cf, &s->ang_cfg, sizeof cf)) {
+        oct_angio_destroy(s->ang);
+        s->ang = NULL;
+        oct_err err = oct_angio_create(&s->ang, &cf, e);
+        if (err)
+            return err;
+        s->ang_cfg = cf;
+    }
+    const size_t S = s->nspec, nA = S * s->K, nX = (cf.metrics & (1u << OCT_ANGIO_M_SSADA)) ? S * s->M : 0;
+    if (s->ang_cap_A < nA) {
+        fftwf_free(s->ang_A);
+        s->ang_cap_A = 0;
+        if (!(s->ang_A = fftwf_malloc(sizeof(float) * nA)))
+            return oct_error_set(e, OCT_ENOMEM, "cpu: angiography: out of memory for %zu spectra", S);
+        s->ang_cap_A = nA;
+    }
+    if (s->ang_cap_X < nX) {
+        fftwf_free(s->ang_X);
+        s->ang_cap_X = 0;
+        if (!(s->ang_X = fftwf_malloc(sizeof(float) * nX)))
+            return oct_error_set(e, OCT_ENOMEM, "cpu: angiography: out of memory for %zu spectra", S);
+        s->ang_cap_X = nX;
+    }
+    c->angA = s->ang_A;
+    c->angX = nX ? s->ang_X : NULL;
+    return OCT_OK;
+}
+
+/* The group stage: every group of R repeats into the GROUP rows. */
+static oct_err angio_stage(oct_engine *eng, cpu_state *s, const frame_ctx *c, oct_error *e)
+{
+    const sink *k = &c->k[OCT_METHOD_CFD];
+    const uint32_t R = eng->setup.repeats, G = s->L / R;
+    const size_t per = (size_t)R * s->N;
+    oct_angio_out o;
+    memset(&o, 0, sizeof o);
+    int64_t st_g = 0;
+    for (uint32_t i = 0; i < k->n; i++) {
+        const oct_layout *r = k->r[i];
+        if (r->select != OCT_SEL_GROUP)
+            continue;
+        o.img[r->kind - OCT_KIND_ANGIO_FIRST] = k->f[i];
+        o.stride_n = (size_t)r->st_a, o.stride_d = (size_t)r->st_d, st_g = r->st_l;
+    }
+    float *base[OCT_ANGIO_M_COUNT];
+    memcpy(base, o.img, sizeof base);
+    for (uint32_t g = 0; g < G; g++) {
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            o.img[m] = base[m] ? base[m] + (size_t)g * (size_t)st_g : NULL;
+        oct_err err = oct_angio_group(s->ang, c->angA + g * per * s->K,
+                                      c->angX ? c->angX + g * per * s->M : NULL, &o, e);
+        if (err)
+            return oct_error_prefix(e, err, "group %u", g);
+    }
+    return OCT_OK;
+}
+
 static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
 {
     cpu_state *s = eng->be;
@@ -1093,6 +1188,8 @@ static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out
             }
         }
     }
+    if ((err = angio_prepare(eng, s, &c, e)))
+        return err;
     double t1 = oct_now_ms();
     double prep_ms = t1 - t0;
 
@@ -1130,6 +1227,10 @@ static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out
         }
     }
     double t3 = oct_now_ms();
+    if (c.angA && (err = angio_stage(eng, s, &c, e)))
+        return err;
+    const double t_angio = oct_now_ms() - t3;
+    t3 += t_angio;
 
     /* gray levels, in parallel over pieces of every present image */
     enum { PIECE = 1 << 16 };
@@ -1169,7 +1270,7 @@ static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out
     eng->times.convert_ms = (t2 - t1) + tc * f;
     eng->times.cfd_ms = tcfd * f;
     eng->times.msi_ms = tmsi * f;
-    eng->times.products_ms = prep_ms + (t4 - t3);
+    eng->times.products_ms = prep_ms + (t4 - t3) + t_angio; /* angiography counted here */
     eng->times.h2d_ms = eng->times.d2h_ms = 0;
     return OCT_OK;
 }

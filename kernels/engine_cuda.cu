@@ -48,6 +48,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "angio.h"
 #include "engine_internal.h"
 #include "cuda_engine.h"
 
@@ -146,7 +147,7 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         const oct_plan_method *pm = &pl->method[m];
         SinkTable *k = &t[m];
-        k->n = (int)pm->nlayout;
+        k->n = 0;
         k->D = (int)pm->D;
         k->N = s->N;
         k->Q = (int)pl->enface_n[m];
@@ -156,7 +157,12 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
         int per[3] = {0, 0, 0};
         for (uint32_t i = 0; i < pm->nlayout; i++) {
             const oct_layout *r = &pm->layout[i];
-            SinkRow *d = &k->row[i];
+            if (r->select == OCT_SEL_GROUP) /* angiography: angio_run, not the sink */
+                continue;
+            if (k->n >= OCT_KIND_ANGIO_FIRST)
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of a method",
+                                     OCT_KIND_ANGIO_FIRST);
+            SinkRow *d = &k->row[k->n++];
             if (r->depths != OCT_DEPTHS_ALL && ++per[r->depths] > SINK_GROUP_MAX)
                 return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of one depth set",
                                      SINK_GROUP_MAX);
@@ -428,6 +434,66 @@ oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
     return OCT_OK;
 }
 
+/* Gray levels of an angiography image (the sink does them for the others). */
+__global__ void angio_gray_kernel(const float *__restrict__ f, uint8_t *__restrict__ u, long long n,
+                                  oct_gray g)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) u[i] = oct_gray_level(f[i], g);
+}
+
+/* Angiography (SPEC 10.3) of the frame on the compute stream, once x~ of
+ * every spectrum is in d_x (or d_xk with k-linearisation): the GROUP rows
+ * of the CFD layout, through angio_cuda.cu (its own R2C of x~ for the CFD
+ * magnitudes, one batched R2C for the K bands), then their gray levels. */
+oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                  oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
+    bool any = false;
+    for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
+        any |= want[OCT_METHOD_CFD][k];
+    if (!any) return OCT_OK;
+    const uint32_t R = eng->setup.repeats;
+    oct_angio_config cf;
+    oct_angio_config_default(&cf, (uint32_t)s->M, (uint32_t)s->N, R);
+    cf.freq_cutoff = p->freq_cutoff;
+    cf.metrics = p->angio_metrics;
+    cf.bands = p->angio_bands;
+    cf.band_width = p->angio_band_width;
+    cf.align = p->angio_align;
+    if (!s->ang || memcmp(&cf, &s->ang_cfg, sizeof cf)) {
+        oct_angio_cuda_destroy(s->ang);
+        s->ang = NULL;
+        /* chunks of whole groups, ~32 k spectra: K x 32 k x M floats of bands */
+        size_t chunk = std::min<size_t>((size_t)s->S, 32768);
+        TRY(oct_angio_cuda_create(&s->ang, &cf, s->s_comp, chunk, e));
+        s->ang_cfg = cf;
+    }
+    oct_angio_dout o;
+    memset(&o, 0, sizeof o);
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select != OCT_SEL_GROUP) continue;
+        o.img[r->kind - OCT_KIND_ANGIO_FIRST] = sl->prod[OCT_METHOD_CFD][r->kind].f;
+        o.stride_g = (size_t)r->st_l, o.stride_n = (size_t)r->st_a, o.stride_d = (size_t)r->st_d;
+    }
+    const float *xt = s->klin_T > 0 ? s->d_xk : s->d_x;
+    TRY(oct_angio_cuda_run(s->ang, NULL, xt, (uint32_t)(s->L / R), &o, e));
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select != OCT_SEL_GROUP) continue;
+        oct_gray g = {p->gsc[r->cls], p->contrast[r->cls], p->brightness[r->cls], p->scale == OCT_SCALE_LOG};
+        const ProdBuf *pb = &sl->prod[OCT_METHOD_CFD][r->kind];
+        angio_gray_kernel<<<blocks_for((long long)r->count, 256), 256, 0, s->s_comp>>>(pb->f, pb->u,
+                                                                                     (long long)r->count, g);
+        LAUNCHED("angio_gray");
+    }
+    return OCT_OK;
+}
+
 /* The device work of one frame already in (or queued for) sl->d_raw:
  * compute stream, CFD forked onto its own stream and joined at the end.
  * replay: a timing re-run of the last frame (the rolling history is kept). */
@@ -599,6 +665,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
     }
     CU(cudaStreamWaitEvent(s->s_comp, sl->ev[EV_CFD], 0)); /* join */
+    if (cfd) TRY(angio_run(eng, sl, want, e));
     CU(cudaEventRecord(sl->ev[EV_PROD], s->s_comp));
     return OCT_OK;
 }
@@ -935,7 +1002,10 @@ oct_err cuda_products_init(oct_engine *eng, oct_products *p, uint32_t products, 
             int D = (int)eng->depths[m];
             if (D == 0) continue;
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                size_t cap = (products & oct_kind_bit(k)) ? oct_kind_cap(&eng->setup.geom, (uint32_t)D, k) : 0;
+                /* angiography kinds: chosen by angio.metrics, not by product bits */
+                size_t cap = (products & oct_kind_bit(k)) || k >= OCT_KIND_ANGIO_FIRST
+                                 ? oct_kind_cap_setup(&eng->setup, m, (uint32_t)D, k)
+                                 : 0;
                 if (cap == 0) continue;
                 size_t nidx = oct_kind_cap_indices((uint32_t)D, k);
                 size_t of = off, ou = of + (f32 ? cap * sizeof(float) : 0), oi = (ou + cap + 63) & ~(size_t)63;

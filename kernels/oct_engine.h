@@ -97,8 +97,10 @@ enum oct_class { OCT_CLASS_BSCAN = 0, OCT_CLASS_ENFACE = 1, OCT_CLASS_CONFOCAL =
 
 /* Products; the bit of kind k in oct_params.products is OCT_PRODUCT_BIT(k)
  * (= oct_kind_bit(k)): bit k for kinds 0..7, bit k+1 from kind 8 on (bit 8
- * is OCT_PRODUCT_F32).  Kinds 8..12 are reserved for the angiography
- * products of SPEC 10.3 (struct, median, sv, decor, ssada: bits 9..13). */
+ * is OCT_PRODUCT_F32).  Kinds 8..12 are the angiography products of SPEC
+ * 10.3 (struct, median, sv, decor, ssada: bits 9..13), CFD only, made when
+ * setup.repeats >= 2 for the metrics in params.angio_metrics (their product
+ * bits are accepted and not needed); see angio.h. */
 enum oct_kind {
     OCT_KIND_BSCAN = 0,     /* L = 1: [D][N] */
     OCT_KIND_ENFACE = 1,    /* L > 1: [Q][L][N] */
@@ -108,11 +110,17 @@ enum oct_kind {
     OCT_KIND_VOLUME = 5,    /* L > 1: [L][N][D] */
     OCT_KIND_SLAB_MEAN = 6, /* L > 1: [L][N], mean over depths [slab_start, slab_end) (SPEC 10.2) */
     OCT_KIND_SLAB_MAX = 7,  /* L > 1: [L][N], maximum over the same depths */
-    OCT_KIND_COUNT = 8
+    OCT_KIND_STRUCT = 8,    /* R >= 2: [D][N] for one group (G = L/R = 1), else [G][N][D] */
+    OCT_KIND_MEDIAN = 9,
+    OCT_KIND_SV = 10,
+    OCT_KIND_DECOR = 11,
+    OCT_KIND_SSADA = 12,
+    OCT_KIND_COUNT = 13
 };
+#define OCT_KIND_ANGIO_FIRST OCT_KIND_STRUCT /* kind = OCT_KIND_ANGIO_FIRST + angio metric */
 #define OCT_PRODUCT_BIT(k) ((k) < 8 ? 1u << (k) : 1u << ((k) + 1))
 #define OCT_PRODUCT_F32 (1u << 8) /* also deliver float32 intensities */
-#define OCT_PRODUCTS_KNOWN (0xffu | OCT_PRODUCT_F32)
+#define OCT_PRODUCTS_KNOWN (0xffu | OCT_PRODUCT_F32 | 0x3e00u)
 
 /* Names used in topics, files and profiles: "cfd", "msi"; "bscan", "enface", ... */
 const char *oct_method_name(int method);
@@ -243,6 +251,10 @@ typedef struct oct_setup {
     double cms_start, cms_step;
     uint32_t cms_count;       /* R of CMS; 0 = no CMS */
     oct_cuda_tuning cuda;     /* ignored by the CPU backend */
+    /* SPEC 10.3: lines per B-scan position (geometry.repeats); 0 or 1 = none,
+     * else 2..64 dividing geom.lines.  Angiography (kinds 8..12) is made by
+     * the CPU backend; the CUDA backend refuses params.angio_metrics != 0. */
+    uint32_t repeats;
 } oct_setup;
 
 void oct_setup_default(oct_setup *s);

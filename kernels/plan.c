@@ -42,6 +42,15 @@ static const oct_kind_info kind_table[OCT_KIND_COUNT] = {
     [OCT_KIND_SLAB_MAX] = {"slab_max", OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX), OCT_CLASS_ENFACE,
                            OCT_FRAMES_VOLUME, OCT_SEL_ALL, OCT_DEPTHS_RANGE, OCT_REDUCE_MAX,
                            OCT_SHAPE_LN, OCT_INDEX_RANGE},
+#define ANGIO_ROW(kind, name)                                                                      \
+    [kind] = {name, OCT_PRODUCT_BIT(kind), OCT_CLASS_BSCAN, OCT_FRAMES_GROUPS, OCT_SEL_GROUP,     \
+              OCT_DEPTHS_ALL, OCT_REDUCE_NONE, OCT_SHAPE_GROUP, OCT_INDEX_NONE}
+    ANGIO_ROW(OCT_KIND_STRUCT, "struct"),
+    ANGIO_ROW(OCT_KIND_MEDIAN, "median"),
+    ANGIO_ROW(OCT_KIND_SV, "sv"),
+    ANGIO_ROW(OCT_KIND_DECOR, "decor"),
+    ANGIO_ROW(OCT_KIND_SSADA, "ssada"),
+#undef ANGIO_ROW
 };
 
 const oct_kind_info *oct_kind_info_of(int kind)
@@ -70,7 +79,9 @@ uint32_t oct_kind_bit(int kind)
 size_t oct_kind_cap(const oct_geometry *g, uint32_t D, int kind)
 {
     const oct_kind_info *k = oct_kind_info_of(kind);
-    if (!k || D == 0 || (k->frames == OCT_FRAMES_BSCAN) != (g->lines == 1))
+    /* GROUPS: made by the CPU backend only, whose products are not pooled */
+    if (!k || D == 0 || k->frames == OCT_FRAMES_GROUPS ||
+        (k->frames == OCT_FRAMES_BSCAN) != (g->lines == 1))
         return 0;
     const size_t N = g->ascans, L = g->lines, S = N * L;
     switch (k->shape) {
@@ -81,6 +92,17 @@ size_t oct_kind_cap(const oct_geometry *g, uint32_t D, int kind)
     case OCT_SHAPE_LND: return (size_t)D * S;
     default: return 0;
     }
+}
+
+size_t oct_kind_cap_setup(const oct_setup *s, int method, uint32_t D, int kind)
+{
+    const oct_kind_info *k = oct_kind_info_of(kind);
+    if (!k || k->frames != OCT_FRAMES_GROUPS)
+        return oct_kind_cap(&s->geom, D, kind);
+    const uint32_t R = s->repeats;
+    if (method != OCT_METHOD_CFD || R < 2 || s->geom.lines % R)
+        return 0;
+    return (size_t)(s->geom.lines / R) * s->geom.ascans * D;
 }
 
 size_t oct_kind_cap_indices(uint32_t D, int kind)
@@ -481,6 +503,9 @@ static bool kind_wanted(const oct_engine *eng, const oct_plan *pl, int m, int ki
 {
     const oct_params *p = &pl->params;
     const oct_kind_info *k = &kind_table[kind];
+    if (k->frames == OCT_FRAMES_GROUPS) /* SPEC 10.3: chosen by angio.metrics, CFD only */
+        return m == OCT_METHOD_CFD && (p->methods & OCT_METHOD_BIT(m)) && eng->setup.repeats >= 2 &&
+               ((p->angio_metrics >> (kind - OCT_KIND_ANGIO_FIRST)) & 1u);
     if (!(p->methods & OCT_METHOD_BIT(m)) || eng->depths[m] == 0 || !(p->products & k->bit))
         return false;
     if ((k->frames == OCT_FRAMES_BSCAN) != (eng->setup.geom.lines == 1))
@@ -540,10 +565,21 @@ static void layout_rows(const oct_engine *eng, oct_plan *pl, int m)
             r->ndim = 3, r->shape[0] = L, r->shape[1] = N, r->shape[2] = D;
             r->st_l = (int64_t)N * D, r->st_a = D, r->st_d = 1;
             break;
+        case OCT_SHAPE_GROUP: { /* st_l: per group */
+            const uint32_t G = L / eng->setup.repeats;
+            if (G == 1) {
+                r->ndim = 2, r->shape[0] = D, r->shape[1] = N;
+                r->st_l = 0, r->st_a = 1, r->st_d = N;
+            } else {
+                r->ndim = 3, r->shape[0] = G, r->shape[1] = N, r->shape[2] = D;
+                r->st_l = (int64_t)N * D, r->st_a = D, r->st_d = 1;
+            }
+            break;
+        }
         }
         r->count = (size_t)r->shape[0] * r->shape[1] * (r->ndim == 3 ? r->shape[2] : 1);
         pm->row_of[kind] = (int8_t)pm->nlayout++;
-        /* row sets */
+        /* row sets (GROUP: the repeats' CFD magnitudes at every depth) */
         if (k->select == OCT_SEL_LINE)
             pm->xs_h = true;
         else if (k->select == OCT_SEL_COLUMN)

@@ -35,14 +35,18 @@ extern "C" {
 
 enum oct_reduce { OCT_REDUCE_NONE = 0, OCT_REDUCE_SUM = 1, OCT_REDUCE_MEAN = 2, OCT_REDUCE_MAX = 3 };
 /* Which spectra (l, a) contribute to a product. */
-enum oct_select { OCT_SEL_ALL = 0, OCT_SEL_LINE = 1, OCT_SEL_COLUMN = 2 };
+/* GROUP: made per group of R repeats by the angiography stage (angio.h), never
+ * by the per-spectrum scatter (which skips such rows). */
+enum oct_select { OCT_SEL_ALL = 0, OCT_SEL_LINE = 1, OCT_SEL_COLUMN = 2, OCT_SEL_GROUP = 3 };
 /* Which depths: all D (slot = depth), the en-face list (slot q -> idx_q), or
  * the range [d0, d1) (slot s -> d0 + s). */
 enum oct_depthset { OCT_DEPTHS_ALL = 0, OCT_DEPTHS_ENFACE = 1, OCT_DEPTHS_RANGE = 2 };
-/* Frames a kind is made for. */
-enum oct_frames { OCT_FRAMES_BSCAN = 0, OCT_FRAMES_VOLUME = 1 };
+/* Frames a kind is made for (GROUPS: frames of repeated B-scans, setup.repeats >= 2). */
+enum oct_frames { OCT_FRAMES_BSCAN = 0, OCT_FRAMES_VOLUME = 1, OCT_FRAMES_GROUPS = 2 };
 /* C-order shapes (letters: D depths, N A-scans, L lines, Q en-face depths). */
-enum oct_shape { OCT_SHAPE_DN, OCT_SHAPE_QLN, OCT_SHAPE_LN, OCT_SHAPE_DL, OCT_SHAPE_LND };
+/* GROUP: [D][N] for one group (G = L/R = 1), else [G][N][D]; pixel of
+ * A-scan a, depth d of group g at g*st_l + a*st_a + d*st_d. */
+enum oct_shape { OCT_SHAPE_DN, OCT_SHAPE_QLN, OCT_SHAPE_LN, OCT_SHAPE_DL, OCT_SHAPE_LND, OCT_SHAPE_GROUP };
 /* What img->indices holds. */
 enum oct_index { OCT_INDEX_NONE, OCT_INDEX_ENFACE, OCT_INDEX_XSEC_H, OCT_INDEX_XSEC_V, OCT_INDEX_RANGE };
 
@@ -64,6 +68,10 @@ const oct_kind_info *oct_kind_info_of(int kind);
 /* Most pixels / indices a product can take for a geometry and D depths,
  * for any control values (pool sizing). */
 size_t oct_kind_cap(const oct_geometry *g, uint32_t D, int kind);
+/* The same for an engine set-up and method: also the angiography kinds
+ * (GROUP rows: CFD only, setup.repeats >= 2; G*N*D pixels), which
+ * oct_kind_cap leaves out. */
+size_t oct_kind_cap_setup(const oct_setup *s, int method, uint32_t D, int kind);
 size_t oct_kind_cap_indices(uint32_t D, int kind);
 
 /* ---- product layout rows ---------------------------------------------------- */

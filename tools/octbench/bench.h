@@ -45,6 +45,8 @@ double octbench_seed_gpu_msi(const octbench_opts *o, int samples, int ascans, in
 const char *const *octbench_only_names(void);
 /* Shared-memory ring throughput and latency (bench_ipc.c). */
 int octbench_ipc(const octbench_opts *o);
+/* Repeated B-scans and angiography, issue 18 (bench_angio.c). */
+int octbench_angio(const octbench_opts *o);
 /* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */
 int octbench_e2e(const octbench_opts *o);
 

@@ -434,9 +434,12 @@ const char *const *octbench_only_names(void)
 {
     /* groups and parts, then the workloads: what --only accepts */
     static const char *names[64 + sizeof workloads / sizeof workloads[0]] = {
-        "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan"};
-    if (!names[8]) {
-        size_t n = 8;
+        "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan",
+        /* bench_register.c, bench_angio.c */
+        "register", "register-512", "angio", "angio-bscan", "angio-align", "angio-engine",
+        "angio-volume", "angio-physics"};
+    if (!names[16]) {
+        size_t n = 16;
         for (size_t i = 0; i < sizeof workloads / sizeof workloads[0] && n + 1 < sizeof names / sizeof *names; i++)
             names[n++] = workloads[i].name;
 #ifdef OCT_HAVE_CUDA

@@ -50,7 +50,9 @@ static void usage(FILE *f)
             "                           bscan-cms, volume-cms, volume-cfd-rolling,\n"
             "                           volume-cfd-fpn), a group (li, issue7) or a part\n"
             "                           (engine, ipc, e2e); register, register-512: volume\n"
-            "                           registration on simulated motion (issue 17)\n"
+            "                           registration on simulated motion (issue 17); angio\n"
+            "                           (issue 18: angio-bscan, angio-align, angio-engine,\n"
+            "                           angio-volume, angio-physics)\n"
             "  --quick                  small sizes, few reps (smoke test)\n"
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
@@ -249,6 +251,8 @@ int main(int argc, char **argv)
     /* Alone, so that octd is forked before this process initialises CUDA. */
     if (o.e2e)
         return octbench_e2e(&o) ? 1 : 0;
+    if (o.only && !strncmp(o.only, "angio", 5)) /* issue 18, bench_angio.c */
+        return octbench_angio(&o) ? 1 : 0;
     int rc = 0;
     bool only_ipc = o.only && !strcmp(o.only, "ipc"), only_e2e = o.only && !strcmp(o.only, "e2e");
     if (!only_ipc && !only_e2e && octbench_engine(&o))

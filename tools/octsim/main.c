@@ -36,6 +36,7 @@ static void usage_main(FILE *f)
         "       octsim replay FILE.npy [--ring NAME] [--ascan-rate ...] [--loop] [--shift S]\n"
         "       octsim motion --output DIR [...]   (volumes under eye motion with the\n"
         "                    true shifts, for registration: octsim motion --help)\n"
+        "       octsim flow --samples M --ascans N --positions G --repeats R --output F.npy\n"
         "\n"
         "Creates the frame ring NAME (default %s) and writes simulated frames of\n"
         "L lines x N A-scans x M samples: a swept-source interferogram (Gaussian\n"
@@ -602,12 +603,15 @@ out:
     return rc;
 }
 
-int cmd_motion(int argc, char **argv); /* motion.c */
+int cmd_motion(int argc, char **argv);      /* motion.c */
+int octsim_cmd_flow(int argc, char **argv); /* flow_cmd.c */
 
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "motion"))
         return cmd_motion(argc - 1, argv + 1);
+    if (argc > 1 && !strcmp(argv[1], "flow"))
+        return octsim_cmd_flow(argc - 1, argv + 1);
     static const oct_cli_rename renames[] = {{"rate", "ascan-rate"}, {NULL, NULL}};
     int rc = oct_cli_start("octsim", argc, argv, renames);
     if (rc >= 0)
