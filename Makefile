@@ -60,7 +60,7 @@ SAN_TESTS := $(TEST_SRC:tests/%.c=$(BUILD)/san/tests/%)
 .PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak valgrind valgrind-progs
 # keep test helper objects between builds (they are intermediate to make)
 .SECONDARY:
-all: progs tests
+all: lib progs tests
 
 # ---- dependencies ----------------------------------------------------------
 DEPS_STAMP := $(BUILD)/.deps-ok
@@ -72,7 +72,11 @@ deps:
 	@mkdir -p $(BUILD) && touch $(DEPS_STAMP)
 
 # ---- library ---------------------------------------------------------------
-lib: $(BUILD)/liboct.a $(BUILD)/liboctipc.so
+# liboctipc: ABI major 1 is the soname; the file carries major.minor.patch.
+IPC_LIBVERSION := 1.2.0
+IPC_LIBS := $(BUILD)/liboctipc.a $(BUILD)/liboctipc.so.$(IPC_LIBVERSION) $(BUILD)/liboctipc.so.1 \
+            $(BUILD)/liboctipc.so $(BUILD)/octipc-uninstalled.pc
+lib: $(BUILD)/liboct.a $(IPC_LIBS)
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -86,9 +90,20 @@ $(BUILD)/liboct.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The IPC library alone, for acquisition programs (pkg-config octipc).
-$(BUILD)/liboctipc.so: $(IPC_OBJ)
+# The IPC library alone, for acquisition programs (pkg-config octipc):
+# shared (soname liboctipc.so.1, links .so.1 and .so beside it) and static,
+# usable from the build tree through octipc-uninstalled.pc.
+$(BUILD)/liboctipc.so.$(IPC_LIBVERSION): $(IPC_OBJ)
 	$(CC) -shared -Wl,-soname,liboctipc.so.1 -pthread -o $@ $^ -lrt
+$(BUILD)/liboctipc.so.1 $(BUILD)/liboctipc.so: $(BUILD)/liboctipc.so.$(IPC_LIBVERSION)
+	ln -sfn liboctipc.so.$(IPC_LIBVERSION) $(BUILD)/liboctipc.so.1
+	ln -sfn liboctipc.so.1 $(BUILD)/liboctipc.so
+$(BUILD)/liboctipc.a: $(IPC_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/octipc-uninstalled.pc: ipc/octipc-uninstalled.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e "s#@SRCDIR@#$(CURDIR)#g" -e "s#@BUILDDIR@#$(abspath $(BUILD))#g" -e "s#@VERSION@#$(VERSION)#g" $< >$@
 
 # ---- programs --------------------------------------------------------------
 progs: $(PROGS)
@@ -158,8 +173,8 @@ valgrind: $(DEPS_STAMP) valgrind-progs
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)
 
-install: all $(BUILD)/liboctipc.so
-	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) tools/build/install.sh
+install: all $(IPC_LIBS)
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) IPC_LIBVERSION=$(IPC_LIBVERSION) tools/build/install.sh
 
 bundle: all
 	BUILD=$(BUILD) BIN=$(BIN) CUDA_HOME=$(CUDA_HOME) tools/build/bundle.sh

@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "oct_types.h"
+#include "oct_ipc_types.h" /* stands alone: a copy of kernels/oct_types.h */
 
 #ifdef __cplusplus
 extern "C" {

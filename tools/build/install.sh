@@ -1,8 +1,9 @@
 #!/bin/bash
 # install.sh - `make install` (PREFIX, DESTDIR, BUILD, BIN, VERSION from make).
 #   $PREFIX/bin/                 octd octctl octgrab octsim octproc octbench
-#   $PREFIX/include/octd/        oct_ipc.h oct_types.h (the shared-memory ABI)
-#   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
+#   $PREFIX/include/octd/        oct_ipc.h oct_ipc_types.h (the shared-memory ABI;
+#                                it stands alone), oct_types.h (the same types)
+#   $PREFIX/lib/                 liboctipc.so.$IPC_LIBVERSION (+ .so.1, .so links), liboctipc.a
 #   $PREFIX/lib/pkgconfig/       octipc.pc
 #   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml)
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
@@ -19,6 +20,7 @@ DESTDIR=${DESTDIR:-}
 BUILD=${BUILD:-build}
 BIN=${BIN:-bin}
 VERSION=${VERSION:-0.0.0}
+IPC_LIBVERSION=${IPC_LIBVERSION:-1.2.0}
 case "$PREFIX" in /usr|/usr/local) SD_DEFAULT=$PREFIX/lib ;; *) SD_DEFAULT=/etc ;; esac
 SD=${SYSTEMD_PREFIX:-$SD_DEFAULT}
 SYSCONF=${SYSCONFDIR:-/etc}/octd
@@ -34,14 +36,16 @@ for p in octd octctl octgrab octsim octproc octbench; do
     [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
     inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
 done
-for h in ipc/oct_ipc.h kernels/oct_types.h; do
+for h in ipc/oct_ipc.h ipc/oct_ipc_types.h kernels/oct_types.h; do
     inst 0644 "$h" "$D$PREFIX/include/octd/$(basename "$h")"
 done
-[ -f "$BUILD/liboctipc.so" ] || { echo "install: $BUILD/liboctipc.so is missing: run make lib" >&2; exit 1; }
-inst 0755 "$BUILD/liboctipc.so" "$D$PREFIX/lib/liboctipc.so.$VERSION"
-ln -sfn "liboctipc.so.$VERSION" "$D$PREFIX/lib/liboctipc.so.1"
+SO="$BUILD/liboctipc.so.$IPC_LIBVERSION"
+[ -f "$SO" ] || { echo "install: $SO is missing: run make lib" >&2; exit 1; }
+inst 0755 "$SO" "$D$PREFIX/lib/liboctipc.so.$IPC_LIBVERSION"
+ln -sfn "liboctipc.so.$IPC_LIBVERSION" "$D$PREFIX/lib/liboctipc.so.1"
 ln -sfn "liboctipc.so.1" "$D$PREFIX/lib/liboctipc.so"
 say "$D$PREFIX/lib/liboctipc.so.1 liboctipc.so (links)"
+[ ! -f "$BUILD/liboctipc.a" ] || inst 0644 "$BUILD/liboctipc.a" "$D$PREFIX/lib/liboctipc.a"
 mkdir -p "$D$PREFIX/lib/pkgconfig"
 sed -e "s#@PREFIX@#$PREFIX#g" -e "s#@VERSION@#$VERSION#g" ipc/octipc.pc.in >"$D$PREFIX/lib/pkgconfig/octipc.pc"
 chmod 0644 "$D$PREFIX/lib/pkgconfig/octipc.pc"
