@@ -42,6 +42,7 @@
 #include "oct_control_keys.h"
 #include "checks.h"
 #include "gpu_path.h"
+#include "health.h"
 #include "octd.h"
 #include "save.h"
 
@@ -81,6 +82,8 @@ static void status_counters(octd *d)
     STORE64(b->publish_drops, d->drops);
     STORE64(b->last_frame_id, d->last_frame_id);
     STORE64(b->last_latency_ns, d->last_latency);
+    STORE64(b->frames_reprocessed, d->reprocessed); /* ops: not ring frames */
+    STORE64(b->frames_lost, d->lost);
     STORE64(b->heartbeat_ns, oct_time_monotonic_ns());
     set_state(d, current_state(d));
 }
@@ -302,7 +305,8 @@ static void process_frame(octd *d, const octd_frame_buf *f, bool review)
     if (!slot) {
         /* Every buffer is still held by ZeroMQ: drop rather than wait. */
         d->drops++;
-        d->skipped++;
+        if (!review) /* ring counters count ring frames only (seen = processed + skipped + torn) */
+            d->skipped++;
         return;
     }
     oct_error e;
@@ -318,10 +322,14 @@ static void process_frame(octd *d, const octd_frame_buf *f, bool review)
             octd_log(LOG_ERR, "frame %" PRIu64 ": %s", f->info.frame_id, e.msg);
             copy_text(d->proc_err, sizeof d->proc_err, e.msg);
         }
-        d->skipped++;
+        if (!review)
+            d->skipped++;
         return;
     }
-    d->processed++;
+    if (review)
+        d->reprocessed++; /* the kept frame again: not a ring frame */
+    else
+        d->processed++;
     octd_frame_meta m = {
         .frame_id = f->info.frame_id,
         .frame_seq = d->processed,
@@ -350,6 +358,7 @@ static void detach_ring(octd *d, const char *why)
     d->ring = NULL;
     d->next_attach_ns = 0;
     status_engine(d);
+    octd_health_ring(d, OCT_ATTACH_WAITING, why);
 }
 
 static void try_attach(octd *d)
@@ -365,9 +374,11 @@ static void try_attach(octd *d)
         /* Absent or still initialising is normal; anything else (wrong ABI,
          * bad geometry) is logged once per distinct message. */
         if (rc != OCT_ENOENT && rc != OCT_EAGAIN && strcmp(d->attach_err, e.msg) != 0) {
-            octd_log(LOG_ERR, "ring %s: %s", d->cfg.ring_frames, e.msg);
+            if (rc != OCT_EPERM) /* health.c logs the explained permission error */
+                octd_log(LOG_ERR, "ring %s: %s", d->cfg.ring_frames, e.msg);
             copy_text(d->attach_err, sizeof d->attach_err, e.msg);
         }
+        octd_health_attach_error(d, rc, e.msg);
         return;
     }
     /* A ring its producer closed but has not unlinked yet is not a ring to
@@ -376,16 +387,19 @@ static void try_attach(octd *d)
         OCT_RING_CLOSED) {
         oct_ring_consumer_close(d->ring);
         d->ring = NULL;
+        octd_health_ring(d, OCT_ATTACH_WAITING, "the ring was closed by its producer");
         return;
     }
-    /* Nor is the ring of a dead producer (heartbeat older than the
-     * consumer's 2 s limit): attaching would detach at once as stale and
-     * loop, re-processing its last frame each time. */
+    /* Nor is the ring of a dead producer (heartbeat older than [ring]
+     * stale_ms): attaching would detach at once as stale and loop,
+     * re-processing its last frame each time. */
+    oct_ring_consumer_set_stale_ms(d->ring, d->cfg.stale_ms);
     uint64_t hb = __atomic_load_n(&oct_ring_consumer_header(d->ring)->heartbeat_ns,
                                   __ATOMIC_ACQUIRE);
-    if (now > hb && now - hb > 2000000000ull) {
+    if (now > hb && now - hb > (uint64_t)d->cfg.stale_ms * 1000000ull) {
         oct_ring_consumer_close(d->ring);
         d->ring = NULL;
+        octd_health_ring(d, OCT_ATTACH_WAITING, "the ring's producer is gone (heartbeat stale)");
         return;
     }
     d->attach_err[0] = '\0';
@@ -405,6 +419,7 @@ static void try_attach(octd *d)
              d->ring_epoch, d->ring_geom.lines, d->ring_geom.ascans, d->ring_geom.samples,
              oct_sample_name(d->ring_geom.sample_type));
     status_engine(d);
+    octd_health_ring(d, OCT_ATTACH_OK, "");
     /* Plan now (not at the first frame) so the first frame is not late; in
      * review the engine stays on the kept frame's geometry. */
     if (d->mode == OCT_STATE_ONLINE)
@@ -449,6 +464,8 @@ static void online_step(octd *d)
     }
     d->seen += 1 + info.skipped;
     d->skipped += info.skipped;
+    if (d->cfg.policy == OCT_POLICY_ALL)
+        d->lost += info.skipped; /* policy all skips only what was lapped */
     /* Swap so that `cur` always holds the last complete frame (snapshot). */
     octd_frame_buf t = d->cur;
     d->cur = d->scratch;
@@ -849,6 +866,7 @@ static void periodic(octd *d)
 {
     uint64_t now = oct_time_monotonic_ns();
     status_counters(d);
+    octd_health_periodic(d, now);
     /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
     if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
         octd_notify_send(&d->nt, "WATCHDOG=1");
@@ -860,13 +878,7 @@ static void periodic(octd *d)
     oct_status_block copy;
     if (oct_status_read(d->st, &copy) == OCT_OK)
         octd_pub_send_status(d->pub, &copy, &d->values);
-    if (!d->ring)
-        octd_notify_send(&d->nt, "STATUS=waiting for ring %s", d->cfg.ring_frames);
-    else
-        octd_notify_send(&d->nt, "STATUS=%s: frames in %" PRIu64 ", processed %" PRIu64
-                                 ", skipped %" PRIu64 ", images published %" PRIu64,
-                         oct_daemon_state_name(current_state(d)), d->seen, d->processed,
-                         d->skipped, d->published);
+    octd_health_notify(d, NULL); /* STATUS= is octctl status's summary= */
 }
 
 /* Refuses to start over a running octd that uses the same status block. */
@@ -1012,6 +1024,11 @@ static int run(octd *d)
         goto out;
     }
     d->sb = oct_status_block_ptr(d->st);
+    if (octd_health_init(d, &e) != OCT_OK) {
+        octd_log(LOG_CRIT, "%s", e.msg);
+        goto out;
+    }
+    octd_health_ring(d, OCT_ATTACH_WAITING, "");
     d->seen_gen = d->applied_gen = oct_control_generation(d->ctl);
     oct_status_begin(d->st);
     d->sb->pid = (uint64_t)getpid();
@@ -1038,7 +1055,8 @@ static int run(octd *d)
     octd_log(LOG_INFO, "octd %s started: control %s, status %s, ring %s, %d endpoint(s) from %s",
              OCT_VERSION, d->cfg.ring_control, d->cfg.ring_status, d->cfg.ring_frames,
              d->cfg.endpoint_count, d->cfg.endpoints[0]);
-    octd_notify_send(&d->nt, "READY=1\nSTATUS=%s", d->ring ? "online" : "waiting for ring");
+    set_state(d, current_state(d));
+    octd_health_notify(d, "READY=1\n");
 
     while (!d->stop) {
         read_signals(d);
@@ -1085,6 +1103,7 @@ out:
     if (d->ctl)
         oct_control_close(d->ctl, false);
     octd_notify_close(&d->nt);
+    octd_health_free(d);
     if (d->sigfd >= 0)
         close(d->sigfd);
     octd_log(LOG_INFO, "stopped");

@@ -66,6 +66,9 @@ typedef struct octd {
     uint64_t last_status_ns, last_watchdog_ns;
 
     struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
+    /* issue 14 (ops): health.c, endpoint.c, metrics.c */
+    struct octd_health *health;
+    uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
 } octd;
 
 #endif
