@@ -41,6 +41,7 @@
 
 #include "oct_control_keys.h"
 #include "checks.h"
+#include "endpoint.h"
 #include "gpu_path.h"
 #include "health.h"
 #include "octd.h"
@@ -778,11 +779,27 @@ static void do_reload(octd *d)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {
         /* The old sockets hold the ports: close them first, and go back to
-         * the old endpoints if the new ones cannot be bound. */
+         * the old endpoints if the new ones cannot be bound.  New ipc://
+         * endpoints are claimed first (endpoint.c); ours stay ours. */
+        octd_endpoints *eps = NULL;
+        octd_endpoints_release(d->endpoints);
+        d->endpoints = NULL;
+        if (octd_endpoints_claim(&eps, &cfg, &e) != OCT_OK) {
+            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
+                octd_log(LOG_ERR, "%s", e.msg);
+            oct_engine_destroy(eng);
+            eng = NULL;
+            goto out;
+        }
+        d->endpoints = eps;
         octd_pub_destroy(d->pub);
         d->pub = NULL;
         if (octd_pub_create(&d->pub, &cfg, &e) != OCT_OK) {
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            octd_endpoints_release(d->endpoints);
+            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
+                octd_log(LOG_ERR, "%s", e.msg);
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
                 octd_log(LOG_CRIT, "cannot re-bind the old endpoints either: %s", e.msg);
                 d->stop = true;
@@ -1040,7 +1057,8 @@ static int run(octd *d)
     /* The configuration was checked (load_config): failures from here on
      * (an endpoint in use, no GPU, no memory) may pass, so they are not 78,
      * which would keep the service down for good. */
-    if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
+    if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK ||
+        octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
         octd_log(LOG_CRIT, "%s", e.msg);
         exit_code = EX_UNAVAILABLE;
         goto out;
@@ -1089,6 +1107,7 @@ out:
         status_counters(d); /* state stopping, final counters */
     octd_gpu_drain(d);
     octd_pub_destroy(d->pub);
+    octd_endpoints_release(d->endpoints); /* after the sockets are closed */
     octd_gpu_free(d); /* after ZeroMQ let go of the pinned buffers */
     oct_ring_consumer_close(d->ring);
     oct_engine_destroy(d->eng);

@@ -68,6 +68,7 @@ typedef struct octd {
     struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
     /* issue 14 (ops): health.c, endpoint.c, metrics.c */
     struct octd_health *health;
+    struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */
     uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
 } octd;
 
