@@ -110,7 +110,7 @@ progs: $(PROGS)
 
 $(BIN)/octd: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c)) $(BUILD)/liboct.a
 	@mkdir -p $(BIN)
-	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) -lcivetweb $(CUDA_LIBS)
 
 define TOOL_RULE
 $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(NVCC),$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard tools/$(1)/*.cu))) $(BUILD)/liboct.a

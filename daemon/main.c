@@ -44,6 +44,7 @@
 #include "endpoint.h"
 #include "gpu_path.h"
 #include "health.h"
+#include "metrics.h"
 #include "octd.h"
 #include "save.h"
 
@@ -774,6 +775,10 @@ static void do_reload(octd *d)
         memcpy(cfg.ring_control, d->cfg.ring_control, sizeof cfg.ring_control);
         memcpy(cfg.ring_status, d->cfg.ring_status, sizeof cfg.ring_status);
     }
+    if (strcmp(cfg.metrics_listen, d->cfg.metrics_listen)) {
+        octd_log(LOG_WARNING, "reload: a new [metrics] listen takes effect at the next start");
+        memcpy(cfg.metrics_listen, d->cfg.metrics_listen, sizeof cfg.metrics_listen);
+    }
     bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count;
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
@@ -884,6 +889,7 @@ static void periodic(octd *d)
     uint64_t now = oct_time_monotonic_ns();
     status_counters(d);
     octd_health_periodic(d, now);
+    octd_metrics_tick(d, now);
     /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
     if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
         octd_notify_send(&d->nt, "WATCHDOG=1");
@@ -1058,7 +1064,7 @@ static int run(octd *d)
      * (an endpoint in use, no GPU, no memory) may pass, so they are not 78,
      * which would keep the service down for good. */
     if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK ||
-        octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
+        octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK || octd_metrics_start(d, &e) != OCT_OK) {
         octd_log(LOG_CRIT, "%s", e.msg);
         exit_code = EX_UNAVAILABLE;
         goto out;
@@ -1105,6 +1111,7 @@ out:
     d->stop = true;
     if (d->sb)
         status_counters(d); /* state stopping, final counters */
+    octd_metrics_stop(d);
     octd_gpu_drain(d);
     octd_pub_destroy(d->pub);
     octd_endpoints_release(d->endpoints); /* after the sockets are closed */

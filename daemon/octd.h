@@ -69,6 +69,7 @@ typedef struct octd {
     /* issue 14 (ops): health.c, endpoint.c, metrics.c */
     struct octd_health *health;
     struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */
+    struct octd_metrics *metrics;     /* NULL unless [metrics] listen */
     uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
 } octd;
 

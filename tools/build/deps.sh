@@ -6,7 +6,8 @@
 # Uses apt-get, through sudo when not root.
 set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
-libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf"
+libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf
+libcivetweb-dev help2man curl"
 # test tools of `make check`: libFuzzer (e2e_fuzz), valgrind (e2e_valgrind,
 # make valgrind), ss (e2e_security)
 FUZZ_PKGS="clang libclang-rt-14-dev libomp-14-dev valgrind iproute2"
