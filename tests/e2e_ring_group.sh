@@ -115,6 +115,21 @@ echo "ok   a. README set-up: acquirer $AU (primary group $AU, added to octd) -> 
 kill $SIM; wait $SIM 2>/dev/null
 rm -f /dev/shm$N-frames
 
+# the Python acquirer (tools/python/octring.py) does the same
+if "$PYTHON" -c 'import numpy' 2>/dev/null; then
+    got=$("${AS_A[@]}" "$PYTHON" -c '
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from octring import RingProducer
+with RingProducer(sys.argv[2], samples=256, ascans=8, lines=1, sample_type="u16") as r:
+    st = os.stat("/dev/shm" + sys.argv[2])
+    print(st.st_gid, oct(st.st_mode & 0o777))
+' "$(pwd)/tools/python" "$N-py" 2>&1) || fail "Python producer as $AU: $got"
+    rm -f /dev/shm$N-py
+    [ "$got" = "$(getent group octd | cut -d: -f3) 0o660" ] || fail "Python producer's ring: gid/mode $got"
+    echo "ok   a. the Python producer (octring.py) as $AU also gives its ring group octd"
+fi
+
 # ---- b. an acquirer outside group octd ---------------------------------------------
 "${AS_X[@]}" "$BIN/octsim" --ring "$N-frames" --samples 256 --ascans 32 --lines 1 --rate 3200 --quiet \
     2>"$T/sim2.log" &
