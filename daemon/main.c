@@ -39,6 +39,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oct_docs.h"
 #include "oct_control_keys.h"
 #include "checks.h"
 #include "endpoint.h"
@@ -931,7 +932,7 @@ static void usage(FILE *f)
             "usage: octd --config FILE [--check-config] [--foreground]\n"
             "       octd --version | --help\n"
             "Real-time OCT processing daemon: frame ring -> CFD/MSI/CMS images -> ZeroMQ.\n"
-            "  -c, --config FILE   octd.ini (SPEC 5.1); its [profile] path names the profile\n"
+            "  -c, --config FILE   octd.ini (CONFIGURATION.md); its [profile] path names the profile\n"
             "  -t, --check-config  validate octd.ini, the profile and its data files (masks,\n"
             "                      reference, ...), then exit (0 valid, 78 invalid)\n"
             "  -f, --foreground    accepted for compatibility; octd always runs in the foreground\n"
@@ -941,7 +942,8 @@ static void usage(FILE *f)
             "  data files; restarting does not help); 69 start-up failed for another reason\n"
             "  (a publish endpoint cannot be bound, the engine cannot be planned: no GPU, out\n"
             "  of memory; a restart may help); 1 other errors (e.g. another octd is running);\n"
-            "  2 usage.\n");
+            "  2 usage.\n"
+            OCT_DOCS_HINT);
 }
 
 static int run(octd *d);

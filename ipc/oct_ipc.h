@@ -415,6 +415,7 @@ OCT_ABI_ASSERT(offsetof(oct_status_block, last_frame_id) == 544, "last_frame_id"
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_latency_ns) == 552, "last_latency_ns");
 OCT_ABI_ASSERT(offsetof(oct_status_block, start_ns) == 560, "start_ns");
 OCT_ABI_ASSERT(offsetof(oct_status_block, ring_state) == 568, "ring_state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, warning_count) == 572, "warning_count");
 OCT_ABI_ASSERT(offsetof(oct_status_block, ring_message) == 576, "ring_message");
 OCT_ABI_ASSERT(offsetof(oct_status_block, warnings) == 704, "warnings");
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_error) == 960, "last_error");

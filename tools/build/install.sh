@@ -5,7 +5,9 @@
 #                                it stands alone), oct_types.h (the same types)
 #   $PREFIX/lib/                 liboctipc.so.$IPC_LIBVERSION (+ .so.1, .so links), liboctipc.a
 #   $PREFIX/lib/pkgconfig/       octipc.pc
-#   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml)
+#   $PREFIX/share/doc/octd/      README, PROTOCOL.md, CONFIGURATION.md, MATH.md,
+#                                examples/ (octd.ini, profile.yaml)
+#   $PREFIX/share/man/man1, man8 the man pages (make man: help2man from --help)
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
 #     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
 #     (SYSTEMD_PREFIX= overrides where: e.g. /usr/lib)
@@ -62,6 +64,15 @@ inst 0644 systemd/octd.tmpfiles "$D$SD/tmpfiles.d/octd.conf"
 inst 0644 systemd/octd.ini "$D$PREFIX/share/doc/octd/examples/octd.ini"
 inst 0644 systemd/profile.yaml "$D$PREFIX/share/doc/octd/examples/profile.yaml"
 [ -f README.md ] && inst 0644 README.md "$D$PREFIX/share/doc/octd/README.md"
+# the contract, beside the code it describes in the tree (issue 14.9)
+for f in ipc/PROTOCOL.md config/CONFIGURATION.md kernels/MATH.md; do
+    inst 0644 "$f" "$D$PREFIX/share/doc/octd/$(basename "$f")"
+done
+# man pages generated from --help (make man)
+for m in "$BUILD"/man/*.[18]; do
+    [ -f "$m" ] || { echo "install: no man pages in $BUILD/man: run make man" >&2; exit 1; }
+    inst 0644 "$m" "$D$PREFIX/share/man/man${m##*.}/$(basename "$m")"
+done
 for f in octd.ini profile.yaml; do
     if [ -e "$D$SYSCONF/$f" ]; then
         say "$D$SYSCONF/$f exists: kept (the example is in $PREFIX/share/doc/octd/examples/)"

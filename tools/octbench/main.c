@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oct_docs.h"
 #include "bench.h"
 
 /* Fallbacks for parts that live in other files (a strong definition there
@@ -56,7 +57,8 @@ static void usage(FILE *f)
             "                           -> subscriber (--only volume|bscan, --seconds S,\n"
             "                           --policy all|latest, --rate FRAMES_PER_S)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
-            "  --help                   this text\n");
+            "  --help                   this text\n"
+            OCT_DOCS_HINT);
 }
 
 int main(int argc, char **argv)

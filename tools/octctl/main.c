@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "oct_docs.h"
 #include "oct_control_keys.h"
 #include "oct_ipc.h"
 #include "ring.h"
@@ -64,7 +65,8 @@ static void usage(FILE *f)
             "  klin_c0..klin_c3, disp_a2, disp_a3, disp_k0.\n"
             "Examples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
             "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi,cms\n"
-            "          octctl set klin.interp=sinc klin.taps=21 dispersion.a2=-12.5\n");
+            "          octctl set klin.interp=sinc klin.taps=21 dispersion.a2=-12.5\n"
+            OCT_DOCS_HINT);
 }
 
 static double now_s(void)

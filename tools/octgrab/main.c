@@ -16,6 +16,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "oct_docs.h"
 #include "jsonhdr.h"
 #include "oct_config.h"
 
@@ -76,7 +77,8 @@ static void usage(FILE *f)
             "  -s, --save-max N    save at most N messages per topic (default: all)\n"
             "  -q, --quiet         no line per message\n"
             "  -H, --headers       also print each image message's full JSON header (one line,\n"
-            "                      starting with '{', after the message's line; also with --quiet)\n");
+            "                      starting with '{', after the message's line; also with --quiet)\n"
+            OCT_DOCS_HINT);
 }
 
 static topic_stats *stats_for(grab *g, const char *topic)
