@@ -177,7 +177,7 @@ static void compute(octd *d, octd_health *h, uint64_t now)
     const oct_geometry *g = d->ring ? &d->ring_geom : d->eng ? &d->eng_geom : NULL;
     uint32_t asked = p->products & ~OCT_PRODUCT_F32;
     char k[96];
-    if (g && d->mode == OCT_STATE_ONLINE) {
+    if (g) {
         bool volume = g->lines > 1;
         uint32_t possible = volume ? VOLUME_KINDS : BSCAN_KINDS;
         /* kinds this file does not know (added later) may be possible: no claim */
@@ -214,7 +214,7 @@ static void compute(octd *d, octd_health *h, uint64_t now)
     } else if (now - h->watch_ns >= NO_IMAGES_NS) {
         h->no_images = true;
     }
-    if (h->no_images && h->warning_count == 0 && d->mode == OCT_STATE_ONLINE)
+    if (h->no_images && h->warning_count == 0)
         warn(h, "frames are processed but no image is published (products, geometry or indices "
                 "yield nothing)");
 }
@@ -227,7 +227,8 @@ void octd_health_periodic(octd *d, uint64_t now)
     char old[MAX_WARNINGS][160];
     int old_count = h->warning_count;
     memcpy(old, h->warnings, sizeof old);
-    compute(d, h, now);
+    if (d->mode == OCT_STATE_ONLINE) /* review shows the kept frame: the warnings stay as they were */
+        compute(d, h, now);
     bool changed = old_count != h->warning_count;
     for (int i = 0; i < h->warning_count; i++) {
         bool was = false;
