@@ -26,7 +26,7 @@ endif
 BUILD    ?= build/$(if $(NVCC),cuda,cpu)
 
 VERSION  := 0.1.0
-INCLUDES := -Ikernels -Iipc -Iconfig
+INCLUDES := -Ikernels -Iipc -Iconfig -Itools/common
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes
 BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN) \
                -DOCT_DOCDIR=\"$(PREFIX)/share/doc/octd\"
@@ -43,7 +43,8 @@ CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas
 endif
 
 # ---- sources ---------------------------------------------------------------
-LIB_SRC  := $(sort $(wildcard kernels/*.c ipc/*.c config/*.c))
+# tools/common: the command-line convention of every program (cli.h)
+LIB_SRC  := $(sort $(wildcard kernels/*.c ipc/*.c config/*.c tools/common/*.c))
 CU_SRC   := $(if $(NVCC),$(sort $(wildcard kernels/*.cu)))
 IPC_SRC  := $(sort $(wildcard ipc/*.c)) kernels/error.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
@@ -120,6 +121,13 @@ $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(
 	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $$(CUDA_LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
+# octweb (the browser console) serves HTTP/WebSocket through civetweb;
+# octweb-tls.so makes civetweb 1.15's TLS work with OpenSSL 3 (see its source)
+$(BIN)/octweb: LIBS += -lcivetweb
+progs: $(BIN)/octweb-tls.so
+$(BIN)/octweb-tls.so: tools/octweb/tls/shim.c | $(DEPS_STAMP)
+	@mkdir -p $(BIN)
+	$(CC) -shared -fPIC -O2 -Wall -Wl,-soname,libssl.so -o $@ $< -lssl
 
 # ---- tests -----------------------------------------------------------------
 tests: $(TESTS) $(SAN_TESTS)
@@ -183,6 +191,7 @@ MAN_DESC_octsim   := reference acquirer: simulated OCT frames into octd's frame 
 MAN_DESC_octgrab  := subscriber: receives, prints and saves octd's images
 MAN_DESC_octproc  := offline processing of recorded frames with octd's engine
 MAN_DESC_octbench := benchmarks of octd's engine, shared memory and whole path
+MAN_DESC_octweb   := browser console for octd: live images, controls and health
 man: $(MAN_PAGES)
 $(BUILD)/man/octd.8: $(BIN)/octd
 	@mkdir -p $(dir $@)

@@ -24,6 +24,7 @@ enum ini_key {
     K_FRAMES, K_CONTROL, K_STATUS, K_POLICY,
     K_ENDPOINT, K_SNDHWM,
     K_PROFILE_PATH, K_SAVE_DIR, K_LOG_LEVEL,
+    K_ZERO_COPY,
     K_STALE_MS, K_METRICS_LISTEN,
     K_COUNT
 };
@@ -36,6 +37,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_ENDPOINT] = {"publish", "endpoint"}, [K_SNDHWM] = {"publish", "sndhwm"},
     [K_PROFILE_PATH] = {"profile", "path"}, [K_SAVE_DIR] = {"save", "directory"},
     [K_LOG_LEVEL] = {"log", "level"},
+    [K_ZERO_COPY] = {"ring", "zero_copy"},
     [K_STALE_MS] = {"ring", "stale_ms"}, [K_METRICS_LISTEN] = {"metrics", "listen"},
 };
 
@@ -278,6 +280,13 @@ static int set_value(ini_ctx *x, int k, const char *v)
         c->endpoint_count = count;
         return 1;
     }
+    case K_ZERO_COPY:
+        if (!strcasecmp(v, "auto")) c->zero_copy = OCT_ZERO_COPY_AUTO;
+        else if (!strcasecmp(v, "on")) c->zero_copy = OCT_ZERO_COPY_ON;
+        else if (!strcasecmp(v, "off")) c->zero_copy = OCT_ZERO_COPY_OFF;
+        else
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, on or off", sec, key, v), 0;
+        return 1;
     case K_STALE_MS: {
         int ms;
         if (!parse_int(v, 100, 3600000, &ms))

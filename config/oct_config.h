@@ -50,7 +50,12 @@ typedef struct oct_daemon_config {
     /* [metrics] */
     char metrics_listen[256];   /* "" = off; HOST:PORT of the Prometheus endpoint */
     char source_path[OCT_PATH_MAX];  /* the file it was read from */
+    /* [ring] zero_copy: whether the engine reads frames in place in the ring's
+     * mapping (auto: when it pipelines, i.e. CUDA) or from a copy */
+    int zero_copy;              /* OCT_ZERO_COPY_AUTO */
 } oct_daemon_config;
+
+enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };
 
 void oct_daemon_config_default(oct_daemon_config *c);
 /* Reads an ini file.  Unknown sections/keys, bad values, a missing file:
@@ -71,6 +76,7 @@ typedef struct oct_profile {
     char source_path[OCT_PATH_MAX];
     bool has_geometry;           /* geometry: given in the profile */
     oct_geometry geom;
+    float spacing_um[3];         /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
     oct_params params;           /* initial control values */
     /* MSI masks */
     char masks_path[OCT_PATH_MAX];  /* resolved; "" = none */

@@ -9,6 +9,7 @@
 #include <stddef.h>
 
 #include "../ipc/oct_ipc.h"
+#include "../ipc/oct_options.h"
 #include "../kernels/oct_engine.h"
 #include "../kernels/oct_types.h"
 
@@ -20,13 +21,18 @@ extern "C" {
 size_t oct_control_key_count(void);
 const char *oct_control_key_name(size_t i);
 
-/* Control block ABI minor that introduced a key (0 or 1); -1 when unknown.
+/* The error for an unknown key, with "did you mean" when one is close. */
+oct_err oct_control_unknown_key(const char *key, oct_error *e);
+
+/* Control block ABI minor that introduced a key (0, 1 or 2); -1 when unknown.
  * Aliases count as their key. */
 int oct_control_key_abi_minor(const char *key);
 
 /* Parses `value` into the key's field(s) of v.  Unknown key, bad number,
  * trailing junk, unknown names and non-finite numbers are OCT_EINVAL with a
- * message naming the key and the value.  Ranges that depend on the geometry
+ * message naming the key and the value (unknown keys: "did you mean").  The
+ * option table's ranges and rules are checked on the whole generation
+ * (oct_options_check_values(), as octd does); ranges that depend on the geometry
  * are left to oct_params_validate() (octd validates the whole generation). */
 oct_err oct_control_key_set(oct_control_values *v, const char *key, const char *value,
                             oct_error *e);

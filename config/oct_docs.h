@@ -10,7 +10,7 @@
 #endif
 
 #define OCT_DOCS_HINT                                                                          \
-    "Documentation: man octd, octctl, octsim, octgrab, octproc, octbench; in " OCT_DOCDIR ":\n" \
+    "Documentation: man octd, octctl, octsim, octgrab, octproc, octbench, octweb; in " OCT_DOCDIR ":\n" \
     "  CONFIGURATION.md (octd.ini, the profile), PROTOCOL.md (shared memory, messages),\n"      \
     "  MATH.md (processing); in the source tree: config/, ipc/, kernels/, README.md.\n"
 

@@ -5,6 +5,7 @@
  * The schema is walked explicitly: every key is known, every value has one
  * expected type, and anything else is an error "FILE:LINE: key.path: ...". */
 #include "config_internal.h"
+#include "oct_control_keys.h"
 
 #include <errno.h>
 #include <math.h>
@@ -104,6 +105,24 @@ static oct_err get_i32(pctx *x, const yaml_node_t *n, const char *key, long long
     if (!err)
         *out = (int32_t)v;
     return err;
+}
+
+/* A control value's integer with the static range of the option table
+ * (oct_options.h): one range for the profile, octctl and octd. */
+static oct_err get_opt_i32(pctx *x, const yaml_node_t *n, const char *key, const char *opt,
+                           int32_t *out)
+{
+    const oct_option *o = oct_option_find(opt);
+    return get_i32(x, n, key, o ? (long long)o->min : INT32_MIN, o ? (long long)o->max : INT32_MAX,
+                   out);
+}
+
+/* The names of a control value's enumeration or set (NULL-terminated). */
+static const char *const *opt_names(const char *opt)
+{
+    const oct_option *o = oct_option_find(opt);
+    static const char *const none[] = {NULL};
+    return o && o->values ? o->values : none;
 }
 
 /* A plain scalar parsed as a double; *erange: strtod's ERANGE.  The callers
@@ -273,7 +292,9 @@ static oct_err walk_map(pctx *x, yaml_node_t *map, const char *path, const char 
                 size_t l = strlen(list);
                 snprintf(list + l, sizeof list - l, "%s%s", i ? ", " : "", keys[i]);
             }
-            return pfail(x, k, OCT_EPARSE, sub, "unknown key (known here: %s)", list);
+            const char *near = oct_nearest_name(sval(k), keys);
+            return pfail(x, k, OCT_EPARSE, sub, "unknown key (known here: %s)%s%s%s", list,
+                         near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         }
         record_key(x->p, sub, (uint32_t)k->start_mark.line + 1);
         if ((err = fn(x, idx, sub, k, v, arg)))
@@ -287,6 +308,20 @@ static oct_err walk_map(pctx *x, yaml_node_t *map, const char *path, const char 
 typedef struct geom_seen {
     bool samples, ascans, lines;
 } geom_seen;
+
+/* geometry.spacing_um.{depth,ascan,line}: finite, > 0, at most 1 m. */
+static oct_err spacing_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                            void *arg)
+{
+    float f = 0;
+    oct_err err = get_float(x, v, path, &f);
+    if (err)
+        return err;
+    if (!(f > 0.0f && f <= 1.0e6f))
+        return pfail(x, v, OCT_EINVAL, path, "%g is out of range (0 < spacing <= 1e6 µm)", f);
+    x->p->spacing_um[k] = f;
+    return OCT_OK;
+}
 
 static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
                              void *arg)
@@ -308,6 +343,11 @@ static oct_err geometry_pair(pctx *x, int k, const char *path, yaml_node_t *key,
         return OCT_OK;
     }
     case 4: err = get_int(x, v, path, 0, 15, &n); g->sample_shift = (uint32_t)n; return err;
+    case 5: {
+        /* pixel spacing for displays (octweb): {depth, ascan, line} in µm */
+        static const char *const keys[] = {"depth", "ascan", "line", NULL};
+        return walk_map(x, v, path, keys, spacing_pair, NULL);
+    }
     }
     return OCT_OK;
 }
@@ -331,7 +371,7 @@ static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
         return err;
     if (count == 0)
         return pfail(x, v, OCT_EINVAL, path, "the list is empty: name one or more of cfd, msi, cms");
-    static const char *const names[] = {"cfd", "msi", "cms", NULL}; /* = enum oct_method */
+    const char *const *names = opt_names("methods"); /* = enum oct_method */
     uint32_t m = 0;
     for (int i = 0; i < count; i++) {
         yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
@@ -356,9 +396,9 @@ static oct_err products_list(pctx *x, yaml_node_t *v, const char *path)
     oct_err err = list_items(x, v, path, NULL, &count);
     if (err)
         return err;
-    /* indices = enum oct_kind; f32 last */
-    static const char *const names[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v",
-                                        "volume", "f32", NULL};
+    /* the option table's names and bits (enum oct_kind; f32 last) */
+    const oct_option *o = oct_option_find("products");
+    const char *const *names = o->values;
     uint32_t bits = 0;
     for (int i = 0; i < count; i++) {
         yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
@@ -369,7 +409,7 @@ static oct_err products_list(pctx *x, yaml_node_t *v, const char *path)
             return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
         if ((err = get_word(x, it, sub, names, &w)))
             return err;
-        uint32_t bit = w == OCT_KIND_COUNT ? OCT_PRODUCT_F32 : OCT_PRODUCT_BIT(w);
+        uint32_t bit = o->bits ? o->bits[w] : 1u << w;
         if (bits & bit)
             return pfail(x, it, OCT_EINVAL, sub, "'%s' is listed twice", names[w]);
         bits |= bit;
@@ -387,10 +427,8 @@ static oct_err window_pair(pctx *x, int k, const char *path, yaml_node_t *key, y
 {
     window_seen *s = arg;
     if (k == 0) {
-        static const char *const names[] = {"rect", "hann", "hamming", "blackman", "gaussian",
-                                            "tukey", NULL};
         int w;
-        oct_err err = get_word(x, v, path, names, &w);
+        oct_err err = get_word(x, v, path, opt_names("window"), &w);
         x->p->params.window = (uint32_t)w;
         return err;
     }
@@ -408,11 +446,9 @@ static oct_err background_pair(pctx *x, int k, const char *path, yaml_node_t *ke
     bg_seen *s = arg;
     switch (k) {
     case 0: {
-        static const char *const names[] = {"none", "reference", "frame_mean", "rolling", "fpn",
-                                            NULL}; /* = enum oct_background */
         int w;
         s->mode = v;
-        oct_err err = get_word(x, v, path, names, &w);
+        oct_err err = get_word(x, v, path, opt_names("background"), &w);
         x->p->params.background = (uint32_t)w;
         return err;
     }
@@ -462,14 +498,13 @@ static oct_err klin_pair(pctx *x, int k, const char *path, yaml_node_t *key, yam
     oct_params *pp = &x->p->params;
     switch (k) {
     case 0: {
-        static const char *const names[] = {"off", "linear", "cubic", "sinc", NULL};
         int w;
         s->interp = v;
-        oct_err err = get_word(x, v, path, names, &w);
+        oct_err err = get_word(x, v, path, opt_names("klin"), &w);
         pp->klin = (uint32_t)w;
         return err;
     }
-    case 1: return get_i32(x, v, path, OCT_SINC_TAPS_MIN, OCT_SINC_TAPS_MAX, &pp->klin_taps);
+    case 1: return get_opt_i32(x, v, path, "klin.taps", &pp->klin_taps);
     case 2: {
         int got;
         s->coefs = v;
@@ -618,7 +653,7 @@ static oct_err msi_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         if (!it)
             return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
         /* |W| < M/2 <= 4096; the exact bound needs the geometry */
-        if ((err = get_i32(x, it, sub, -4095, 4095, &w[i])))
+        if ((err = get_opt_i32(x, it, sub, "lag_window", &w[i])))
             return err;
     }
     if (w[0] > w[1])
@@ -633,9 +668,9 @@ static oct_err enface_pair(pctx *x, int k, const char *path, yaml_node_t *key, y
 {
     oct_params *pp = &x->p->params;
     switch (k) {
-    case 0: return get_i32(x, v, path, 0, 1 << 20, &pp->enface_start);
-    case 1: return get_i32(x, v, path, 1, 1 << 20, &pp->enface_step);
-    default: return get_i32(x, v, path, 1, 1 << 16, &pp->enface_count);
+    case 0: return get_opt_i32(x, v, path, "enface.start", &pp->enface_start);
+    case 1: return get_opt_i32(x, v, path, "enface.step", &pp->enface_step);
+    default: return get_opt_i32(x, v, path, "enface.count", &pp->enface_count);
     }
 }
 
@@ -643,7 +678,8 @@ static oct_err xsec_pair(pctx *x, int k, const char *path, yaml_node_t *key, yam
                          void *arg)
 {
     oct_params *pp = &x->p->params;
-    return get_i32(x, v, path, 0, INT32_MAX, k == 0 ? &pp->xsec_h : &pp->xsec_v);
+    return get_opt_i32(x, v, path, k == 0 ? "xsec.h_index" : "xsec.v_index",
+                       k == 0 ? &pp->xsec_h : &pp->xsec_v);
 }
 
 static oct_err class_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
@@ -685,7 +721,7 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     switch (k) {
     case T_GEOMETRY: {
         static const char *const keys[] = {"samples", "ascans", "lines", "sample_type",
-                                           "sample_shift", NULL};
+                                           "sample_shift", "spacing_um", NULL};
         geom_seen gs = {0};
         oct_geometry *g = &x->p->geom;
         memset(g, 0, sizeof *g);
@@ -707,7 +743,7 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         static const char *const keys[] = {"type", "param", NULL};
         return walk_map(x, v, path, keys, window_pair, &s->win);
     }
-    case T_FREQ: return get_i32(x, v, path, 0, OCT_SAMPLES_MAX / 2, &x->p->params.freq_cutoff);
+    case T_FREQ: return get_opt_i32(x, v, path, "freq_cutoff", &x->p->params.freq_cutoff);
     case T_BACKGROUND: {
         static const char *const keys[] = {"mode", "reference", "frames", "segment", NULL};
         return walk_map(x, v, path, keys, background_pair, &s->bg);
@@ -725,9 +761,8 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
         return walk_map(x, v, path, keys, xsec_pair, NULL);
     }
     case T_SCALE: {
-        static const char *const names[] = {"linear", "log", NULL};
         int w;
-        oct_err err = get_word(x, v, path, names, &w);
+        oct_err err = get_word(x, v, path, opt_names("scale"), &w);
         x->p->params.scale = (uint32_t)w;
         return err;
     }
@@ -752,11 +787,55 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     return OCT_OK;
 }
 
+/* The profile key of an option key (they differ where the profile nests). */
+static const char *profile_key(const char *opt, const oct_params *pp)
+{
+    static const struct { const char *opt, *key; } map[] = {
+        {"window", "window.type"},      {"lag_window", "msi.lag_window"},
+        {"background", "background.mode"}, {"klin", "klin.interp"},
+        {"klin.c0", "klin.coefs"},      {"klin.c1", "klin.coefs"},
+        {"klin.c2", "klin.coefs"},      {"klin.c3", "klin.coefs"},
+        {"klin.source", "klin.positions"},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+        if (!strcmp(map[i].opt, opt))
+            return map[i].key;
+    if (!strcmp(opt, "background.param"))
+        return pp->background == OCT_BG_FPN ? "background.segment" : "background.frames";
+    return opt;
+}
+
+/* The option table's static rules on every control value (gsc > 0, products
+ * with an image, ranges), named by the profile key and its line. */
+static oct_err table_checks(pctx *x)
+{
+    oct_control_values cv;
+    oct_options_default(&cv);
+    oct_control_from_params(&cv, &x->p->params);
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        oct_error oe;
+        if (oct_option_check(o, &cv, &oe) == OCT_OK)
+            continue;
+        const char *key = profile_key(o->key, &x->p->params);
+        size_t kl = strlen(o->key);
+        const char *what = !strncmp(oe.msg, o->key, kl) && !strncmp(oe.msg + kl, ": ", 2)
+                               ? oe.msg + kl + 2 : oe.msg;
+        uint32_t line = oct_profile_key_line(x->p, key);
+        return oct_error_set(x->e, OCT_EINVAL, "%s:%u: %s: %s", x->name, line ? line : 1u, key,
+                             what);
+    }
+    return OCT_OK;
+}
+
 /* Checks that need several keys (or the geometry), once all are read. */
 static oct_err cross_checks(pctx *x, yaml_node_t *root, top_seen *s)
 {
     oct_profile *p = x->p;
     oct_params *pp = &p->params;
+    oct_err terr = table_checks(x);
+    if (terr)
+        return terr;
     if (pp->window == OCT_WINDOW_GAUSSIAN && !(pp->window_param > 0))
         return pfail(x, s->win.param ? s->win.param : s->node[T_WINDOW], OCT_EINVAL,
                      "window.param", "gaussian needs sigma > 0 (a fraction of M), got %g",
@@ -809,12 +888,20 @@ static oct_err cross_checks(pctx *x, yaml_node_t *root, top_seen *s)
         return pfail(x, s->msi.lags, OCT_EINVAL, "msi.lag_window",
                      "[%d, %d] must lie within (-M/2, M/2) = (%d, %d)", pp->lag_lo, pp->lag_hi,
                      -half, half);
-    if ((uint32_t)pp->xsec_h >= g->lines)
+    /* indices are checked for the products asked for that this geometry
+     * makes (xsec_h/xsec_v: volume frames only, SPEC 2.4), so a B-scan
+     * geometry works with a profile written for volumes (issue 14) */
+    bool volume = g->lines > 1;
+    if (volume && (pp->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_H)) &&
+        (uint32_t)pp->xsec_h >= g->lines)
         return pfail(x, s->node[T_XSEC], OCT_EINVAL, "xsec.h_index",
-                     "%d is not below geometry.lines = %u", pp->xsec_h, g->lines);
-    if ((uint32_t)pp->xsec_v >= g->ascans)
+                     "%d is not below geometry.lines = %u (products has xsec_h)", pp->xsec_h,
+                     g->lines);
+    if (volume && (pp->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_V)) &&
+        (uint32_t)pp->xsec_v >= g->ascans)
         return pfail(x, s->node[T_XSEC], OCT_EINVAL, "xsec.v_index",
-                     "%d is not below geometry.ascans = %u", pp->xsec_v, g->ascans);
+                     "%d is not below geometry.ascans = %u (products has xsec_v)", pp->xsec_v,
+                     g->ascans);
     if (s->klin.coefs && pp->klin != OCT_KLIN_OFF) {
         /* the polynomial's positions must increase within [-1, M] (oct_engine.h) */
         double M = g->samples, prev = -INFINITY;

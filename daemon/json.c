@@ -134,6 +134,21 @@ void octd_json_i32_array(octd_json *j, const char *k, const int32_t *v, size_t n
     put(j, "]", 1);
 }
 
+void octd_json_f64_array(octd_json *j, const char *k, const double *v, size_t n)
+{
+    key(j, k);
+    put(j, "[", 1);
+    for (size_t i = 0; i < n; i++) {
+        if (i)
+            put(j, ",", 1);
+        if (isfinite(v[i]))
+            putf(j, "%.9g", v[i]);
+        else
+            put(j, "null", 4);
+    }
+    put(j, "]", 1);
+}
+
 size_t octd_json_end(octd_json *j)
 {
     put(j, "}", 1);

@@ -26,6 +26,7 @@ void octd_json_i32_array(octd_json *j, const char *key, const int32_t *v, size_t
 /* A nested object as the value of key: fields written until _end go in it. */
 void octd_json_object_begin(octd_json *j, const char *key);
 void octd_json_object_end(octd_json *j);
+void octd_json_f64_array(octd_json *j, const char *k, const double *v, size_t n);
 size_t octd_json_end(octd_json *j);
 
 #endif

@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,9 +42,10 @@
 
 #include "oct_docs.h"
 #include "oct_control_keys.h"
+#include "cli.h"
 #include "checks.h"
 #include "endpoint.h"
-#include "gpu_path.h"
+#include "frames.h"
 #include "health.h"
 #include "metrics.h"
 #include "octd.h"
@@ -154,7 +156,7 @@ static bool clamp_params(oct_params *p, const oct_setup *su)
     p->xsec_v = clamp_i32(p->xsec_v, 0, (int32_t)g->ascans - 1);
     p->lag_lo = clamp_i32(p->lag_lo, -half + 1, half - 1);
     p->lag_hi = clamp_i32(p->lag_hi, p->lag_lo, half - 1);
-    p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half - 1);
+    p->freq_cutoff = clamp_i32(p->freq_cutoff, 0, half); /* F <= samples/2, as validated */
     if (mask_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
         p->methods &= ~OCT_METHOD_BIT(OCT_METHOD_MSI);
     if (su->cms_count == 0 && (p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)))
@@ -265,7 +267,11 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
         d->error_state = true;
         return false;
     }
+    octd_frames_drain(d); /* nothing in flight on the old engine */
+    bool shrink = d->eng && oct_geometry_frame_bytes(geom) < oct_geometry_frame_bytes(&d->eng_geom);
     oct_engine_destroy(d->eng);
+    if (shrink)
+        malloc_trim(0); /* the larger geometry's engine memory goes back */
     d->eng = eng;
     d->eng_geom = *geom;
     d->error_state = false;
@@ -283,80 +289,16 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
     return true;
 }
 
-/* ------------------------------------------------------------------ */
-/* processing and publishing                                           */
-/* ------------------------------------------------------------------ */
-static bool frame_buf_fit(octd_frame_buf *b, size_t bytes)
-{
-    if (b->cap >= bytes)
-        return true;
-    void *p = NULL;
-    /* page aligned: frames are copied in big blocks */
-    if (posix_memalign(&p, 4096, bytes) != 0)
-        return false;
-    free(b->data);
-    b->data = p;
-    b->cap = bytes;
-    return true;
-}
+bool octd_ensure_engine(octd *d, const oct_geometry *geom) { return ensure_engine(d, geom); }
 
-static void process_frame(octd *d, const octd_frame_buf *f, bool review)
-{
-    if (!ensure_engine(d, &f->geom))
-        return;
-    octd_slot *slot = octd_pub_acquire(d->pub, 2); /* then the copying reserve */
-    if (!slot) {
-        /* Every buffer is still held by ZeroMQ: drop rather than wait. */
-        d->drops++;
-        if (!review) /* ring counters count ring frames only (seen = processed + skipped + torn) */
-            d->skipped++;
-        return;
-    }
-    oct_error e;
-    size_t bytes = oct_geometry_frame_bytes(&f->geom);
-    /* Review re-processes the kept frame again and again: it must not enter
-     * the rolling background's history (which would drift the image). */
-    oct_engine_hold_history(d->eng, review);
-    oct_err rc = oct_engine_process(d->eng, f->data, bytes, slot->prod, &e);
-    oct_engine_hold_history(d->eng, false);
-    if (rc != OCT_OK) {
-        octd_slot_release(slot);
-        if (strcmp(d->proc_err, e.msg) != 0) {
-            octd_log(LOG_ERR, "frame %" PRIu64 ": %s", f->info.frame_id, e.msg);
-            copy_text(d->proc_err, sizeof d->proc_err, e.msg);
-        }
-        if (!review)
-            d->skipped++;
-        return;
-    }
-    if (review)
-        d->reprocessed++; /* the kept frame again: not a ring frame */
-    else
-        d->processed++;
-    octd_frame_meta m = {
-        .frame_id = f->info.frame_id,
-        .frame_seq = d->processed,
-        .epoch = f->info.epoch,
-        .t_acq_ns = f->info.t_acq_ns,
-        .params_gen = d->applied_gen,
-        .skipped = review ? 0 : f->info.skipped,
-        .torn = review ? 0 : d->torn_since,
-        .review = review,
-        .want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0,
-    };
-    uint64_t last_sent = 0;
-    d->published += octd_pub_send_products(d->pub, slot, &m, &d->drops, &last_sent);
-    octd_slot_release(slot);
-    d->torn_since = 0;
-    d->last_frame_id = f->info.frame_id;
-    uint64_t t0 = f->info.t_acq_ns ? f->info.t_acq_ns : f->info.commit_ns;
-    if (!review && last_sent > t0 && t0)
-        d->last_latency = last_sent - t0;
-}
-
+/* ------------------------------------------------------------------ */
+/* the ring (frames: frames.c)                                         */
+/* ------------------------------------------------------------------ */
+/* why: the ring library's message, which names the ring already */
 static void detach_ring(octd *d, const char *why)
 {
-    octd_log(LOG_INFO, "ring %s: %s; waiting for it", d->cfg.ring_frames, why);
+    octd_frames_drain(d); /* nothing in flight reads the mapping */
+    octd_log(LOG_INFO, "%s; waiting for it", why);
     oct_ring_consumer_close(d->ring);
     d->ring = NULL;
     d->next_attach_ns = 0;
@@ -378,7 +320,7 @@ static void try_attach(octd *d)
          * bad geometry) is logged once per distinct message. */
         if (rc != OCT_ENOENT && rc != OCT_EAGAIN && strcmp(d->attach_err, e.msg) != 0) {
             if (rc != OCT_EPERM) /* health.c logs the explained permission error */
-                octd_log(LOG_ERR, "ring %s: %s", d->cfg.ring_frames, e.msg);
+                octd_log(LOG_ERR, "%s", e.msg); /* names the ring */
             copy_text(d->attach_err, sizeof d->attach_err, e.msg);
         }
         octd_health_attach_error(d, rc, e.msg);
@@ -411,13 +353,6 @@ static void try_attach(octd *d)
     if (d->ever_attached)
         d->reattaches++;
     d->ever_attached = true;
-    size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
-    if (!frame_buf_fit(&d->scratch, bytes) || !frame_buf_fit(&d->cur, bytes)) {
-        octd_log(LOG_ERR, "ring %s: no memory for frames of %zu bytes", d->cfg.ring_frames, bytes);
-        oct_ring_consumer_close(d->ring);
-        d->ring = NULL;
-        return;
-    }
     octd_log(LOG_INFO, "ring %s attached: epoch %" PRIu64 ", %ux%ux%u %s", d->cfg.ring_frames,
              d->ring_epoch, d->ring_geom.lines, d->ring_geom.ascans, d->ring_geom.samples,
              oct_sample_name(d->ring_geom.sample_type));
@@ -438,7 +373,12 @@ static void ring_error(octd *d, oct_err rc, const oct_error *e)
         d->torn++;
         d->torn_since++;
         break;
-    case OCT_ECLOSED: detach_ring(d, "closed by the producer"); break;
+    case OCT_ECLOSED: {
+        char why[320];
+        snprintf(why, sizeof why, "ring %s: closed by the producer", d->cfg.ring_frames);
+        detach_ring(d, why);
+        break;
+    }
     case OCT_ESTALE: detach_ring(d, e->msg); break;
     default: detach_ring(d, e->msg); break;
     }
@@ -447,36 +387,9 @@ static void ring_error(octd *d, oct_err rc, const oct_error *e)
 static void online_step(octd *d)
 {
     oct_error e;
-    oct_frame_info info;
-    oct_err rc;
-    if (octd_gpu_online_step(d, &rc, &e)) { /* pipelined engine: frames straight from the ring */
-        if (rc != OCT_OK)
-            ring_error(d, rc, &e);
-        return;
-    }
-    size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
-    rc = oct_ring_consumer_next(d->ring, (oct_ring_policy)d->cfg.policy, d->scratch.data,
-                                        bytes, RING_TIMEOUT_MS, &info, &e);
-    if (rc != OCT_OK) {
-        if (rc == OCT_ETORN) { /* frames skipped/lapped before the torn one count too */
-            d->seen += info.skipped;
-            d->skipped += info.skipped;
-        }
+    oct_err rc = octd_frames_step(d, &e);
+    if (rc != OCT_OK)
         ring_error(d, rc, &e);
-        return;
-    }
-    d->seen += 1 + info.skipped;
-    d->skipped += info.skipped;
-    if (d->cfg.policy == OCT_POLICY_ALL)
-        d->lost += info.skipped; /* policy all skips only what was lapped */
-    /* Swap so that `cur` always holds the last complete frame (snapshot). */
-    octd_frame_buf t = d->cur;
-    d->cur = d->scratch;
-    d->scratch = t;
-    d->cur.geom = d->ring_geom;
-    d->cur.info = info;
-    d->cur.valid = true;
-    process_frame(d, &d->cur, false);
 }
 
 static void review_step(octd *d)
@@ -503,7 +416,7 @@ static void review_step(octd *d)
     if (d->review_dirty || now - d->last_review_ns >= SEC_NS) {
         d->review_dirty = false;
         d->last_review_ns = now;
-        process_frame(d, &d->kept, true);
+        octd_frames_review(d);
     }
 }
 
@@ -521,18 +434,24 @@ static oct_err save_images(octd *d, char *name, size_t len, oct_error *e)
 {
     if (!ensure_engine(d, &d->kept.geom))
         return oct_error_set(e, OCT_EINVAL, "the engine cannot be planned for the kept frame");
+    octd_frames_drain(d); /* the engine runs synchronously here */
     if (!d->save_prod && !(d->save_prod = oct_products_create()))
         return oct_error_set(e, OCT_ENOMEM, "out of memory for the images");
     oct_engine_hold_history(d->eng, true); /* the kept frame again: as review shows it */
     oct_err rc = oct_engine_process(d->eng, d->kept.data, oct_geometry_frame_bytes(&d->kept.geom),
                                     d->save_prod, e);
     oct_engine_hold_history(d->eng, false);
-    if (rc != OCT_OK)
-        return rc;
-    octd_saved_frame f = {d->kept.data, d->kept.geom, d->kept.info, &d->values, d->applied_gen,
-                          &d->prof};
-    return octd_save_images(d->cfg.save_dir, &f, d->save_prod,
-                            (d->params.products & OCT_PRODUCT_F32) != 0, name, len, e);
+    if (rc == OCT_OK) {
+        octd_saved_frame f = {d->kept.data, d->kept.geom, d->kept.info, &d->values,
+                              d->applied_gen, &d->prof};
+        rc = octd_save_images(d->cfg.save_dir, &f, d->save_prod,
+                              (d->params.products & OCT_PRODUCT_F32) != 0, name, len, e);
+    }
+    /* Saves are rare: the images' memory goes back (issue 21.4). */
+    oct_products_destroy(d->save_prod);
+    d->save_prod = NULL;
+    octd_frames_trim(d);
+    return rc;
 }
 
 static bool keep_current(octd *d)
@@ -540,7 +459,7 @@ static bool keep_current(octd *d)
     if (!d->cur.valid)
         return false;
     size_t bytes = oct_geometry_frame_bytes(&d->cur.geom);
-    if (!frame_buf_fit(&d->kept, bytes))
+    if (!octd_frame_buf_fit(&d->kept, bytes))
         return false;
     memcpy(d->kept.data, d->cur.data, bytes);
     d->kept.geom = d->cur.geom;
@@ -568,10 +487,14 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
     oct_error e;
     bool review = d->mode == OCT_STATE_REVIEW;
     if (cmd == OCT_CMD_SNAPSHOT || cmd == OCT_CMD_REVIEW)
-        octd_gpu_fill_cur(d); /* the pipelined path does not copy frames into cur */
+        octd_frames_fill_cur(d); /* frames read in place are not copied into cur */
     switch (cmd) {
     case OCT_CMD_ONLINE:
         d->mode = OCT_STATE_ONLINE;
+        /* Review shows the last snapshot taken since the last `online`,
+         * else the newest frame: the kept frame is done with. */
+        octd_frame_buf_free(&d->kept);
+        octd_frames_trim(d);
         command_ack(d, seq, OCT_CMDRES_OK, review ? "online" : "already online");
         if (review && d->ring)
             ensure_engine(d, &d->ring_geom);
@@ -588,7 +511,8 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
         break;
     case OCT_CMD_REVIEW:
         if (review) {
-            command_ack(d, seq, OCT_CMDRES_REFUSED, "already in review");
+            /* a mode already in effect: ok, as online when online (issue 14) */
+            command_ack(d, seq, OCT_CMDRES_OK, "already in review");
             break;
         }
         /* Without a snapshot, review the newest frame. */
@@ -665,8 +589,11 @@ static void poll_control(octd *d)
         oct_error e;
         /* Without an engine (no ring yet) the values are checked as far as
          * the geometry known now allows, with the engine's rules. */
-        oct_err rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
-                            : check_params_without_engine(d, &p, &e);
+        /* the option table's static rules first: messages in the operator's keys */
+        oct_err rc = oct_options_check_values(&v, &e);
+        if (rc == OCT_OK)
+            rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+                        : check_params_without_engine(d, &p, &e);
         if (rc == OCT_OK) {
             d->params = p;
             d->applied_gen = gen;
@@ -809,6 +736,8 @@ static void do_reload(octd *d)
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
                 octd_log(LOG_CRIT, "cannot re-bind the old endpoints either: %s", e.msg);
                 d->stop = true;
+            } else {
+                octd_pub_set_spacing(d->pub, d->prof.spacing_um);
             }
             oct_engine_destroy(eng);
             eng = NULL;
@@ -822,6 +751,7 @@ static void do_reload(octd *d)
     }
     d->cfg = cfg;
     d->prof = *prof;
+    octd_pub_set_spacing(d->pub, d->prof.spacing_um);
     if (eng) {
         oct_engine_destroy(d->eng);
         d->eng = eng;
@@ -942,7 +872,7 @@ static void usage(FILE *f)
             "  data files; restarting does not help); 69 start-up failed for another reason\n"
             "  (a publish endpoint cannot be bound, the engine cannot be planned: no GPU, out\n"
             "  of memory; a restart may help); 1 other errors (e.g. another octd is running);\n"
-            "  2 usage.\n"
+            "  64 usage.\n"
             OCT_DOCS_HINT);
 }
 
@@ -956,7 +886,10 @@ int main(int argc, char **argv)
         {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *config = NULL;
     bool check = false;
-    int c;
+    int c = oct_cli_start("octd", argc, argv, NULL);
+    if (c >= 0)
+        return c;
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     while ((c = getopt_long(argc, argv, "c:tfVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -964,13 +897,13 @@ int main(int argc, char **argv)
         case 'f': break;
         case 'V': printf("octd %s\n", OCT_VERSION); return 0;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: return oct_cli_usage("octd", "bad option %s", argv[optind - 1]);
         }
     }
-    if (optind < argc || !config) {
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return oct_cli_usage("octd", "unexpected argument '%s'", argv[optind]);
+    if (!config)
+        return oct_cli_usage("octd", "--config FILE is required");
     octd *d = calloc(1, sizeof *d);
     if (!d) {
         octd_log(LOG_CRIT, "out of memory");
@@ -1071,6 +1004,7 @@ static int run(octd *d)
         exit_code = EX_UNAVAILABLE;
         goto out;
     }
+    octd_pub_set_spacing(d->pub, d->prof.spacing_um);
     if (d->prof.has_geometry && !ensure_engine(d, &d->prof.geom)) {
         exit_code = EX_UNAVAILABLE;
         goto out;
@@ -1089,14 +1023,14 @@ static int run(octd *d)
         if (d->stop)
             break;
         if (d->reload) {
-            octd_gpu_drain(d); /* the engine may be replaced */
+            octd_frames_drain(d); /* the engine may be replaced */
             do_reload(d);
         }
         if (!d->ring)
             try_attach(d);
         poll_control(d);
         if (d->mode == OCT_STATE_REVIEW) {
-            octd_gpu_drain(d); /* review uses the engine synchronously */
+            octd_frames_drain(d); /* review uses the engine synchronously */
             review_step(d);
         } else if (d->ring)
             online_step(d);
@@ -1114,17 +1048,17 @@ out:
     if (d->sb)
         status_counters(d); /* state stopping, final counters */
     octd_metrics_stop(d);
-    octd_gpu_drain(d);
+    octd_frames_drain(d);
     octd_pub_destroy(d->pub);
     octd_endpoints_release(d->endpoints); /* after the sockets are closed */
-    octd_gpu_free(d); /* after ZeroMQ let go of the pinned buffers */
+    octd_frames_free(d); /* after ZeroMQ let go of the product buffers */
     oct_ring_consumer_close(d->ring);
     oct_engine_destroy(d->eng);
     oct_products_destroy(d->save_prod);
     oct_profile_data_free(&d->data);
-    free(d->cur.data);
-    free(d->scratch.data);
-    free(d->kept.data);
+    octd_frame_buf_free(&d->cur);
+    octd_frame_buf_free(&d->scratch);
+    octd_frame_buf_free(&d->kept);
     /* The blocks stay (see the top of this file). */
     if (d->st)
         oct_status_close(d->st, false);

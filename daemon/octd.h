@@ -65,12 +65,15 @@ typedef struct octd {
 
     uint64_t last_status_ns, last_watchdog_ns;
 
-    struct octd_gpu *gpu;      /* pipelined zero-copy frame path (gpu_path.c), NULL until used */
+    struct octd_frames *frames; /* the frame path and its product pool (frames.c), NULL until used */
     /* issue 14 (ops): health.c, endpoint.c, metrics.c */
     struct octd_health *health;
     struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */
     struct octd_metrics *metrics;     /* NULL unless [metrics] listen */
     uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
 } octd;
+
+/* Makes d->eng fit geom (re-plans when needed; main.c).  false: cannot process. */
+bool octd_ensure_engine(octd *d, const oct_geometry *geom);
 
 #endif

@@ -8,7 +8,9 @@
  * Large payloads are sent zero-copy: the message points into the slot's
  * oct_products and holds a reference on the slot; ZeroMQ's free callback
  * drops it once every subscriber's copy is gone, and the engine only ever
- * writes into slots nobody holds.
+ * writes into slots nobody holds (the pool is frames.c's).  A copy_only
+ * slot's images are copied into the message (once: ZeroMQ shares one
+ * message among its subscribers), so no subscriber can hold that slot.
  */
 #include "publish.h"
 
@@ -31,13 +33,17 @@
 struct octd_pub {
     void *ctx;
     void *sock;
-    octd_slot *slots[OCTD_POOL_MAX];
-    int nslots;
-    octd_slot *reserve; /* copy_only, never referenced by ZeroMQ */
-    bool on_reserve;    /* the last acquire fell back to it (logged once) */
+    int hwm_frames;     /* [publish] sndhwm */
+    int msgs_per_frame; /* images of the last frame, that the HWM is set for */
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
+    float spacing_um[3]; /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
 };
+
+void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
+{
+    memcpy(p->spacing_um, spacing_um, sizeof p->spacing_um);
+}
 
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
 {
@@ -58,9 +64,11 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
-     * subscriber.  (+1: the status message.) */
+     * subscriber.  (+1: the status message.)  Until the first frame the
+     * largest burst; then the HWM follows the frames' size (set_hwm). */
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
+    p->hwm_frames = frames;
     if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
         oct_error_set(e, OCT_EIO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
@@ -72,22 +80,6 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
                           cfg->source_path, cfg->endpoints[i], zmq_strerror(zmq_errno()));
             goto fail;
         }
-    }
-    if (!(p->reserve = calloc(1, sizeof *p->reserve)) || !(p->reserve->prod = oct_products_create())) {
-        oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
-        goto fail;
-    }
-    p->reserve->copy_only = true;
-    atomic_init(&p->reserve->refs, 0);
-    for (int i = 0; i < OCTD_POOL_MIN; i++) {
-        octd_slot *s = calloc(1, sizeof *s);
-        if (!s || !(s->prod = oct_products_create())) {
-            free(s);
-            oct_error_set(e, OCT_ENOMEM, "publisher: out of memory for product buffers");
-            goto fail;
-        }
-        atomic_init(&s->refs, 0);
-        p->slots[p->nslots++] = s;
     }
     *out = p;
     return OCT_OK;
@@ -107,50 +99,7 @@ void octd_pub_destroy(octd_pub *p)
     if (p->ctx)
         while (zmq_ctx_term(p->ctx) != 0 && zmq_errno() == EINTR)
             ;
-    for (int i = 0; i < p->nslots; i++) {
-        oct_products_destroy(p->slots[i]->prod);
-        free(p->slots[i]);
-    }
-    if (p->reserve)
-        oct_products_destroy(p->reserve->prod);
-    free(p->reserve);
     free(p);
-}
-
-octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms)
-{
-    for (int waited = 0;; waited++) {
-        for (int i = 0; i < p->nslots; i++) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&p->slots[i]->refs, &zero, 1)) {
-                p->on_reserve = false;
-                return p->slots[i];
-            }
-        }
-        if (p->nslots < OCTD_POOL_MAX) {
-            octd_slot *s = calloc(1, sizeof *s);
-            if (s && (s->prod = oct_products_create())) {
-                atomic_init(&s->refs, 1);
-                p->slots[p->nslots++] = s;
-                octd_log(LOG_DEBUG, "product pool grown to %d buffers", p->nslots);
-                return s;
-            }
-            free(s);
-        }
-        if (waited >= wait_ms) {
-            int zero = 0;
-            if (atomic_compare_exchange_strong(&p->reserve->refs, &zero, 1)) {
-                if (!p->on_reserve)
-                    octd_log(LOG_NOTICE, "all %d product buffers are held by queued messages "
-                                         "(stalled subscribers?): sending copies", p->nslots);
-                p->on_reserve = true;
-                return p->reserve;
-            }
-            return NULL;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
 }
 
 void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
@@ -181,6 +130,20 @@ static int send_part(void *sock, const void *data, size_t len, octd_slot *s, int
     return 0;
 }
 
+/* A subscriber's queue holds [publish] sndhwm frames of msgs messages each.
+ * ZeroMQ applies the HWM to connections made after the call: a stalled
+ * subscriber then holds (and a new one is sent) sndhwm frames, not
+ * sndhwm x the largest possible burst (with zero-copy buffers, that many
+ * frames' product buffers). */
+static void set_hwm(octd_pub *p, int msgs)
+{
+    if (msgs <= 0 || msgs == p->msgs_per_frame)
+        return;
+    int hwm = p->hwm_frames * msgs + 1;
+    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) == 0)
+        p->msgs_per_frame = msgs;
+}
+
 static uint64_t realtime_ns(void)
 {
     struct timespec ts;
@@ -190,7 +153,7 @@ static uint64_t realtime_ns(void)
 
 static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
                            bool f32, uint64_t image_seq, const oct_image *img,
-                           const octd_frame_meta *m)
+                           const octd_frame_meta *m, const float spacing_um[3])
 {
     octd_json j;
     octd_json_begin(&j, buf, cap);
@@ -213,6 +176,12 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_u64(&j, "skipped", m->skipped);
     octd_json_u64(&j, "torn", m->torn);
     octd_json_str(&j, "mode", m->review ? "review" : "online");
+    if (spacing_um[0] > 0 && spacing_um[1] > 0 && spacing_um[2] > 0) {
+        /* the profile's pixel spacing, [depth, ascan, line] in µm, whatever
+         * the image's axes: a display picks the two of its kind */
+        double sp[3] = {spacing_um[0], spacing_um[1], spacing_um[2]};
+        octd_json_f64_array(&j, "spacing_um", sp, 3);
+    }
     return octd_json_end(&j);
 }
 
@@ -220,6 +189,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                                 uint64_t *drops, uint64_t *last_sent_ns)
 {
     unsigned sent = 0;
+    int images = 0;
     char header[2048], topic[64];
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
@@ -233,11 +203,12 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                  * send them when this frame asked for them. */
                 if (f32 && !m->want_f32)
                     continue;
+                images++;
                 snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
                          oct_method_name(method), f32 ? "/f32" : "");
                 uint64_t seq = p->image_seq[method][kind][f32]++;
                 size_t hlen = image_header(header, sizeof header, topic, method, kind, f32, seq,
-                                           img, m);
+                                           img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
                 if (hlen == 0) {
@@ -266,6 +237,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
             }
         }
     }
+    set_hwm(p, images);
     return sent;
 }
 

@@ -1,5 +1,5 @@
-/* publish.h - octd's ZeroMQ publisher (SPEC 6) and the pool of product
- * buffers that zero-copy messages borrow from. */
+/* publish.h - octd's ZeroMQ publisher (SPEC 6).  Product buffers that
+ * zero-copy messages borrow come from frames.c's pool. */
 #ifndef OCTD_PUBLISH_H
 #define OCTD_PUBLISH_H
 
@@ -17,11 +17,8 @@
 typedef struct octd_slot {
     oct_products *prod;
     atomic_int refs;
-    bool copy_only; /* the reserve slot: its images are sent as copies */
+    bool copy_only; /* its images are sent as copies: ZeroMQ never holds it */
 } octd_slot;
-
-#define OCTD_POOL_MIN 3
-#define OCTD_POOL_MAX 8
 
 typedef struct octd_pub octd_pub;
 
@@ -35,13 +32,11 @@ typedef struct octd_frame_meta {
 /* Binds a PUB socket at every endpoint; the message names the bad endpoint. */
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e);
 void octd_pub_destroy(octd_pub *p); /* linger 0; waits for ZeroMQ to release the slots */
+/* The profile's geometry.spacing_um {depth, ascan, line} (µm; zeros: not
+ * given), added to every image header as "spacing_um" when all are set. */
+void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
+/* Drops one holder of s (octd's, or a sent message's from ZeroMQ's thread). */
 
-/* A slot with no holders (refs = 1 on return), growing the pool up to
- * OCTD_POOL_MAX and then waiting up to wait_ms; when all stay held (stalled
- * subscribers keep zero-copy messages queued), the reserve slot, whose
- * images are sent as copies, so nobody loses a frame over it; NULL only if
- * the reserve is busy too (it never is: octd is single-threaded). */
-octd_slot *octd_pub_acquire(octd_pub *p, int wait_ms);
 void octd_slot_release(octd_slot *s);
 
 /* Sends every present image of s->prod (u8 and, when filled, f32).

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <setjmp.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "ipc_internal.h"
+#include "oct_options.h"
 
 /* ABI offsets and sizes: static asserts in oct_ipc.h */
 
@@ -25,145 +27,45 @@ struct oct_control {
 
 #define READ_PAUSE_NS 20000ull /* between two failed read attempts */
 
-/* The field copies below run inside the seqlock; a reader may see values
- * that a writer is changing, which the seq re-check then discards.
- * Volatile keeps the compiler from merging or moving them across the
- * fences. */
+/* The field copies run inside the seqlock; a reader may see values that a
+ * writer is changing, which the seq re-check then discards.  The option
+ * fields are copied by the table (options.c, with volatile accesses); the
+ * command fields here. */
 static void block_to_values(const oct_control_block *b, oct_control_values *v)
 {
     const volatile oct_control_block *vb = b;
-    v->methods = vb->methods;
-    v->window = vb->window;
-    v->window_param = vb->window_param;
-    v->freq_cutoff = vb->freq_cutoff;
-    v->msi_lag_lo = vb->msi_lag_lo;
-    v->msi_lag_hi = vb->msi_lag_hi;
-    v->scale = vb->scale;
-    v->background = vb->background;
-    v->enface_start = vb->enface_start;
-    v->enface_step = vb->enface_step;
-    v->enface_count = vb->enface_count;
-    v->xsec_h_index = vb->xsec_h_index;
-    v->xsec_v_index = vb->xsec_v_index;
-    for (int i = 0; i < 3; i++) {
-        v->gsc[i] = vb->gsc[i];
-        v->contrast[i] = vb->contrast[i];
-        v->brightness[i] = vb->brightness[i];
-    }
-    v->products = vb->products;
+    oct_options_block_to_values(b, v);
     v->command_seq = vb->command_seq;
     v->command = vb->command;
-    if (vb->abi_minor < 1) {
-        oct_control_values_default_1_1(v); /* 1.0: the padding means nothing */
-        oct_control_values_default_1_2(v);
-        return;
+    if (vb->abi_minor >= 2) {
+        v->cmd_flags = vb->cmd_flags;
+        v->cmd_frames = vb->cmd_frames;
+        v->cmd_seconds = vb->cmd_seconds;
     }
-    v->background_param = vb->background_param;
-    v->klin = vb->klin;
-    v->klin_taps = vb->klin_taps;
-    for (int i = 0; i < 4; i++)
-        v->klin_coef[i] = vb->klin_coef[i];
-    v->klin_source = vb->klin_source;
-    v->disp_a2 = vb->disp_a2;
-    v->disp_a3 = vb->disp_a3;
-    v->disp_k0 = vb->disp_k0;
-    if (vb->abi_minor < 2) {
-        oct_control_values_default_1_2(v); /* 1.1: the padding means nothing */
-        return;
-    }
-    v->slab_start = vb->slab_start;
-    v->slab_end = vb->slab_end;
-    v->angio_metrics = vb->angio_metrics;
-    v->angio_bands = vb->angio_bands;
-    v->angio_band_width = vb->angio_band_width;
-    v->angio_align = vb->angio_align;
-    v->reg_average = vb->reg_average;
-    v->reg_stripe = vb->reg_stripe;
-    v->reg_search_xy = vb->reg_search_xy;
-    v->reg_search_z = vb->reg_search_z;
-    v->cmd_flags = vb->cmd_flags;
-    v->cmd_frames = vb->cmd_frames;
-    v->cmd_seconds = vb->cmd_seconds;
 }
 
-/* The defaults of oct_params_default() (oct_engine.h) for the 1.1 fields;
- * repeated here so that the IPC library does not need the engine. */
+/* The defaults of the fields an older block does not have, from the table
+ * (the same values as oct_params_default(); a test checks that). */
 void oct_control_values_default_1_1(oct_control_values *v)
 {
-    v->background_param = 16;
-    v->klin = 0;
-    v->klin_taps = 21;
-    for (int i = 0; i < 4; i++)
-        v->klin_coef[i] = 0.0;
-    v->klin_source = 0;
-    v->disp_a2 = 0.0f;
-    v->disp_a3 = 0.0f;
-    v->disp_k0 = 0.5f;
+    oct_control_values d;
+    oct_options_default(&d);
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        if (o->abi_minor == 1) /* only the 1.1 fields, as documented */
+            memcpy((char *)v + o->value_offset, (const char *)&d + o->value_offset,
+                   (size_t)o->fields * (o->ctype == OCT_CTYPE_F64 ? 8u : 4u));
+    }
 }
 
-/* The defaults of the 1.2 fields (oct_params_default()). */
-void oct_control_values_default_1_2(oct_control_values *v)
-{
-    v->slab_start = 0;
-    v->slab_end = INT32_MAX;
-    v->angio_metrics = 0;
-    v->angio_bands = 4;
-    v->angio_band_width = 1.0f;
-    v->angio_align = 0;
-    v->reg_average = 10;
-    v->reg_stripe = 3;
-    v->reg_search_xy = 0.25f;
-    v->reg_search_z = 15;
-    v->cmd_flags = 0;
-    v->cmd_frames = 0;
-    v->cmd_seconds = 0.0;
-}
+void oct_control_values_default_1_2(oct_control_values *v) { oct_options_default_after(v, 1); }
 
 static void values_to_block(oct_control_block *b, const oct_control_values *v)
 {
     volatile oct_control_block *vb = b;
-    vb->methods = v->methods;
-    vb->window = v->window;
-    vb->window_param = v->window_param;
-    vb->freq_cutoff = v->freq_cutoff;
-    vb->msi_lag_lo = v->msi_lag_lo;
-    vb->msi_lag_hi = v->msi_lag_hi;
-    vb->scale = v->scale;
-    vb->background = v->background;
-    vb->enface_start = v->enface_start;
-    vb->enface_step = v->enface_step;
-    vb->enface_count = v->enface_count;
-    vb->xsec_h_index = v->xsec_h_index;
-    vb->xsec_v_index = v->xsec_v_index;
-    for (int i = 0; i < 3; i++) {
-        vb->gsc[i] = v->gsc[i];
-        vb->contrast[i] = v->contrast[i];
-        vb->brightness[i] = v->brightness[i];
-    }
-    vb->products = v->products;
+    oct_options_values_to_block(b, v);
     vb->command_seq = v->command_seq;
     vb->command = v->command;
-    /* Written whatever the block's minor: in a 1.0 block this is padding,
-     * which its octd ignores. */
-    vb->background_param = v->background_param;
-    vb->klin = v->klin;
-    vb->klin_taps = v->klin_taps;
-    for (int i = 0; i < 4; i++)
-        vb->klin_coef[i] = v->klin_coef[i];
-    vb->klin_source = v->klin_source;
-    vb->disp_a2 = v->disp_a2;
-    vb->disp_a3 = v->disp_a3;
-    vb->disp_k0 = v->disp_k0;
-    vb->slab_start = v->slab_start;
-    vb->slab_end = v->slab_end;
-    vb->angio_metrics = v->angio_metrics;
-    vb->angio_bands = v->angio_bands;
-    vb->angio_band_width = v->angio_band_width;
-    vb->angio_align = v->angio_align;
-    vb->reg_average = v->reg_average;
-    vb->reg_stripe = v->reg_stripe;
-    vb->reg_search_xy = v->reg_search_xy;
-    vb->reg_search_z = v->reg_search_z;
     vb->cmd_flags = v->cmd_flags;
     vb->cmd_frames = v->cmd_frames;
     vb->cmd_seconds = v->cmd_seconds;
@@ -437,7 +339,8 @@ oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uin
 }
 
 struct command_arg {
-    uint32_t command;
+    uint32_t command, flags, frames;
+    double seconds;
     uint64_t seq;
 };
 
@@ -446,19 +349,49 @@ static void set_command(oct_control_values *v, void *arg)
     struct command_arg *a = arg;
     v->command_seq++;
     v->command = a->command;
+    v->cmd_flags = a->flags;
+    v->cmd_frames = a->frames;
+    v->cmd_seconds = a->seconds;
     a->seq = v->command_seq;
 }
 
-oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
-                            oct_error *e)
+oct_err oct_control_command_args(oct_control *c, uint32_t command, uint32_t flags,
+                                 uint32_t frames, double seconds, uint64_t *command_seq,
+                                 oct_error *e)
 {
-    if (command < OCT_CMD_ONLINE || command > OCT_CMD_SAVE_IMAGES)
-        return oct_error_set(e, OCT_EINVAL, "command = %u: must be 1..5", command);
-    struct command_arg a = {command, 0};
+    const char *name = oct_command_name(command);
+    if (!name)
+        return oct_error_set(e, OCT_EINVAL, "command = %u: must be %u..%u", command,
+                             (unsigned)OCT_CMD_ONLINE, (unsigned)OCT_CMD_REFERENCE);
+    if (command == OCT_CMD_RECORD && (flags & ~(OCT_RECORD_RAW | OCT_RECORD_PRODUCTS)))
+        return oct_error_set(e, OCT_EINVAL, "record: flags 0x%x: unknown bits 0x%x", flags,
+                             flags & ~(OCT_RECORD_RAW | OCT_RECORD_PRODUCTS));
+    if (command == OCT_CMD_REFERENCE && flags > OCT_REFERENCE_AUTO)
+        return oct_error_set(e, OCT_EINVAL, "reference: operation %u: must be 0 set, 1 clear, 2 auto",
+                             flags);
+    if (!isfinite(seconds) || seconds < 0)
+        return oct_error_set(e, OCT_EINVAL, "%s: seconds = %g: must be finite and >= 0", name,
+                             seconds);
+    if (command != OCT_CMD_RECORD && command != OCT_CMD_REFERENCE &&
+        (flags || frames || seconds != 0))
+        return oct_error_set(e, OCT_EINVAL, "%s: takes no arguments", name);
+    if (command != OCT_CMD_RECORD && (frames || seconds != 0))
+        return oct_error_set(e, OCT_EINVAL, "%s: frames/seconds are record arguments", name);
+    if (command >= OCT_CMD_RECORD && c && oct_control_abi_minor(c) < 2)
+        return oct_error_set(e, OCT_EABI,
+                             "%s: control block %s is ABI 1.%u (an older octd), the command needs 1.2",
+                             name, c->name, oct_control_abi_minor(c));
+    struct command_arg a = {command, flags, frames, seconds, 0};
     oct_err err = oct_control_write(c, set_command, &a, NULL, e);
     if (err)
         return err;
     if (command_seq)
         *command_seq = a.seq;
     return OCT_OK;
+}
+
+oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
+                            oct_error *e)
+{
+    return oct_control_command_args(c, command, 0, 0, 0.0, command_seq, e);
 }

@@ -530,6 +530,15 @@ oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, voi
 oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
                                const void **frame, oct_frame_info *info, oct_error *e);
 oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info);
+/* Copies frame seq again into dst (e.g. a frame taken with peek, for a
+ * snapshot), or with seq = OCT_RING_NEWEST the newest committed frame, if it
+ * is intact in its slot before and after the copy (a few tries for the
+ * newest).  Does not move the consumer's position or its counters.  OCT_ETORN:
+ * overwritten (seq) or being overwritten every try (newest); OCT_ENOENT: no
+ * frame yet; OCT_ESTALE: the ring shrank under the mapping (SIGBUS guarded). */
+#define OCT_RING_NEWEST UINT64_MAX
+oct_err oct_ring_consumer_copy(oct_ring_consumer *c, uint64_t seq, void *dst, size_t dst_bytes,
+                               oct_frame_info *info, oct_error *e);
 void oct_ring_consumer_stats(const oct_ring_consumer *c, oct_ring_stats *s);
 /* Heartbeat older than this many ms counts as stale (default 2000). */
 void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms);
@@ -566,9 +575,19 @@ uint64_t oct_control_generation(const oct_control *c);
 typedef void (*oct_control_edit_fn)(oct_control_values *v, void *arg);
 oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
                           oct_error *e);
-/* Issues a command: increments command_seq and sets command in one generation. */
+/* Issues a command: increments command_seq and sets command in one generation
+ * (its arguments cmd_flags/cmd_frames/cmd_seconds zero). */
 oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
                             oct_error *e);
+/* ABI 1.2: a command with its arguments, all in one generation:
+ *   OCT_CMD_RECORD     flags OCT_RECORD_RAW | OCT_RECORD_PRODUCTS, frames and
+ *                      seconds (0: no limit)
+ *   OCT_CMD_REFERENCE  flags enum oct_reference_op
+ * Other commands take no arguments (0, 0, 0).  OCT_EABI when the block is
+ * older than 1.2 for commands 6..8 (its octd would not know them). */
+oct_err oct_control_command_args(oct_control *c, uint32_t command, uint32_t flags,
+                                 uint32_t frames, double seconds, uint64_t *command_seq,
+                                 oct_error *e);
 
 /* abi_minor of the attached block (0: an older octd's 1.0 block, which
  * ignores the 1.1 fields). */

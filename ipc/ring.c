@@ -606,8 +606,9 @@ oct_err oct_ring_consumer_reattach(oct_ring_consumer *c, int timeout_ms, oct_err
         if (now >= deadline) {
             if (timeout_ms <= 0)
                 return oct_error_set(e, OCT_EAGAIN, "%s", e2.msg);
-            return oct_error_set(e, OCT_ETIMEDOUT, "ring %s: not back within %d ms (%s)",
-                                 c->name, timeout_ms, e2.msg);
+            /* e2 names the ring already: say it once (issue 21.5) */
+            return oct_error_set(e, OCT_ETIMEDOUT, "%s; not back within %d ms", e2.msg,
+                                 timeout_ms);
         }
         uint64_t left = deadline - now;
         oct_ipc_sleep_ns(left < 5000000ull ? left : 5000000ull);
@@ -748,6 +749,34 @@ static oct_err shrunk(oct_ring_consumer *c, oct_error *e)
                          c->name);
 }
 
+/* The read side of the slot seqlock, in the kernel's read_seqbegin /
+ * read_seqretry style: begin is true when slot s holds committed frame n;
+ * retry is true when it no longer does after the reader's loads (the data
+ * read in between is then torn).  The only readers of a slot's seq. */
+static bool slot_read_begin(const oct_slot_header *s, uint64_t n)
+{
+    return OCT_LOAD_ACQ(&s->seq) == 2 * n + 2;
+}
+
+static bool slot_read_retry(const oct_slot_header *s, uint64_t n)
+{
+    OCT_FENCE_ACQ(); /* the reader's loads happen before the re-check */
+    return OCT_LOAD_RLX(&s->seq) != 2 * n + 2;
+}
+
+/* Copies frame n out of its slot; false when torn (before or during). */
+static bool slot_copy(const oct_ring_consumer *c, uint64_t n, void *dst, uint64_t *fid,
+                      uint64_t *tacq)
+{
+    const oct_slot_header *s = cons_slot(c, n);
+    if (!slot_read_begin(s, n))
+        return false;
+    *fid = s->frame_id;
+    *tacq = s->t_acq_ns;
+    memcpy(dst, (const uint8_t *)s + OCT_SLOT_HEADER_BYTES, (size_t)c->frame_bytes);
+    return !slot_read_retry(s, n);
+}
+
 static oct_err next_guarded(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
                             int timeout_ms, oct_frame_info *info, oct_error *e)
 {
@@ -755,24 +784,14 @@ static oct_err next_guarded(oct_ring_consumer *c, oct_ring_policy policy, void *
     oct_err err = wait_pick(c, policy, timeout_ms, &n, &skip, &seen, e);
     if (err)
         return err;
-    const oct_slot_header *s = cons_slot(c, n);
-    uint64_t want = 2 * n + 2;
     c->next = n + 1; /* whatever happens, frame n is dealt with */
     /* on OCT_ETORN too, info says which frame was lost and what was skipped */
     fill_info(c, n, 0, 0, skip, seen, info);
-    uint64_t s0 = OCT_LOAD_ACQ(&s->seq);
-    if (s0 != want) {
+    uint64_t fid = 0, tacq = 0;
+    if (!slot_copy(c, n, dst, &fid, &tacq)) {
         c->st.frames_torn++;
-        return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten before the copy",
-                             c->name, (unsigned long long)n);
-    }
-    uint64_t fid = s->frame_id, tacq = s->t_acq_ns;
-    memcpy(dst, (const uint8_t *)s + OCT_SLOT_HEADER_BYTES, (size_t)c->frame_bytes);
-    OCT_FENCE_ACQ(); /* the copy's loads happen before the re-check */
-    if (OCT_LOAD_RLX(&s->seq) != want) {
-        c->st.frames_torn++;
-        return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten during the copy",
-                             c->name, (unsigned long long)n);
+        return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten before or "
+                             "during the copy", c->name, (unsigned long long)n);
     }
     c->st.frames_taken++;
     fill_info(c, n, fid, tacq, skip, seen, info);
@@ -809,7 +828,7 @@ static oct_err peek_guarded(oct_ring_consumer *c, oct_ring_policy policy, int ti
         return err;
     const oct_slot_header *s = cons_slot(c, n);
     c->next = n + 1;
-    if (OCT_LOAD_ACQ(&s->seq) != 2 * n + 2) {
+    if (!slot_read_begin(s, n)) {
         c->st.frames_torn++;
         return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten before the read",
                              c->name, (unsigned long long)n);
@@ -850,7 +869,6 @@ oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *inf
     if (!c || !info || !c->peek_valid || info->seq != c->peek_n || info->epoch != c->epoch)
         return OCT_EINVAL;
     const oct_slot_header *s = cons_slot(c, info->seq);
-    OCT_FENCE_ACQ(); /* the caller's reads of the frame happen before the check */
     c->peek_valid = false;
     if (c->shrunk)
         return OCT_ETORN;
@@ -861,12 +879,56 @@ oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *inf
         return OCT_ETORN;
     }
     oct_bus_arm(&g, c->map, c->map_bytes);
-    uint64_t seq = OCT_LOAD_RLX(&s->seq);
+    bool torn = slot_read_retry(s, info->seq); /* the caller's reads happen before it */
     oct_bus_disarm(&g);
-    if (seq != 2 * info->seq + 2) {
+    if (torn) {
         c->st.frames_torn++;
         return OCT_ETORN;
     }
     c->st.frames_taken++;
     return OCT_OK;
+}
+
+static oct_err copy_guarded(oct_ring_consumer *c, uint64_t seq, void *dst, oct_frame_info *info,
+                            oct_error *e)
+{
+    uint64_t fid = 0, tacq = 0;
+    if (seq != OCT_RING_NEWEST) {
+        if (!slot_copy(c, seq, dst, &fid, &tacq))
+            return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten", c->name,
+                                 (unsigned long long)seq);
+        fill_info(c, seq, fid, tacq, 0, oct_time_realtime_ns(), info);
+        return OCT_OK;
+    }
+    for (int i = 0; i < 4; i++) {
+        uint64_t w = OCT_LOAD_ACQ(&c->h->write_seq);
+        if (w == 0)
+            return oct_error_set(e, OCT_ENOENT, "ring %s: no frame committed yet", c->name);
+        if (slot_copy(c, w - 1, dst, &fid, &tacq)) {
+            fill_info(c, w - 1, fid, tacq, 0, oct_time_realtime_ns(), info);
+            return OCT_OK;
+        }
+    }
+    return oct_error_set(e, OCT_ETORN, "ring %s: the newest frame was overwritten during "
+                         "every copy", c->name);
+}
+
+oct_err oct_ring_consumer_copy(oct_ring_consumer *c, uint64_t seq, void *dst, size_t dst_bytes,
+                               oct_frame_info *info, oct_error *e)
+{
+    if (!c || !dst || !info)
+        return oct_error_set(e, OCT_EINVAL, "ring: copy needs a consumer, destination and info");
+    if (dst_bytes < c->frame_bytes)
+        return oct_error_set(e, OCT_ESIZE,
+                             "ring %s: destination is %zu bytes, a frame is %llu bytes", c->name,
+                             dst_bytes, (unsigned long long)c->frame_bytes);
+    if (c->shrunk)
+        return shrunk(c, e);
+    oct_bus_guard g;
+    if (sigsetjmp(g.jb, 0))
+        return shrunk(c, e);
+    oct_bus_arm(&g, c->map, c->map_bytes);
+    oct_err err = copy_guarded(c, seq, dst, info, e);
+    oct_bus_disarm(&g);
+    return err;
 }

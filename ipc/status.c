@@ -164,9 +164,15 @@ oct_err oct_status_read(oct_status *s, oct_status_block *copy)
 {
     if (!s || !copy)
         return OCT_EINVAL;
+    /* Back-off: octd may be preempted inside a write (odd seq) on a busy
+     * machine; the pauses double up to 1 ms, about 0.2 s in all. */
+    uint64_t pause = READ_PAUSE_NS;
     for (int i = 0; i < READ_ATTEMPTS; i++) {
-        if (i)
-            oct_ipc_sleep_ns(READ_PAUSE_NS);
+        if (i) {
+            oct_ipc_sleep_ns(pause);
+            if (pause < 1000000ull)
+                pause *= 2;
+        }
         uint64_t q0 = OCT_LOAD_ACQ(&s->b->seq);
         if (q0 & 1)
             continue;

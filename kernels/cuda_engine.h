@@ -25,7 +25,7 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms,
                              oct_stage_times *t, oct_error *e);
 
 /* The MSI matrix product in use: "3xtf32" (fp32 default), "sgemm"
- * (OCT_SETUP_PLAIN_SGEMM or env OCT_CUDA_SGEMM=1), "tf32" (precision tf32),
+ * (OCT_SETUP_PLAIN_SGEMM or setup.cuda.gemm = sgemm), "tf32" (precision tf32),
  * or "none" (FFT path, no masks, not a CUDA engine). */
 const char *oct_cuda_gemm_name(const oct_engine *eng);
 

@@ -1,9 +1,9 @@
 /* engine.c - the backend-neutral part of the OCT engine (SPEC section 2):
- * names, parameter defaults and validation, products, the engine object,
- * and everything derived from the control values alone (window, filtered
- * masks, en-face index lists, product shapes, gray mapping).  Backends
- * (engine_cpu.c, engine_cuda.cu) do the per-frame work. */
+ * names, parameter defaults and validation, products, the engine object.
+ * Everything derived from the control values is planned by plan.c; the
+ * backends (engine_cpu.c, engine_cuda.cu) execute plans frame by frame. */
 #include "engine_internal.h"
+#include "formulas.h"
 
 #include <fftw3.h>
 #include <math.h>
@@ -25,27 +25,11 @@ const char *oct_method_name(int method)
     }
 }
 
-const char *oct_kind_name(int kind)
-{
-    static const char *const names[OCT_KIND_COUNT] = {"bscan",  "enface", "confocal",
-                                                      "xsec_h", "xsec_v", "volume"};
-    return (kind >= 0 && kind < OCT_KIND_COUNT) ? names[kind] : "unknown";
-}
-
 const char *oct_window_name(int window)
 {
     static const char *const names[OCT_WINDOW_COUNT] = {"rect",     "hann",     "hamming",
                                                         "blackman", "gaussian", "tukey"};
     return (window >= 0 && window < OCT_WINDOW_COUNT) ? names[window] : "unknown";
-}
-
-int oct_kind_class(int kind)
-{
-    switch (kind) {
-    case OCT_KIND_ENFACE: return OCT_CLASS_ENFACE;
-    case OCT_KIND_CONFOCAL: return OCT_CLASS_CONFOCAL;
-    default: return OCT_CLASS_BSCAN;
-    }
 }
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -97,6 +81,8 @@ void oct_params_default(oct_params *p)
 
 static const char *const class_names[OCT_CLASS_COUNT] = {"bscan", "enface", "confocal"};
 
+/* Messages name the keys as operators type them (SPEC 10.1: octctl set,
+ * the profile), e.g. "window: tukey parameter 1.5 is outside [0, 1]". */
 oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t mask_count,
                             bool have_reference, oct_error *e)
 {
@@ -109,148 +95,131 @@ oct_err oct_params_validate(const oct_params *p, const oct_geometry *g, uint32_t
 
     if (p->methods == 0 || (p->methods & ~OCT_METHODS_ALL))
         return oct_error_set(e, OCT_EINVAL,
-                             "methods = 0x%x: must be a non-empty subset of 0x1 (cfd) | 0x2 (msi) | "
-                             "0x4 (cms)",
-                             p->methods);
+                             "methods = 0x%x: not a non-empty set of cfd (0x1), msi (0x2), "
+                             "cms (0x4)", p->methods);
     if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) && mask_count == 0)
         return oct_error_set(e, OCT_EINVAL,
-                             "methods = 0x%x: msi needs masks, and none were loaded (msi.masks)",
-                             p->methods);
+                             "methods: msi needs masks, and none were loaded (msi.masks)");
     if (p->window >= OCT_WINDOW_COUNT)
         return oct_error_set(e, OCT_EINVAL,
-                             "window = %u: must be 0 (rect) .. 5 (tukey)", p->window);
+                             "window: %u is not a window (0 rect .. 5 tukey)", p->window);
     if (!isfinite(p->window_param))
-        return oct_error_set(e, OCT_EINVAL, "window_param = %g: must be finite",
+        return oct_error_set(e, OCT_EINVAL, "window.param: %g is not finite",
                              (double)p->window_param);
     if (p->window == OCT_WINDOW_GAUSSIAN && !(p->window_param > 0.0f))
         return oct_error_set(e, OCT_EINVAL,
-                             "window_param = %g: the gaussian sigma must be > 0 (fraction of M)",
+                             "window.param: gaussian sigma %g must be > 0 (a fraction of samples)",
                              (double)p->window_param);
     if (p->window == OCT_WINDOW_TUKEY && !(p->window_param >= 0.0f && p->window_param <= 1.0f))
         return oct_error_set(e, OCT_EINVAL,
-                             "window_param = %g: the tukey alpha must be in [0, 1]",
+                             "window: tukey parameter %g is outside [0, 1] (window.param)",
                              (double)p->window_param);
     if (p->freq_cutoff < 0 || p->freq_cutoff > half)
         return oct_error_set(e, OCT_EINVAL,
-                             "freq_cutoff = %d: must be in [0, %d] (0 <= F <= samples/2)",
+                             "freq_cutoff = %d is outside [0, %d] (0 <= F <= samples/2)",
                              p->freq_cutoff, half);
-    if (p->lag_lo <= -half || p->lag_lo >= half)
+    if (p->lag_lo <= -half || p->lag_lo >= half || p->lag_hi <= -half || p->lag_hi >= half)
         return oct_error_set(e, OCT_EINVAL,
-                             "lag_lo = %d: must be in [%d, %d] (-samples/2 < W1 <= W2 < samples/2)",
-                             p->lag_lo, -half + 1, half - 1);
-    if (p->lag_hi <= -half || p->lag_hi >= half)
-        return oct_error_set(e, OCT_EINVAL,
-                             "lag_hi = %d: must be in [%d, %d] (-samples/2 < W1 <= W2 < samples/2)",
-                             p->lag_hi, -half + 1, half - 1);
+                             "lag_window: [%d, %d] is outside [%d, %d] (-samples/2 < W1 <= W2 < "
+                             "samples/2)", p->lag_lo, p->lag_hi, -half + 1, half - 1);
     if (p->lag_lo > p->lag_hi)
-        return oct_error_set(e, OCT_EINVAL, "lag_lo = %d > lag_hi = %d: must be W1 <= W2",
+        return oct_error_set(e, OCT_EINVAL, "lag_window: [%d, %d] must have W1 <= W2",
                              p->lag_lo, p->lag_hi);
     if (p->scale > OCT_SCALE_LOG)
-        return oct_error_set(e, OCT_EINVAL, "scale = %u: must be 0 (linear) or 1 (log)",
-                             p->scale);
+        return oct_error_set(e, OCT_EINVAL, "scale: %u is not linear (0) or log (1)", p->scale);
     if (p->background > OCT_BG_FPN)
         return oct_error_set(e, OCT_EINVAL,
-                             "background = %u: must be 0 (none), 1 (reference), 2 (frame_mean), "
-                             "3 (rolling) or 4 (fpn)", p->background);
+                             "background: %u is not none (0), reference (1), frame_mean (2), "
+                             "rolling (3) or fpn (4)", p->background);
     if (p->background == OCT_BG_ROLLING &&
         (p->background_param < 1 || p->background_param > OCT_ROLLING_MAX))
         return oct_error_set(e, OCT_EINVAL,
-                             "background_param = %d: the rolling window must be in [1, %d] frames",
+                             "background.param: rolling window %d is outside [1, %d] frames",
                              p->background_param, OCT_ROLLING_MAX);
     if (p->background == OCT_BG_FPN &&
         (p->background_param < 2 || p->background_param > OCT_FPN_SEGMENT_MAX))
         return oct_error_set(e, OCT_EINVAL,
-                             "background_param = %d: the fpn segment must be in [2, %d] spectra",
+                             "background.param: fpn segment %d is outside [2, %d] spectra",
                              p->background_param, OCT_FPN_SEGMENT_MAX);
     if (p->background == OCT_BG_REFERENCE && !have_reference)
         return oct_error_set(e, OCT_EINVAL,
-                             "background = 1 (reference): no reference spectrum was loaded "
+                             "background: reference: no reference spectrum was loaded "
                              "(background.reference)");
     if (p->enface_start < 0)
-        return oct_error_set(e, OCT_EINVAL, "enface_start = %d: must be >= 0", p->enface_start);
+        return oct_error_set(e, OCT_EINVAL, "enface.start: %d must be >= 0", p->enface_start);
     if (p->enface_step < 1)
-        return oct_error_set(e, OCT_EINVAL, "enface_step = %d: must be >= 1", p->enface_step);
+        return oct_error_set(e, OCT_EINVAL, "enface.step: %d must be >= 1", p->enface_step);
     if (p->enface_count < 1 || p->enface_count > ENFACE_COUNT_MAX)
-        return oct_error_set(e, OCT_EINVAL, "enface_count = %d: must be in [1, %d]",
+        return oct_error_set(e, OCT_EINVAL, "enface.count: %d is outside [1, %d]",
                              p->enface_count, ENFACE_COUNT_MAX);
-    if (p->xsec_h < 0 || (uint32_t)p->xsec_h >= g->lines)
-        return oct_error_set(e, OCT_EINVAL, "xsec_h = %d: must be in [0, %u] (a line index < lines)",
+    /* the indices matter only for the cross-sections asked for, which exist
+     * for volume frames only (issue 14: a B-scan ring with a volume profile) */
+    bool xh = g->lines > 1 && (p->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_H));
+    bool xv = g->lines > 1 && (p->products & OCT_PRODUCT_BIT(OCT_KIND_XSEC_V));
+    if (p->xsec_h < 0 || (xh && (uint32_t)p->xsec_h >= g->lines))
+        return oct_error_set(e, OCT_EINVAL, "xsec.h_index: %d is outside [0, %u] (a line index < lines)",
                              p->xsec_h, g->lines - 1);
-    if (p->xsec_v < 0 || (uint32_t)p->xsec_v >= g->ascans)
+    if (p->xsec_v < 0 || (xv && (uint32_t)p->xsec_v >= g->ascans))
         return oct_error_set(e, OCT_EINVAL,
-                             "xsec_v = %d: must be in [0, %u] (an A-scan index < ascans)",
+                             "xsec.v_index: %d is outside [0, %u] (an A-scan index < ascans)",
                              p->xsec_v, g->ascans - 1);
     for (int c = 0; c < OCT_CLASS_COUNT; c++) {
-        if (!isfinite(p->gsc[c]))
-            return oct_error_set(e, OCT_EINVAL, "gsc[%d] (%s) = %g: must be finite", c,
+        /* gsc <= 0 maps every intensity to black (linear) or to one level (log) */
+        if (!isfinite(p->gsc[c]) || !(p->gsc[c] > 0.0f))
+            return oct_error_set(e, OCT_EINVAL, "display.%s.gsc: %g must be finite and > 0",
                                  class_names[c], (double)p->gsc[c]);
         if (!isfinite(p->contrast[c]))
-            return oct_error_set(e, OCT_EINVAL, "contrast[%d] (%s) = %g: must be finite", c,
+            return oct_error_set(e, OCT_EINVAL, "display.%s.contrast: %g is not finite",
                                  class_names[c], (double)p->contrast[c]);
         if (!isfinite(p->brightness[c]))
-            return oct_error_set(e, OCT_EINVAL, "brightness[%d] (%s) = %g: must be finite", c,
+            return oct_error_set(e, OCT_EINVAL, "display.%s.brightness: %g is not finite",
                                  class_names[c], (double)p->brightness[c]);
     }
     if (p->products & ~OCT_PRODUCTS_KNOWN)
         return oct_error_set(e, OCT_EINVAL,
-                             "products = 0x%x: unknown bits 0x%x (known: 0x3f kinds | 0x100 f32)",
-                             p->products, p->products & ~OCT_PRODUCTS_KNOWN);
+                             "products: 0x%x has unknown bits 0x%x (known: 0x%x)",
+                             p->products, p->products & ~OCT_PRODUCTS_KNOWN, OCT_PRODUCTS_KNOWN);
     if (p->klin > OCT_KLIN_SINC)
         return oct_error_set(e, OCT_EINVAL,
-                             "klin = %u: must be 0 (off), 1 (linear), 2 (cubic) or 3 (sinc)",
-                             p->klin);
+                             "klin: %u is not off (0), linear (1), cubic (2) or sinc (3)", p->klin);
     if (p->klin == OCT_KLIN_SINC &&
         (p->klin_taps < OCT_SINC_TAPS_MIN || p->klin_taps > OCT_SINC_TAPS_MAX))
-        return oct_error_set(e, OCT_EINVAL, "klin_taps = %d: the sinc length must be in [%d, %d]",
+        return oct_error_set(e, OCT_EINVAL, "klin.taps: sinc length %d is outside [%d, %d]",
                              p->klin_taps, OCT_SINC_TAPS_MIN, OCT_SINC_TAPS_MAX);
     if (p->klin_source > OCT_KLIN_FILE)
-        return oct_error_set(e, OCT_EINVAL, "klin_source = %u: must be 0 (polynomial) or 1 (file)",
+        return oct_error_set(e, OCT_EINVAL, "klin.source: %u is not poly (0) or file (1)",
                              p->klin_source);
     for (int i = 0; i < 4; i++)
         if (!isfinite(p->klin_coef[i]))
-            return oct_error_set(e, OCT_EINVAL, "klin_coef[%d] (c%d) = %g: must be finite", i, i,
-                                 p->klin_coef[i]);
+            return oct_error_set(e, OCT_EINVAL, "klin.c%d: %g is not finite", i, p->klin_coef[i]);
     if (!isfinite(p->disp_a2))
-        return oct_error_set(e, OCT_EINVAL, "disp_a2 = %g: must be finite (radians)",
+        return oct_error_set(e, OCT_EINVAL, "dispersion.a2: %g is not finite (radians)",
                              (double)p->disp_a2);
     if (!isfinite(p->disp_a3))
-        return oct_error_set(e, OCT_EINVAL, "disp_a3 = %g: must be finite (radians)",
+        return oct_error_set(e, OCT_EINVAL, "dispersion.a3: %g is not finite (radians)",
                              (double)p->disp_a3);
     if (!(p->disp_k0 >= -1.0f && p->disp_k0 <= 2.0f))
         return oct_error_set(e, OCT_EINVAL,
-                             "disp_k0 = %g: must be in [-1, 2] (a fraction of samples)",
+                             "dispersion.k0: %g is outside [-1, 2] (a fraction of samples)",
                              (double)p->disp_k0);
-    return OCT_OK;
-}
-
-/* Resampling positions p[n] of SPEC/oct_engine.h k-linearisation (double). */
-static void klin_positions_compute(const oct_params *p, const double *file, uint32_t M,
-                                   double *pos)
-{
-    for (uint32_t n = 0; n < M; n++) {
-        if (p->klin_source == OCT_KLIN_FILE) {
-            pos[n] = file[n];
-            continue;
+    /* slabs (SPEC 10.2): the range clamped to [0, D] of each method must
+     * not be empty when a slab is asked for (R = 0 depths of a method
+     * without masks is refused above) */
+    if (g->lines > 1 && (p->products & (OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) |
+                                        OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX)))) {
+        const uint32_t Ds[2] = {(uint32_t)half + 1, mask_count};
+        for (int m = 0; m < 2; m++) {
+            if (!(p->methods & OCT_METHOD_BIT(m)))
+                continue;
+            int32_t d0, d1;
+            oct_slab_range(p, Ds[m], &d0, &d1);
+            if (d1 <= d0)
+                return oct_error_set(e, OCT_EINVAL,
+                                     "slab.start = %d, slab.end = %d: clamped to [0, %u] (%s "
+                                     "depths) the slab [%d, %d) is empty: slab.end must be > "
+                                     "slab.start", p->slab_start, p->slab_end, Ds[m],
+                                     oct_method_name(m), d0, d1);
         }
-        double t = (double)n / (double)M;
-        pos[n] = p->klin_coef[0] + t * (p->klin_coef[1] + t * (p->klin_coef[2] + t * p->klin_coef[3]));
-    }
-}
-
-/* Positions must be finite, strictly increasing and within [-1, M]. */
-static oct_err klin_positions_check(const double *pos, uint32_t M, int source, oct_error *e)
-{
-    const char *src = source == OCT_KLIN_FILE ? "klin position file" : "klin polynomial";
-    for (uint32_t n = 0; n < M; n++) {
-        if (!isfinite(pos[n]) || pos[n] < -1.0 || pos[n] > (double)M)
-            return oct_error_set(e, OCT_EINVAL,
-                                 "%s: position %u = %g: must be finite and in [-1, %u]", src, n,
-                                 pos[n], M);
-        if (n > 0 && !(pos[n] > pos[n - 1]))
-            return oct_error_set(e, OCT_EINVAL,
-                                 "%s: position %u = %g is not greater than position %u = %g "
-                                 "(positions must increase strictly)", src, n, pos[n], n - 1,
-                                 pos[n - 1]);
     }
     return OCT_OK;
 }
@@ -266,19 +235,28 @@ static oct_err params_check_full(const oct_params *p, const oct_setup *s, bool h
         return err;
     if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->cms_count == 0)
         return oct_error_set(e, OCT_EINVAL,
-                             "methods = 0x%x: cms needs a calibration and a depth grid "
-                             "(cms_count = 0)", p->methods);
+                             "methods: cms needs a calibration and a depth grid (cms_count = 0)");
+    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->geom.lines > 1 &&
+        (p->products & (OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX)))) {
+        int32_t d0, d1;
+        oct_slab_range(p, s->cms_count, &d0, &d1);
+        if (d1 <= d0)
+            return oct_error_set(e, OCT_EINVAL,
+                                 "slab.start = %d, slab.end = %d: clamped to [0, %u] (cms depths) "
+                                 "the slab [%d, %d) is empty: slab.end must be > slab.start",
+                                 p->slab_start, p->slab_end, s->cms_count, d0, d1);
+    }
     if (p->klin == OCT_KLIN_OFF)
         return OCT_OK;
     const uint32_t M = s->geom.samples;
     if (p->klin_source == OCT_KLIN_FILE && !s->klin_positions)
         return oct_error_set(e, OCT_EINVAL,
-                             "klin_source = 1 (file): no k-linearisation positions were loaded");
+                             "klin.source: file: no k-linearisation positions were loaded");
     double *pos = malloc(sizeof(double) * M);
     if (!pos)
         return oct_error_set(e, OCT_ENOMEM, "klin positions: out of memory (M = %u)", M);
-    klin_positions_compute(p, s->klin_positions, M, pos);
-    err = klin_positions_check(pos, M, (int)p->klin_source, e);
+    oct_klin_positions(p, s->klin_positions, M, pos);
+    err = oct_klin_positions_check(pos, M, (int)p->klin_source, e);
     free(pos);
     return err;
 }
@@ -359,111 +337,13 @@ oct_err oct_image_reserve(oct_image *img, size_t pixels, bool want_f32, size_t i
     return OCT_OK;
 }
 
-/* ---- derived arrays ------------------------------------------------------- */
-
-void oct_window_compute(double *w, uint32_t M, uint32_t type, double param)
-{
-    const double D = (double)M - 1.0, pi = 3.14159265358979323846;
-    for (uint32_t i = 0; i < M; i++) {
-        double n = (double)i, v = 1.0;
-        switch (type) {
-        case OCT_WINDOW_HANN: v = 0.5 - 0.5 * cos(2 * pi * n / D); break;
-        case OCT_WINDOW_HAMMING: v = 0.54 - 0.46 * cos(2 * pi * n / D); break;
-        case OCT_WINDOW_BLACKMAN:
-            v = 0.42 - 0.5 * cos(2 * pi * n / D) + 0.08 * cos(4 * pi * n / D);
-            break;
-        case OCT_WINDOW_GAUSSIAN: {
-            double t = (n - D / 2) / (param * M);
-            v = exp(-0.5 * t * t);
-            break;
-        }
-        case OCT_WINDOW_TUKEY: {
-            /* scipy.signal.windows.tukey (sym=True): a cosine taper over the first
-             * and last alpha*D/2 samples, flat in between; alpha = 0 is rect. */
-            double aD = param * D;
-            if (param >= 1.0)
-                v = 0.5 - 0.5 * cos(2 * pi * n / D);
-            else if (aD > 0 && n < aD / 2)
-                v = 0.5 * (1 - cos(2 * pi * n / aD));
-            else if (aD > 0 && n > D - aD / 2)
-                v = 0.5 * (1 - cos(2 * pi * (D - n) / aD));
-            break;
-        }
-        default: break; /* rect */
-        }
-        w[i] = v;
-    }
-}
-
-/* FFTW's planner is not thread-safe; engines may be created from several
- * threads (and the CPU backend plans in single precision concurrently). */
-static pthread_once_t fftw_once = PTHREAD_ONCE_INIT;
-static void fftw_threadsafe_init(void)
-{
-    fftw_make_planner_thread_safe();
-}
-
-/* m~_r = IDFT(H . DFT(w . m_r)) / M in double precision, optionally scaled
- * to unit L2 norm; out: R x M floats. */
-static oct_err compute_masks_filt(const oct_engine *eng, const double *w, float *out,
-                                  oct_error *e)
-{
-    const uint32_t M = eng->setup.geom.samples, R = eng->setup.mask_count, K = M / 2 + 1;
-    const int32_t F = eng->params.freq_cutoff;
-    pthread_once(&fftw_once, fftw_threadsafe_init);
-    double *x = fftw_malloc(sizeof(double) * M);
-    fftw_complex *X = fftw_malloc(sizeof(fftw_complex) * K);
-    fftw_plan fwd = NULL, inv = NULL;
-    oct_err err = OCT_OK;
-    if (!x || !X) {
-        err = oct_error_set(e, OCT_ENOMEM, "filtered masks: out of memory (M = %u)", M);
-        goto out;
-    }
-    fwd = fftw_plan_dft_r2c_1d((int)M, x, X, FFTW_ESTIMATE);
-    inv = fftw_plan_dft_c2r_1d((int)M, X, x, FFTW_ESTIMATE);
-    if (!fwd || !inv) {
-        err = oct_error_set(e, OCT_EBACKEND, "filtered masks: FFTW could not plan M = %u", M);
-        goto out;
-    }
-    for (uint32_t r = 0; r < R; r++) {
-        const float *m = eng->masks_raw + (size_t)r * M;
-        for (uint32_t n = 0; n < M; n++)
-            x[n] = w[n] * (double)m[n];
-        fftw_execute(fwd);
-        /* H removes k < F and k > M-F: in the half spectrum, the bins k < F
-         * (their mirror images M-k are implied by symmetry). */
-        for (int32_t k = 0; k < F && k < (int32_t)K; k++)
-            X[k][0] = X[k][1] = 0.0;
-        fftw_execute(inv); /* unnormalised: x = M * m~ */
-        double scale = 1.0 / M;
-        if (eng->setup.normalize_masks) {
-            double ss = 0;
-            for (uint32_t n = 0; n < M; n++)
-                ss += x[n] * x[n];
-            /* an all-zero mask stays zero rather than becoming NaN */
-            scale = ss > 0 ? 1.0 / sqrt(ss) : 0.0;
-        }
-        float *o = out + (size_t)r * M;
-        for (uint32_t n = 0; n < M; n++)
-            o[n] = (float)(x[n] * scale);
-    }
-out:
-    if (fwd)
-        fftw_destroy_plan(fwd);
-    if (inv)
-        fftw_destroy_plan(inv);
-    fftw_free(x);
-    fftw_free(X);
-    return err;
-}
-
 /* CMS calibration (oct_setup's comment): g[n], h[n] by least squares over
  * the K unwrapped analytic-signal phases, in double precision. */
 static oct_err cms_calibrate(oct_engine *eng, oct_error *e)
 {
     const uint32_t M = eng->setup.geom.samples, K = eng->setup.cms_cal_count, H = M / 2;
     const double pi = 3.14159265358979323846;
-    pthread_once(&fftw_once, fftw_threadsafe_init);
+    oct_fftw_init_once();
     fftw_complex *a = fftw_malloc(sizeof(fftw_complex) * M);
     fftw_complex *A = fftw_malloc(sizeof(fftw_complex) * M);
     double *phi = malloc(sizeof(double) * (size_t)K * M);
@@ -552,327 +432,34 @@ out:
     return err;
 }
 
-/* q_r[n] = w[n] (P c_r)[n], c_r = exp(-i (z_r g + h)), P the F cut-off;
- * out: 2R x M floats (Re row, Im row). */
-static oct_err compute_cms_q(const oct_engine *eng, const double *w, float *out, oct_error *e)
-{
-    const uint32_t M = eng->setup.geom.samples, R = eng->setup.cms_count;
-    const int64_t F = eng->params.freq_cutoff;
-    pthread_once(&fftw_once, fftw_threadsafe_init);
-    fftw_complex *c = fftw_malloc(sizeof(fftw_complex) * M);
-    fftw_complex *C = fftw_malloc(sizeof(fftw_complex) * M);
-    fftw_plan fwd = NULL, inv = NULL;
-    oct_err err = OCT_OK;
-    if (!c || !C) {
-        err = oct_error_set(e, OCT_ENOMEM, "cms masks: out of memory (M = %u)", M);
-        goto out;
-    }
-    if (F > 0) {
-        fwd = fftw_plan_dft_1d((int)M, c, C, FFTW_FORWARD, FFTW_ESTIMATE);
-        inv = fftw_plan_dft_1d((int)M, C, c, FFTW_BACKWARD, FFTW_ESTIMATE);
-        if (!fwd || !inv) {
-            err = oct_error_set(e, OCT_EBACKEND, "cms masks: FFTW could not plan M = %u", M);
-            goto out;
-        }
-    }
-    for (uint32_t r = 0; r < R; r++) {
-        double z = eng->setup.cms_start + eng->setup.cms_step * (double)r;
-        for (uint32_t n = 0; n < M; n++) {
-            double t = z * eng->cms_g[n] + eng->cms_h[n];
-            c[n][0] = cos(t), c[n][1] = -sin(t);
-        }
-        double scale = 1.0;
-        if (F > 0) { /* H removes k < F and k > M - F */
-            fftw_execute(fwd);
-            for (uint32_t k = 0; k < M; k++)
-                if ((int64_t)k < F || (int64_t)k > (int64_t)M - F)
-                    C[k][0] = C[k][1] = 0;
-            fftw_execute(inv);
-            scale = 1.0 / M;
-        }
-        float *re = out + (size_t)2 * r * M, *im = re + M;
-        for (uint32_t n = 0; n < M; n++) {
-            re[n] = (float)(w[n] * c[n][0] * scale);
-            im[n] = (float)(w[n] * c[n][1] * scale);
-        }
-    }
-out:
-    if (fwd)
-        fftw_destroy_plan(fwd);
-    if (inv)
-        fftw_destroy_plan(inv);
-    fftw_free(c);
-    fftw_free(C);
-    return err;
-}
-
-/* Derived arrays for a set of params, built aside so that a failure leaves
- * the engine untouched. */
-typedef struct derived {
-    float *window, *masks_filt;
-    int32_t *enface_idx[OCT_METHOD_COUNT];
-    uint32_t enface_n[OCT_METHOD_COUNT];
-    uint32_t klin_T;
-    int32_t *klin_idx;
-    float *klin_w;
-    float *disp;
-    float *cms_q;
-} derived;
-
-static void derived_free(derived *d)
-{
-    free(d->window);
-    free(d->masks_filt);
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        free(d->enface_idx[m]);
-    free(d->klin_idx);
-    free(d->klin_w);
-    free(d->disp);
-    free(d->cms_q);
-    memset(d, 0, sizeof *d);
-}
-
-static inline int32_t clamp_idx(int64_t i, uint32_t M)
-{
-    return i < 0 ? 0 : i > (int64_t)M - 1 ? (int32_t)M - 1 : (int32_t)i;
-}
-
-/* Interpolation taps of oct_engine.h: weights in double, stored as float. */
-static oct_err klin_build(const oct_engine *eng, derived *d, oct_error *e)
-{
-    const oct_params *p = &eng->params;
-    const uint32_t M = eng->setup.geom.samples;
-    const double pi = 3.14159265358979323846;
-    if (p->klin == OCT_KLIN_OFF)
-        return OCT_OK;
-    const uint32_t T = p->klin == OCT_KLIN_LINEAR ? 2 : p->klin == OCT_KLIN_CUBIC ? 4
-                                                                                  : (uint32_t)p->klin_taps;
-    double *pos = malloc(sizeof(double) * M);
-    d->klin_idx = malloc(sizeof(int32_t) * (size_t)M * T);
-    d->klin_w = malloc(sizeof(float) * (size_t)M * T);
-    if (!pos || !d->klin_idx || !d->klin_w) {
-        free(pos);
-        return oct_error_set(e, OCT_ENOMEM, "klin taps: out of memory (M = %u, T = %u)", M, T);
-    }
-    klin_positions_compute(p, eng->klin_positions, M, pos);
-    oct_err err = klin_positions_check(pos, M, (int)p->klin_source, e);
-    if (err) {
-        free(pos);
-        return err;
-    }
-    for (uint32_t n = 0; n < M; n++) {
-        const double x = pos[n];
-        int32_t *ix = d->klin_idx + (size_t)n * T;
-        float *wt = d->klin_w + (size_t)n * T;
-        if (p->klin == OCT_KLIN_SINC) {
-            int64_t m0 = (int64_t)floor(x - (T - 1) / 2.0 + 0.5);
-            for (uint32_t t = 0; t < T; t++) {
-                double u = x - (double)(m0 + t);
-                ix[t] = clamp_idx(m0 + t, M);
-                wt[t] = (float)(u == 0 ? 1.0 : sin(pi * u) / (pi * u));
-            }
-            continue;
-        }
-        int64_t i = (int64_t)floor(x);
-        double f = x - (double)i;
-        if (p->klin == OCT_KLIN_LINEAR) {
-            ix[0] = clamp_idx(i, M), ix[1] = clamp_idx(i + 1, M);
-            wt[0] = (float)(1 - f), wt[1] = (float)f;
-        } else { /* Catmull-Rom, the formula of oct_engine.h regrouped by sample */
-            double f2 = f * f, f3 = f2 * f;
-            for (int t = 0; t < 4; t++)
-                ix[t] = clamp_idx(i - 1 + t, M);
-            wt[0] = (float)(-0.5 * f + f2 - 0.5 * f3);
-            wt[1] = (float)(1 - 2.5 * f2 + 1.5 * f3);
-            wt[2] = (float)(0.5 * f + 2 * f2 - 1.5 * f3);
-            wt[3] = (float)(-0.5 * f2 + 0.5 * f3);
-        }
-    }
-    free(pos);
-    d->klin_T = T;
-    return OCT_OK;
-}
-
-/* Builds the parts named in `what` (OCT_CHG_WINDOW: window + masks,
- * OCT_CHG_CUTOFF: masks, OCT_CHG_ENFACE: index lists, OCT_CHG_KLIN/DISP/CMS)
- * for eng->params. */
-static oct_err derived_build(oct_engine *eng, unsigned what, derived *d, oct_error *e)
-{
-    const uint32_t M = eng->setup.geom.samples, R = eng->setup.mask_count;
-    const oct_params *p = &eng->params;
-    oct_err err;
-    memset(d, 0, sizeof *d);
-    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF | OCT_CHG_CMS)) {
-        const uint32_t RC = eng->setup.cms_count;
-        double *w = malloc(sizeof(double) * M);
-        bool want_wm = what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF);
-        bool want_q = RC && (what & OCT_CHG_CMS);
-        if (want_wm) {
-            d->window = malloc(sizeof(float) * M);
-            if (R)
-                d->masks_filt = malloc(sizeof(float) * (size_t)R * M);
-        }
-        if (want_q)
-            d->cms_q = malloc(sizeof(float) * 2 * (size_t)RC * M);
-        if (!w || (want_wm && (!d->window || (R && !d->masks_filt))) || (want_q && !d->cms_q)) {
-            free(w);
-            derived_free(d);
-            return oct_error_set(e, OCT_ENOMEM,
-                                 "window/masks: out of memory (R = %u, cms R = %u, M = %u)", R,
-                                 RC, M);
-        }
-        oct_window_compute(w, M, p->window, p->window_param);
-        if (want_wm) {
-            for (uint32_t n = 0; n < M; n++)
-                d->window[n] = (float)w[n];
-            if (what & OCT_CHG_WINDOW)
-                eng->rebuilds.window++;
-            if (R) {
-                if ((err = compute_masks_filt(eng, w, d->masks_filt, e))) {
-                    free(w);
-                    derived_free(d);
-                    return err;
-                }
-                eng->rebuilds.masks++;
-            }
-        }
-        if (want_q) {
-            if ((err = compute_cms_q(eng, w, d->cms_q, e))) {
-                free(w);
-                derived_free(d);
-                return err;
-            }
-            eng->rebuilds.cms++;
-        }
-        free(w);
-    }
-    if (what & OCT_CHG_ENFACE) {
-        /* idx_q = start + step*q, q < count, kept only while < D.  When start >= D
-         * no index is left: enface and confocal of that method are then not
-         * produced (present = false) rather than published as empty images. */
-        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            int64_t D = eng->depths[m], n = 0;
-            if (p->enface_start < D)
-                n = (D - 1 - p->enface_start) / p->enface_step + 1;
-            if (n > p->enface_count)
-                n = p->enface_count;
-            d->enface_n[m] = (uint32_t)n;
-            d->enface_idx[m] = malloc(sizeof(int32_t) * (size_t)(n ? n : 1));
-            if (!d->enface_idx[m]) {
-                derived_free(d);
-                return oct_error_set(e, OCT_ENOMEM, "en-face index list: out of memory");
-            }
-            for (int64_t q = 0; q < n; q++)
-                d->enface_idx[m][q] = (int32_t)(p->enface_start + p->enface_step * q);
-        }
-        eng->rebuilds.enface++;
-    }
-    if (what & OCT_CHG_KLIN) {
-        if ((err = klin_build(eng, d, e))) {
-            derived_free(d);
-            return err;
-        }
-        eng->rebuilds.klin++;
-    }
-    if ((what & OCT_CHG_DISP) && (p->disp_a2 != 0.0f || p->disp_a3 != 0.0f)) {
-        d->disp = malloc(sizeof(float) * 2 * M);
-        if (!d->disp) {
-            derived_free(d);
-            return oct_error_set(e, OCT_ENOMEM, "dispersion phase: out of memory (M = %u)", M);
-        }
-        const double a2 = p->disp_a2, a3 = p->disp_a3, k0 = p->disp_k0;
-        for (uint32_t n = 0; n < M; n++) {
-            double u = (double)n / M - k0, th = a2 * u * u + a3 * u * u * u;
-            d->disp[2 * n] = (float)cos(th);
-            d->disp[2 * n + 1] = (float)-sin(th);
-        }
-    }
-    if (what & OCT_CHG_DISP)
-        eng->rebuilds.disp++;
-    return OCT_OK;
-}
-
-#define SWAP(T, a, b) do { T t_ = (a); (a) = (b); (b) = t_; } while (0)
-
-/* Swaps the built parts into the engine; d then holds the old ones. */
-static void derived_swap(oct_engine *eng, unsigned what, derived *d)
-{
-    if (what & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)) {
-        SWAP(float *, eng->window, d->window);
-        SWAP(float *, eng->masks_filt, d->masks_filt);
-    }
-    if (what & OCT_CHG_ENFACE) {
-        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            SWAP(int32_t *, eng->enface_idx[m], d->enface_idx[m]);
-            SWAP(uint32_t, eng->enface_n[m], d->enface_n[m]);
-        }
-    }
-    if (what & OCT_CHG_KLIN) {
-        SWAP(uint32_t, eng->klin_T, d->klin_T);
-        SWAP(int32_t *, eng->klin_idx, d->klin_idx);
-        SWAP(float *, eng->klin_w, d->klin_w);
-    }
-    if (what & OCT_CHG_DISP)
-        SWAP(float *, eng->disp, d->disp);
-    if ((what & OCT_CHG_CMS) && eng->setup.cms_count)
-        SWAP(float *, eng->cms_q, d->cms_q);
-}
-
 bool oct_product_wanted(const oct_engine *eng, int method, int kind)
 {
-    const oct_params *p = &eng->params;
-    if (method < 0 || method >= OCT_METHOD_COUNT || kind < 0 || kind >= OCT_KIND_COUNT)
-        return false;
-    if (!(p->methods & OCT_METHOD_BIT(method)) || !(p->products & OCT_PRODUCT_BIT(kind)))
-        return false;
-    if (eng->setup.geom.lines == 1)
-        return kind == OCT_KIND_BSCAN;
-    switch (kind) {
-    case OCT_KIND_BSCAN: return false;
-    case OCT_KIND_ENFACE:
-    case OCT_KIND_CONFOCAL: return eng->enface_n[method] > 0;
-    default: return true;
-    }
+    return eng->plan && oct_plan_layout(eng->plan, method, kind) != NULL;
 }
 
 oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image *img,
                           oct_error *e)
 {
-    const oct_geometry *g = &eng->setup.geom;
-    const oct_params *p = &eng->params;
-    const uint32_t D = eng->depths[method], N = g->ascans, L = g->lines;
-    const uint32_t Q = eng->enface_n[method];
+    const oct_plan *pl = eng->plan;
+    const oct_params *p = &pl->params;
+    const oct_layout *r = oct_plan_layout(pl, method, kind);
+    if (!r)
+        return oct_error_set(e, OCT_EINVAL, "%s/%s is not produced for these values",
+                             oct_kind_name(kind), oct_method_name(method));
+    const oct_kind_info *k = oct_kind_info_of(kind);
+    const uint32_t Q = pl->enface_n[method];
     uint32_t nidx = 0;
     img->requested = 0;
-    switch (kind) {
-    case OCT_KIND_BSCAN:
-        img->ndim = 2, img->shape[0] = D, img->shape[1] = N, img->shape[2] = 0;
-        break;
-    case OCT_KIND_ENFACE:
-        img->ndim = 3, img->shape[0] = Q, img->shape[1] = L, img->shape[2] = N;
-        nidx = Q;
-        img->requested = (uint32_t)p->enface_count;
-        break;
-    case OCT_KIND_CONFOCAL:
-        img->ndim = 2, img->shape[0] = L, img->shape[1] = N, img->shape[2] = 0;
-        nidx = Q; /* the depths summed */
-        img->requested = (uint32_t)p->enface_count;
-        break;
-    case OCT_KIND_XSEC_H:
-        img->ndim = 2, img->shape[0] = D, img->shape[1] = N, img->shape[2] = 0;
-        nidx = 1;
-        break;
-    case OCT_KIND_XSEC_V:
-        img->ndim = 2, img->shape[0] = D, img->shape[1] = L, img->shape[2] = 0;
-        nidx = 1;
-        break;
-    case OCT_KIND_VOLUME:
-        img->ndim = 3, img->shape[0] = L, img->shape[1] = N, img->shape[2] = D;
-        break;
-    default:
-        return oct_error_set(e, OCT_EINVAL, "unknown product kind %d", kind);
+    img->ndim = (int)r->ndim;
+    memcpy(img->shape, r->shape, sizeof img->shape);
+    switch (k->index) {
+    case OCT_INDEX_ENFACE: nidx = Q, img->requested = (uint32_t)p->enface_count; break;
+    case OCT_INDEX_XSEC_H:
+    case OCT_INDEX_XSEC_V: nidx = 1; break;
+    case OCT_INDEX_RANGE: nidx = 2; break;
+    default: break;
     }
-    size_t count = (size_t)img->shape[0] * img->shape[1] * (img->ndim == 3 ? img->shape[2] : 1);
+    const size_t count = r->count;
     oct_err rc = oct_image_reserve(img, count, (p->products & OCT_PRODUCT_F32) != 0, nidx);
     if (rc == OCT_ESIZE) /* an engine-pool object made for a smaller geometry */
         return oct_error_set(e, OCT_ESIZE, "%s/%s: the products object has room for %zu pixels, "
@@ -883,12 +470,13 @@ oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image
                              oct_kind_name(kind), oct_method_name(method), count);
     img->count = count;
     img->n_indices = nidx;
-    if (kind == OCT_KIND_ENFACE || kind == OCT_KIND_CONFOCAL)
-        memcpy(img->indices, eng->enface_idx[method], sizeof(int32_t) * Q);
-    else if (kind == OCT_KIND_XSEC_H)
-        img->indices[0] = p->xsec_h;
-    else if (kind == OCT_KIND_XSEC_V)
-        img->indices[0] = p->xsec_v;
+    switch (k->index) {
+    case OCT_INDEX_ENFACE: memcpy(img->indices, pl->enface_idx[method], sizeof(int32_t) * Q); break;
+    case OCT_INDEX_XSEC_H:
+    case OCT_INDEX_XSEC_V: img->indices[0] = r->sel; break;
+    case OCT_INDEX_RANGE: img->indices[0] = r->d0, img->indices[1] = r->d1; break;
+    default: break;
+    }
     img->present = true;
     return OCT_OK;
 }
@@ -896,22 +484,15 @@ oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image
 void oct_gray_map(const float *in, uint8_t *out, size_t n, uint32_t scale, float gsc,
                   float contrast, float brightness)
 {
-    /* g >= 0 so truncation is floor; !(g >= 0) also catches NaN. */
+    /* two loops, so that each inlines the formula with a constant scale */
     if (scale == OCT_SCALE_LOG) {
-        for (size_t i = 0; i < n; i++) {
-            float v = in[i];
-            v = v == v ? gsc * v : 0.0f;
-            float t = 20.0f * log10f(v > 1e-12f ? v : 1e-12f);
-            float g = brightness + contrast * t + 0.5f;
-            out[i] = !(g >= 0.0f) ? 0 : g >= 255.0f ? 255 : (uint8_t)g;
-        }
+        const oct_gray g = {gsc, contrast, brightness, 1};
+        for (size_t i = 0; i < n; i++)
+            out[i] = oct_gray_level(in[i], g);
     } else {
-        for (size_t i = 0; i < n; i++) {
-            float v = in[i];
-            v = v == v ? v : 0.0f;
-            float g = brightness + contrast * (gsc * v) + 0.5f;
-            out[i] = !(g >= 0.0f) ? 0 : g >= 255.0f ? 255 : (uint8_t)g;
-        }
+        const oct_gray g = {gsc, contrast, brightness, 0};
+        for (size_t i = 0; i < n; i++)
+            out[i] = oct_gray_level(in[i], g);
     }
 }
 
@@ -1006,6 +587,17 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (setup->threads < 0 || setup->threads > 4096)
         return oct_error_set(e, OCT_EINVAL, "threads = %d: must be in [0, 4096] (0 = all cores)",
                              setup->threads);
+    const oct_cuda_tuning *ct = &setup->cuda;
+    if ((unsigned)ct->gemm > OCT_CUDA_GEMM_3XTF32)
+        return oct_error_set(e, OCT_EINVAL, "cuda.gemm = %d: must be 0 (auto), 1 (sgemm) or 2 (3xtf32)",
+                             ct->gemm);
+    if (ct->parts < 0 || ct->parts > 8)
+        return oct_error_set(e, OCT_EINVAL, "cuda.parts = %d: must be in [0, 8] (0 = auto, 1 = off)",
+                             ct->parts);
+    if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
+        return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
+                             "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,
+                             ct->gemm_chunk_mb);
     if (R && (err = check_finite(setup->masks, R, M, "mask", e)))
         return err;
     if (setup->reference && (err = check_finite(setup->reference, 1, M, "reference", e)))
@@ -1101,13 +693,11 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         }
         memcpy(eng->reference, setup->reference, sizeof(float) * M);
     }
-    derived d;
-    if ((err = derived_build(eng, OCT_CHG_ALL, &d, e)))
-        goto fail;
-    derived_swap(eng, OCT_CHG_ALL, &d);
-    derived_free(&d);
     if ((err = select_backend(eng, e)))
         goto fail;
+    if ((err = oct_plan_build(eng, params, NULL, &eng->plan, e)))
+        goto fail;
+    eng->msi_path = eng->plan->msi_path;
     if ((err = eng->ops->create(eng, e))) {
         eng->ops = NULL; /* create cleans up after itself */
         goto fail;
@@ -1127,56 +717,13 @@ void oct_engine_destroy(oct_engine *eng)
         eng->ops->destroy(eng);
     free(eng->masks_raw);
     free(eng->reference);
-    free(eng->window);
-    free(eng->masks_filt);
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        free(eng->enface_idx[m]);
-    free(eng->klin_idx);
-    free(eng->klin_w);
+    oct_plan_free(eng->plan);
     free(eng->klin_positions);
-    free(eng->disp);
     free(eng->cms_g);
     free(eng->cms_h);
-    free(eng->cms_q);
     free(eng->cms_cal);
     free(eng->cms_depths);
     free(eng);
-}
-
-static unsigned params_diff(const oct_params *a, const oct_params *b)
-{
-    unsigned c = 0;
-    if (a->window != b->window || memcmp(&a->window_param, &b->window_param, sizeof(float)))
-        c |= OCT_CHG_WINDOW;
-    if (a->freq_cutoff != b->freq_cutoff)
-        c |= OCT_CHG_CUTOFF;
-    if (a->lag_lo != b->lag_lo || a->lag_hi != b->lag_hi)
-        c |= OCT_CHG_LAGS;
-    if (a->methods != b->methods)
-        c |= OCT_CHG_METHODS;
-    if (a->enface_start != b->enface_start || a->enface_step != b->enface_step ||
-        a->enface_count != b->enface_count)
-        c |= OCT_CHG_ENFACE;
-    if (a->xsec_h != b->xsec_h || a->xsec_v != b->xsec_v)
-        c |= OCT_CHG_XSEC;
-    if (a->products != b->products)
-        c |= OCT_CHG_PRODUCTS;
-    if (a->scale != b->scale || memcmp(a->gsc, b->gsc, sizeof a->gsc) ||
-        memcmp(a->contrast, b->contrast, sizeof a->contrast) ||
-        memcmp(a->brightness, b->brightness, sizeof a->brightness))
-        c |= OCT_CHG_GRAY;
-    if (a->background != b->background || a->background_param != b->background_param)
-        c |= OCT_CHG_BACKGROUND;
-    if (a->klin != b->klin || a->klin_taps != b->klin_taps || a->klin_source != b->klin_source ||
-        memcmp(a->klin_coef, b->klin_coef, sizeof a->klin_coef))
-        c |= OCT_CHG_KLIN;
-    if (memcmp(&a->disp_a2, &b->disp_a2, sizeof(float)) ||
-        memcmp(&a->disp_a3, &b->disp_a3, sizeof(float)) ||
-        memcmp(&a->disp_k0, &b->disp_k0, sizeof(float)))
-        c |= OCT_CHG_DISP;
-    if (c & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF))
-        c |= OCT_CHG_CMS;
-    return c;
 }
 
 void oct_engine_hold_history(oct_engine *eng, bool hold)
@@ -1192,26 +739,19 @@ oct_err oct_engine_set_params(oct_engine *eng, const oct_params *params, oct_err
     oct_err err = params_check_full(params, &eng->setup, eng->reference != NULL, e);
     if (err)
         return err;
-    unsigned changed = params_diff(&eng->params, params);
-    if (!changed)
-        return OCT_OK;
-    const oct_params old = eng->params;
+    /* The new plan shares every array whose inputs did not change; on any
+     * failure eng->plan stays as it was. */
+    oct_plan *np;
+    if ((err = oct_plan_build(eng, params, eng->plan, &np, e)))
+        return err;
+    if ((err = eng->ops->prepare(eng, np, e))) {
+        oct_plan_free(np);
+        return err;
+    }
+    oct_plan_free(eng->plan);
+    eng->plan = np;
     eng->params = *params;
-    derived d;
-    if ((err = derived_build(eng, changed, &d, e))) {
-        eng->params = old;
-        return err;
-    }
-    derived_swap(eng, changed, &d); /* d now holds the old arrays */
-    if ((err = eng->ops->update(eng, changed, e))) {
-        /* Back to the old values; the backend rebuilds what it dropped. */
-        eng->params = old;
-        derived_swap(eng, changed, &d);
-        derived_free(&d);
-        eng->ops->update(eng, changed, NULL);
-        return err;
-    }
-    derived_free(&d);
+    eng->msi_path = np->msi_path;
     return OCT_OK;
 }
 
@@ -1261,7 +801,7 @@ oct_err oct_engine_process(oct_engine *eng, const void *frame, size_t frame_byte
         return err;
     }
     eng->times.total_ms = oct_now_ms() - t0;
-    if (eng->ops == &oct_cpu_backend)
+    if (eng->ops->host_timing)
         eng->times.device_ms = eng->times.total_ms;
     out->frame++;
     return OCT_OK;

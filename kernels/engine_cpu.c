@@ -15,10 +15,12 @@
  *  3. gray mapping of every present image.
  */
 #include "engine_internal.h"
+#include "formulas.h"
 
 #include <cpuid.h>
 #include <dlfcn.h>
 #include <fftw3.h>
+#include <limits.h>
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
@@ -46,28 +48,10 @@ static struct {
 } blas;
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
+/* See oct_engine_process_init() for why a program may set
+ * OPENBLAS_CORETYPE before this runs. */
 static void blas_load(void)
 {
-    /* Debian 12's OpenBLAS 0.3.21 does not know Zen 5 (AMD family 0x1a) and
-     * falls back to its Haswell (AVX2) kernels.  Zen 5 has AVX-512, and the
-     * SkylakeX kernels run there: measured on this 2-core Zen 5, sgemm
-     * 500x1024x10752 took 55 ms with Haswell kernels and 30 ms with SkylakeX.
-     * A user's own OPENBLAS_CORETYPE always wins (setenv does not overwrite). */
-    if (!getenv("OPENBLAS_CORETYPE")) {
-        unsigned a, b, c, d;
-        char vendor[13] = {0};
-        if (__get_cpuid(0, &a, &b, &c, &d)) {
-            memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
-            if (!strcmp(vendor, "AuthenticAMD") && __get_cpuid(1, &a, &b, &c, &d)) {
-                unsigned family = (a >> 8) & 0xf;
-                if (family == 0xf)
-                    family += (a >> 20) & 0xff;
-                __builtin_cpu_init();
-                if (family >= 0x1a && __builtin_cpu_supports("avx512f"))
-                    setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
-            }
-        }
-    }
     void *h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         snprintf(blas.why, sizeof blas.why, "cannot load libopenblas.so.0: %s", dlerror());
@@ -82,6 +66,25 @@ static void blas_load(void)
     /* We call sgemm from our own OpenMP threads, one block each. */
     else if (blas.set_threads)
         blas.set_threads(1);
+}
+
+void oct_engine_process_init(void)
+{
+    if (getenv("OPENBLAS_CORETYPE"))
+        return; /* the user's choice wins */
+    unsigned a, b, c, d;
+    char vendor[13] = {0};
+    if (!__get_cpuid(0, &a, &b, &c, &d))
+        return;
+    memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4);
+    if (strcmp(vendor, "AuthenticAMD") || !__get_cpuid(1, &a, &b, &c, &d))
+        return;
+    unsigned family = (a >> 8) & 0xf;
+    if (family == 0xf)
+        family += (a >> 20) & 0xff;
+    __builtin_cpu_init();
+    if (family >= 0x1a && __builtin_cpu_supports("avx512f"))
+        setenv("OPENBLAS_CORETYPE", "SkylakeX", 0);
 }
 
 static pthread_once_t fftwf_once = PTHREAD_ONCE_INIT;
@@ -105,7 +108,7 @@ typedef struct thr_buf {
     float *xpad;      /* M + 2 KPAD: x' with its edge samples repeated */
     fftwf_complex *Z; /* M: analytic signal (dispersion) */
     float *Ccms;      /* rows_max x 2 R_cms: CMS GEMM output */
-    double *fd;       /* 4 x M: fpn segment mean, ssd, best ssd, best mean */
+    double *fd;       /* 5 x M: fpn statistics (3 x M), best key, best mean */
     uint32_t *fseg;   /* M: fpn best segment */
     double t[3];      /* convert, cfd, msi (+ cms) ms */
 } thr_buf;
@@ -122,10 +125,12 @@ typedef struct cpu_state {
     double *meand;    /* M: frame mean in double */
     float *ones;      /* M: 1.0f, the "no window" of convert_row */
 
-    /* rolling background: the last hist_K frame means (ring) */
+    /* rolling background: the last hist_K frame means (ring), restarted
+     * when the plan's background generation changes */
     double *hist;
     uint32_t hist_K, hist_n, hist_pos;
     size_t hist_cap;
+    uint64_t hist_gen;
 
     /* dispersion: in-place complex plans, made when first needed */
     fftwf_plan cfwd, cbwd;
@@ -133,27 +138,28 @@ typedef struct cpu_state {
     /* k-lin taps as contiguous runs: klin_idx[n*T + t] = clamp(kstart[n] + t),
      * read from x' padded with repeated edge samples (no gather) */
     int32_t *kstart;
-    bool kstart_valid, kstart_ok;
+    bool kstart_ok;
 
     /* CMS */
     uint32_t RC;              /* cms depths */
-    float *cms_qenf;          /* 2Q x M: the en-face rows of eng->cms_q */
-    bool cms_qenf_valid;
+    float *cms_qenf;          /* 2Q x M: the en-face rows of the plan's cms_q */
 
-    /* spectrum lists for the current params */
-    bool lists_valid;
+    /* spectrum lists of the plan's row sets */
     uint32_t *full, *enf;
     size_t n_full, n_enf;
 
     /* MSI */
-    bool path_valid;
     oct_msi_path path;
     uint32_t Lw;              /* lags in the window */
     fftwf_complex *G;         /* R x K: conj(DFT(m~_r)) / M (FFT path) */
-    bool G_valid;
     float *B_full, *B_enf;    /* M x (R*Lw), M x (Q*Lw): shifted masks (GEMM path) */
-    bool B_full_valid, B_enf_valid;
     uint32_t chunk_cols_max;
+
+    /* What each derived structure was built from: plan generations (0 =
+     * nothing built).  Compared with the plan at prepare and at every frame. */
+    struct {
+        uint64_t lists, kstart, G, cms_qenf[2], B_full[2], B_enf[3];
+    } built;
 } cpu_state;
 
 /* Cost model of the two MSI paths per (spectrum, mask), in ns per thread:
@@ -167,14 +173,6 @@ typedef struct cpu_state {
 #define GEMM_FLOPS_PER_NS_AVX512 150.0
 #define GEMM_FLOPS_PER_NS_AVX2 100.0
 #define GEMM_MATRIX_CAP (512ull << 20)
-
-static uint32_t ilog2(uint32_t v)
-{
-    uint32_t r = 0;
-    while (v > 1)
-        v >>= 1, r++;
-    return r;
-}
 
 static void thr_buf_free(thr_buf *b)
 {
@@ -253,24 +251,16 @@ static void cpu_model_name(char *out, size_t len, int threads)
 
 /* ---- spectrum lists ------------------------------------------------------ */
 
-static bool any_wanted(const oct_engine *eng, int kind)
+/* "full" spectra need every depth (the plan's rows_full, the xsec_h line,
+ * the xsec_v column), "en-face" spectra only the en-face depths. */
+static oct_err build_lists(const oct_plan *pl, cpu_state *s, oct_error *e)
 {
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        if (oct_product_wanted(eng, m, kind))
-            return true;
-    return false;
-}
-
-static oct_err build_lists(oct_engine *eng, cpu_state *s, oct_error *e)
-{
-    const oct_params *p = &eng->params;
+    const oct_params *p = &pl->params;
     free(s->full), free(s->enf);
     s->full = s->enf = NULL;
     s->n_full = s->n_enf = 0;
-    bool all_full = s->L == 1 ? any_wanted(eng, OCT_KIND_BSCAN) : any_wanted(eng, OCT_KIND_VOLUME);
-    bool xh = s->L > 1 && any_wanted(eng, OCT_KIND_XSEC_H);
-    bool xv = s->L > 1 && any_wanted(eng, OCT_KIND_XSEC_V);
-    bool enf = s->L > 1 && (any_wanted(eng, OCT_KIND_ENFACE) || any_wanted(eng, OCT_KIND_CONFOCAL));
+    s->built.lists = 0;
+    const bool all_full = pl->rows_full, xh = pl->rows_xs_h, xv = pl->rows_xs_v, enf = pl->rows_sub;
     size_t nf = all_full ? s->nspec : (xh ? s->N : 0) + (xv ? s->L : 0);
     s->full = malloc(sizeof(uint32_t) * (nf ? nf : 1));
     s->enf = malloc(sizeof(uint32_t) * (enf ? s->nspec : 1));
@@ -284,35 +274,34 @@ static oct_err build_lists(oct_engine *eng, cpu_state *s, oct_error *e)
         else if (enf)
             s->enf[s->n_enf++] = (uint32_t)j;
     }
-    s->lists_valid = true;
+    s->built.lists = pl->gen[OCT_PK_ROWS];
     return OCT_OK;
 }
 
 /* ---- MSI matrices -------------------------------------------------------- */
 
-static oct_msi_path choose_path(const oct_engine *eng, const cpu_state *s)
+/* The CPU's rates for the planner's cost model (plan.h). */
+static void cpu_msi_rates(const oct_setup *setup, oct_msi_rates *r)
 {
-    if (!blas.sgemm)
-        return OCT_MSI_FFT;
-    if (eng->setup.msi_path != OCT_MSI_AUTO)
-        return eng->setup.msi_path;
-    double fft_ns = FFT_NS_PER_POINT_LOG * s->M * ilog2(s->M);
+    pthread_once(&blas_once, blas_load);
+    memset(r, 0, sizeof *r);
+    r->fft_ns_per_sample_log = FFT_NS_PER_POINT_LOG;
     bool avx512 = strstr(blas.core, "SkylakeX") || strstr(blas.core, "Cooperlake") ||
                   strstr(blas.core, "SapphireRapids");
-    double gemm_ns = 2.0 * s->M * s->Lw /
-                     (avx512 ? GEMM_FLOPS_PER_NS_AVX512 : GEMM_FLOPS_PER_NS_AVX2);
-    uint64_t cols = (uint64_t)s->R * s->Lw + (uint64_t)eng->enface_n[OCT_METHOD_MSI] * s->Lw;
-    if (cols * s->M * sizeof(float) > GEMM_MATRIX_CAP)
-        return OCT_MSI_FFT;
-    return gemm_ns < fft_ns ? OCT_MSI_GEMM : OCT_MSI_FFT;
+    r->gemm_flops_per_ns = avx512 ? GEMM_FLOPS_PER_NS_AVX512 : GEMM_FLOPS_PER_NS_AVX2;
+    r->gemm_matrix_bytes_max = GEMM_MATRIX_CAP;
+    r->gemm_ok = blas.sgemm != NULL;
+    if (!r->gemm_ok)
+        snprintf(r->why, sizeof r->why, "%.150s", blas.why);
 }
 
 /* G_r = conj(DFT(m~_r)) / M: the FFT path's filter per mask.  m~_r is already
  * windowed and H-filtered (and normalised) by engine.c. */
-static oct_err build_G(oct_engine *eng, cpu_state *s, oct_error *e)
+static oct_err build_G(oct_engine *eng, const oct_plan *pl, cpu_state *s, oct_error *e)
 {
     const uint32_t M = s->M, K = s->K, R = s->R;
     fftwf_free(s->G);
+    s->built.G = 0;
     s->G = fftwf_malloc(sizeof(fftwf_complex) * (size_t)R * K);
     /* rows of G (K complex, K odd) are not SIMD-aligned: transform into an
      * aligned buffer, as the plan was made for */
@@ -326,7 +315,7 @@ static oct_err build_G(oct_engine *eng, cpu_state *s, oct_error *e)
     const float inv = 1.0f / (float)M;
     for (uint32_t r = 0; r < R; r++) {
         fftwf_complex *g = s->G + (size_t)r * K;
-        memcpy(x, eng->masks_filt + (size_t)r * M, sizeof(float) * M);
+        memcpy(x, pl->masks_filt + (size_t)r * M, sizeof(float) * M);
         fftwf_execute_dft_r2c(s->r2c, x, X);
         for (uint32_t k = 0; k < K; k++) {
             g[k][0] = X[k][0] * inv;
@@ -335,17 +324,17 @@ static oct_err build_G(oct_engine *eng, cpu_state *s, oct_error *e)
     }
     fftwf_free(x);
     fftwf_free(X);
-    s->G_valid = true;
+    s->built.G = pl->gen[OCT_PK_MASKS];
     eng->rebuilds.msi_matrix++;
     return OCT_OK;
 }
 
 /* B[n][c*Lw + i] = m~_{depth(c)}[(n - (W1 + i)) mod M] for the depth list. */
-static float *build_B(oct_engine *eng, cpu_state *s, const int32_t *depth, uint32_t nd,
-                      oct_error *e)
+static float *build_B(oct_engine *eng, const oct_plan *pl, cpu_state *s, const int32_t *depth,
+                      uint32_t nd, oct_error *e)
 {
     const uint32_t M = s->M, Lw = s->Lw;
-    const int32_t W1 = eng->params.lag_lo;
+    const int32_t W1 = pl->params.lag_lo;
     const size_t cols = (size_t)nd * Lw;
     float *B = fftwf_malloc(sizeof(float) * M * (cols ? cols : 1));
     if (!B) {
@@ -356,7 +345,7 @@ static float *build_B(oct_engine *eng, cpu_state *s, const int32_t *depth, uint3
     for (uint32_t n = 0; n < M; n++) {
         float *row = B + (size_t)n * cols;
         for (uint32_t c = 0; c < nd; c++) {
-            const float *m = eng->masks_filt + (size_t)(depth ? (uint32_t)depth[c] : c) * M;
+            const float *m = pl->masks_filt + (size_t)(depth ? (uint32_t)depth[c] : c) * M;
             for (uint32_t i = 0; i < Lw; i++) {
                 int64_t idx = ((int64_t)n - (W1 + (int64_t)i)) % (int64_t)M;
                 row[(size_t)c * Lw + i] = m[idx < 0 ? idx + M : idx];
@@ -373,17 +362,17 @@ static float *build_B(oct_engine *eng, cpu_state *s, const int32_t *depth, uint3
 
 /* Recovers each run's start from the clamped indices of engine.c; any
  * other pattern keeps the general gather (kstart_ok = false). */
-static oct_err build_kstart(oct_engine *eng, cpu_state *s, oct_error *e)
+static oct_err build_kstart(const oct_plan *pl, cpu_state *s, oct_error *e)
 {
-    const uint32_t M = s->M, T = eng->klin_T;
-    s->kstart_valid = true;
+    const uint32_t M = s->M, T = pl->klin_T;
+    s->built.kstart = pl->gen[OCT_PK_KLIN];
     s->kstart_ok = false;
     if (!T)
         return OCT_OK;
     if (!s->kstart && !(s->kstart = malloc(sizeof(int32_t) * M)))
         return oct_error_set(e, OCT_ENOMEM, "cpu: k-lin runs: out of memory");
     for (uint32_t n = 0; n < M; n++) {
-        const int32_t *ix = eng->klin_idx + (size_t)n * T;
+        const int32_t *ix = pl->klin_idx + (size_t)n * T;
         int64_t s0 = ix[T - 1] < (int32_t)M - 1 ? (int64_t)ix[T - 1] - (T - 1) : ix[0];
         if (s0 < -(int64_t)KPAD || s0 + T > (int64_t)M + KPAD)
             return OCT_OK;
@@ -398,30 +387,34 @@ static oct_err build_kstart(oct_engine *eng, cpu_state *s, oct_error *e)
     return OCT_OK;
 }
 
-/* Builds whatever the current params need and is not valid yet. */
-static oct_err ensure(oct_engine *eng, cpu_state *s, oct_error *e)
+/* Brings every derived structure up to the plan's generations (only what
+ * differs is rebuilt).  Called by prepare and before every frame. */
+static oct_err ensure(oct_engine *eng, const oct_plan *pl, cpu_state *s, oct_error *e)
 {
     oct_err err;
-    if (!s->lists_valid && (err = build_lists(eng, s, e)))
+    const oct_params *p = &pl->params;
+    if (s->built.lists != pl->gen[OCT_PK_ROWS] && (err = build_lists(pl, s, e)))
         return err;
-    const oct_params *p = &eng->params;
-    if (p->background == OCT_BG_ROLLING) {
-        size_t need = (size_t)p->background_param * s->M;
+    if (s->hist_gen != pl->gen[OCT_PK_BACKGROUND]) { /* the rolling history restarts */
+        s->hist_n = s->hist_pos = 0, s->hist_K = 0;
+        s->hist_gen = pl->gen[OCT_PK_BACKGROUND];
+    }
+    if (pl->bg.mode == OCT_BG_ROLLING) {
+        size_t need = (size_t)pl->bg.K * s->M;
         if (s->hist_cap < need) {
             double *h = realloc(s->hist, sizeof(double) * need);
             if (!h)
                 return oct_error_set(e, OCT_ENOMEM,
-                                     "cpu: rolling background of %d frames: out of memory",
-                                     p->background_param);
+                                     "cpu: rolling background of %u frames: out of memory", pl->bg.K);
             s->hist = h, s->hist_cap = need;
         }
-        if (s->hist_K != (uint32_t)p->background_param)
-            s->hist_K = (uint32_t)p->background_param, s->hist_n = s->hist_pos = 0;
+        if (s->hist_K != pl->bg.K)
+            s->hist_K = pl->bg.K, s->hist_n = s->hist_pos = 0;
     }
     const bool cfd_on = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0;
-    if (!s->kstart_valid && (err = build_kstart(eng, s, e)))
+    if (s->built.kstart != pl->gen[OCT_PK_KLIN] && (err = build_kstart(pl, s, e)))
         return err;
-    if (cfd_on && eng->disp && !s->cfwd) {
+    if (cfd_on && pl->disp && !s->cfwd) {
         /* planned on thread 0's buffer; every Z is fftwf_malloc'd alike */
         unsigned flags = (eng->setup.flags & OCT_SETUP_QUICK_PLAN) ? FFTW_ESTIMATE : FFTW_MEASURE;
         fftwf_complex *z = s->tb[0].Z;
@@ -432,78 +425,57 @@ static oct_err ensure(oct_engine *eng, cpu_state *s, oct_error *e)
                                  "cpu: FFTW could not plan %u-point complex transforms", s->M);
         eng->rebuilds.plans++;
     }
-    const uint32_t QC = eng->enface_n[OCT_METHOD_CMS];
-    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->n_enf && QC && !s->cms_qenf_valid) {
+    const uint32_t QC = pl->enface_n[OCT_METHOD_CMS];
+    if ((p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && s->n_enf && QC &&
+        (s->built.cms_qenf[0] != pl->gen[OCT_PK_CMS] || s->built.cms_qenf[1] != pl->gen[OCT_PK_ENFACE])) {
         fftwf_free(s->cms_qenf);
+        s->built.cms_qenf[0] = 0;
         s->cms_qenf = fftwf_malloc(sizeof(float) * 2 * (size_t)QC * s->M);
         if (!s->cms_qenf)
             return oct_error_set(e, OCT_ENOMEM, "cpu: cms en-face matrix: out of memory (Q = %u)",
                                  QC);
         for (uint32_t q = 0; q < QC; q++)
             memcpy(s->cms_qenf + (size_t)2 * q * s->M,
-                   eng->cms_q + (size_t)2 * (uint32_t)eng->enface_idx[OCT_METHOD_CMS][q] * s->M,
+                   pl->cms_q + (size_t)2 * (uint32_t)pl->enface_idx[OCT_METHOD_CMS][q] * s->M,
                    sizeof(float) * 2 * s->M);
-        s->cms_qenf_valid = true;
+        s->built.cms_qenf[0] = pl->gen[OCT_PK_CMS];
+        s->built.cms_qenf[1] = pl->gen[OCT_PK_ENFACE];
     }
-    if (!(eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
+    if (!(p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)))
         return OCT_OK;
-    s->Lw = (uint32_t)(eng->params.lag_hi - eng->params.lag_lo + 1);
-    if (!s->path_valid) {
-        oct_msi_path np = choose_path(eng, s);
-        if (eng->setup.msi_path == OCT_MSI_GEMM && !blas.sgemm)
-            return oct_error_set(e, OCT_EUNSUPPORTED, "cpu: msi_path gemm: %s", blas.why);
-        if (np != s->path) {
-            /* drop the other path's matrices */
-            fftwf_free(s->G), s->G = NULL, s->G_valid = false;
-            fftwf_free(s->B_full), s->B_full = NULL, s->B_full_valid = false;
-            fftwf_free(s->B_enf), s->B_enf = NULL, s->B_enf_valid = false;
-        }
-        s->path = np;
-        eng->msi_path = np;
-        s->path_valid = true;
+    s->Lw = pl->lags;
+    if (pl->msi_path != s->path) {
+        /* drop the other path's matrices */
+        fftwf_free(s->G), s->G = NULL, s->built.G = 0;
+        fftwf_free(s->B_full), s->B_full = NULL, s->built.B_full[0] = 0;
+        fftwf_free(s->B_enf), s->B_enf = NULL, s->built.B_enf[0] = 0;
+        s->path = pl->msi_path;
     }
-    if (s->path == OCT_MSI_FFT) {
-        if (!s->G_valid && (err = build_G(eng, s, e)))
-            return err;
-        return OCT_OK;
-    }
-    if (s->n_full && !s->B_full_valid) {
+    if (s->path == OCT_MSI_FFT)
+        return s->built.G != pl->gen[OCT_PK_MASKS] ? build_G(eng, pl, s, e) : OCT_OK;
+    const uint64_t kf[2] = {pl->gen[OCT_PK_MASKS], pl->gen[OCT_PK_LAGS]};
+    const uint64_t ke[3] = {kf[0], kf[1], pl->gen[OCT_PK_ENFACE]};
+    if (s->n_full && memcmp(s->built.B_full, kf, sizeof kf)) {
         fftwf_free(s->B_full);
-        if (!(s->B_full = build_B(eng, s, NULL, s->R, e)))
+        s->built.B_full[0] = 0;
+        if (!(s->B_full = build_B(eng, pl, s, NULL, s->R, e)))
             return OCT_ENOMEM;
-        s->B_full_valid = true;
+        memcpy(s->built.B_full, kf, sizeof kf);
     }
-    if (s->n_enf && eng->enface_n[OCT_METHOD_MSI] && !s->B_enf_valid) {
+    const uint32_t Q = pl->enface_n[OCT_METHOD_MSI];
+    if (s->n_enf && Q && memcmp(s->built.B_enf, ke, sizeof ke)) {
         fftwf_free(s->B_enf);
-        if (!(s->B_enf = build_B(eng, s, eng->enface_idx[OCT_METHOD_MSI],
-                                 eng->enface_n[OCT_METHOD_MSI], e)))
+        s->built.B_enf[0] = 0;
+        if (!(s->B_enf = build_B(eng, pl, s, pl->enface_idx[OCT_METHOD_MSI], Q, e)))
             return OCT_ENOMEM;
-        s->B_enf_valid = true;
+        memcpy(s->built.B_enf, ke, sizeof ke);
     }
     return OCT_OK;
 }
 
-static oct_err cpu_update(oct_engine *eng, unsigned changed, oct_error *e)
+static oct_err cpu_prepare(oct_engine *eng, const oct_plan *plan, oct_error *e)
 {
-    cpu_state *s = eng->be;
-    if (changed & (OCT_CHG_PRODUCTS | OCT_CHG_XSEC | OCT_CHG_ENFACE | OCT_CHG_METHODS))
-        s->lists_valid = false;
-    if (changed & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF))
-        s->G_valid = s->B_full_valid = s->B_enf_valid = false;
-    if (changed & OCT_CHG_LAGS)
-        s->B_full_valid = s->B_enf_valid = false;
-    if (changed & OCT_CHG_ENFACE)
-        s->B_enf_valid = false;
-    if (changed & (OCT_CHG_LAGS | OCT_CHG_ENFACE | OCT_CHG_METHODS))
-        s->path_valid = false;
-    if (changed & (OCT_CHG_CMS | OCT_CHG_ENFACE))
-        s->cms_qenf_valid = false;
-    if (changed & OCT_CHG_KLIN)
-        s->kstart_valid = false;
-    if (changed & OCT_CHG_BACKGROUND) /* the rolling history restarts */
-        s->hist_n = s->hist_pos = 0, s->hist_K = 0;
-    /* the lists decide which matrices are needed: rebuild them first */
-    return ensure(eng, s, e);
+    return ensure(eng, plan, eng->be, e);
 }
 
 static oct_err cpu_create(oct_engine *eng, oct_error *e)
@@ -563,7 +535,7 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
         b->xpad = fftwf_malloc(sizeof(float) * (M + 2 * KPAD));
         b->Z = fftwf_malloc(sizeof(fftwf_complex) * M);
         b->Ccms = fftwf_malloc(sizeof(float) * (size_t)s->rows_max * 2 * (s->RC ? s->RC : 1));
-        b->fd = malloc(sizeof(double) * 4 * M);
+        b->fd = malloc(sizeof(double) * 5 * M);
         b->fseg = malloc(sizeof(uint32_t) * M);
         if (!b->A || !b->X || !b->Y || !b->p || !b->Icfd || !b->Imsi || !b->C || !b->P ||
             !b->Ak || !b->xpad || !b->Z || !b->Ccms || !b->fd || !b->fseg) {
@@ -583,7 +555,8 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
     }
     eng->rebuilds.plans++;
     cpu_model_name(eng->device_name, sizeof eng->device_name, s->threads);
-    oct_err err = ensure(eng, s, e);
+    s->path = eng->plan->msi_path;
+    oct_err err = ensure(eng, eng->plan, s, e);
     if (err) {
         cpu_destroy(eng);
         return err;
@@ -593,15 +566,19 @@ static oct_err cpu_create(oct_engine *eng, oct_error *e)
 
 /* ---- per-frame work ------------------------------------------------------ */
 
-/* Where the intensities of one method go (float images; NULL = not wanted). */
+/* Where the intensities of one method go: the plan's layout rows and their
+ * float images. */
 typedef struct sink {
-    float *bscan, *enface, *confocal, *xh, *xv, *vol;
-    const int32_t *idx;
+    uint32_t n;                           /* layout rows */
+    const oct_layout *r[OCT_KIND_COUNT];
+    float *f[OCT_KIND_COUNT];
+    const int32_t *idx;                   /* en-face depths */
     uint32_t Q, D;
 } sink;
 
 typedef struct frame_ctx {
     const oct_engine *eng;
+    const oct_plan *pl;
     cpu_state *s;
     const void *frame;
     const float *bg; /* NULL: no background */
@@ -653,48 +630,57 @@ static void convert_row(const frame_ctx *c, size_t j, float *restrict dst, const
     }
 }
 
-/* All D intensities of spectrum j into the images of one method. */
-static void scatter_full(const frame_ctx *c, const sink *k, size_t j, const float *I)
+/* Slot values v[0..ns) (v[idx[s]] when idx) into one layout row at o. */
+static inline void put_row(const oct_layout *r, float *restrict o, const float *restrict v,
+                           const int32_t *idx, uint32_t ns)
 {
-    const uint32_t N = c->s->N, L = c->s->L, D = k->D;
-    const uint32_t l = (uint32_t)(j / N), a = (uint32_t)(j % N);
-    if (k->bscan)
-        for (uint32_t d = 0; d < D; d++)
-            k->bscan[(size_t)d * N + a] = I[d];
-    if (k->enface) {
-        const size_t LN = (size_t)L * N;
-        for (uint32_t q = 0; q < k->Q; q++)
-            k->enface[q * LN + j] = I[k->idx[q]];
+    if (r->reduce == OCT_REDUCE_NONE) {
+        const int64_t st = r->st_d;
+        if (idx)
+            for (uint32_t q = 0; q < ns; q++)
+                o[q * st] = v[idx[q]];
+        else if (st == 1)
+            memcpy(o, v, sizeof(float) * ns);
+        else
+            for (uint32_t q = 0; q < ns; q++)
+                o[q * st] = v[q];
+        return;
     }
-    if (k->confocal) {
-        float sum = 0;
-        for (uint32_t q = 0; q < k->Q; q++)
-            sum += I[k->idx[q]];
-        k->confocal[j] = sum;
+    float acc;
+    if (r->reduce == OCT_REDUCE_MAX) {
+        acc = -INFINITY;
+        for (uint32_t q = 0; q < ns; q++) {
+            float x = idx ? v[idx[q]] : v[q];
+            acc = x > acc ? x : acc;
+        }
+    } else {
+        acc = 0.0f;
+        for (uint32_t q = 0; q < ns; q++)
+            acc += idx ? v[idx[q]] : v[q];
+        if (r->reduce == OCT_REDUCE_MEAN)
+            acc /= (float)ns;
     }
-    if (k->xh && l == c->h)
-        for (uint32_t d = 0; d < D; d++)
-            k->xh[(size_t)d * N + a] = I[d];
-    if (k->xv && a == c->v)
-        for (uint32_t d = 0; d < D; d++)
-            k->xv[(size_t)d * L + l] = I[d];
-    if (k->vol)
-        memcpy(k->vol + j * D, I, sizeof(float) * D);
+    *o = acc;
 }
 
-/* The Q en-face intensities (in index order) of spectrum j. */
-static void scatter_enf(const frame_ctx *c, const sink *k, size_t j, const float *Iq)
+/* The one scatter of the CPU backend: the intensities of spectrum j into
+ * every layout row of one method that selects it.  full: I holds all D
+ * depths; else the Q en-face depths in index order (only en-face rows). */
+static void scatter(const frame_ctx *c, const sink *k, size_t j, const float *I, bool full)
 {
-    if (k->enface) {
-        const size_t LN = (size_t)c->s->L * c->s->N;
-        for (uint32_t q = 0; q < k->Q; q++)
-            k->enface[q * LN + j] = Iq[q];
-    }
-    if (k->confocal) {
-        float sum = 0;
-        for (uint32_t q = 0; q < k->Q; q++)
-            sum += Iq[q];
-        k->confocal[j] = sum;
+    const uint32_t N = c->s->N;
+    const int64_t l = (int64_t)(j / N), a = (int64_t)(j % N);
+    for (uint32_t i = 0; i < k->n; i++) {
+        const oct_layout *r = k->r[i];
+        if (!full && r->depths != OCT_DEPTHS_ENFACE)
+            continue;
+        if ((r->select == OCT_SEL_LINE && l != r->sel) || (r->select == OCT_SEL_COLUMN && a != r->sel))
+            continue;
+        float *o = k->f[i] + l * r->st_l + a * r->st_a;
+        if (r->depths == OCT_DEPTHS_ENFACE)
+            put_row(r, o, I, full ? k->idx : NULL, r->nslots);
+        else
+            put_row(r, o, I + r->d0, NULL, r->nslots);
     }
 }
 
@@ -759,7 +745,7 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
     double t0 = oct_now_ms();
     const bool raw = cms || (cfd && c->klin);
     const bool need_A = msi || (cfd && !c->klin);
-    const float *w = c->eng->window;
+    const float *w = c->pl->window;
     for (uint32_t i = 0; i < rows; i++) {
         float *a = b->A + (size_t)i * M;
         if (!raw) {
@@ -772,8 +758,8 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
             for (uint32_t n = 0; n < M; n++)
                 a[n] = w[n] * x[n];
         if (cfd && c->klin) {
-            const uint32_t T = c->eng->klin_T;
-            const float *restrict kw = c->eng->klin_w;
+            const uint32_t T = c->pl->klin_T;
+            const float *restrict kw = c->pl->klin_w;
             float *restrict y = b->Ak + (size_t)i * M;
             if (s->kstart_ok) {
                 float *restrict xp = b->xpad;
@@ -790,7 +776,7 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
                     y[n] = w[n] * sum;
                 }
             } else {
-                const int32_t *restrict ix = c->eng->klin_idx;
+                const int32_t *restrict ix = c->pl->klin_idx;
                 for (uint32_t n = 0; n < M; n++) {
                     float sum = 0;
                     for (uint32_t t = 0; t < T; t++)
@@ -820,13 +806,13 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
                 if (full) {
                     for (uint32_t d = 0; d < K; d++)
                         I[d] = (int32_t)d < c->F ? 0.0f : cabsf_(Xd[d]);
-                    scatter_full(c, kc, list[i], I);
+                    scatter(c, kc, list[i], I, true);
                 } else {
                     for (uint32_t q = 0; q < kc->Q; q++) {
                         int32_t d = kc->idx[q];
                         I[q] = d < c->F ? 0.0f : cabsf_(Xd[d]);
                     }
-                    scatter_enf(c, kc, list[i], I);
+                    scatter(c, kc, list[i], I, false);
                 }
             }
             double tb = oct_now_ms();
@@ -885,10 +871,7 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
         double ta = oct_now_ms();
         for (uint32_t i = 0; i < rows; i++) {
             const float *I = b->Imsi + (size_t)i * nd;
-            if (full)
-                scatter_full(c, km, list[i], I);
-            else
-                scatter_enf(c, km, list[i], I);
+            scatter(c, km, list[i], I, full);
         }
         b->t[2] += oct_now_ms() - ta;
     }
@@ -897,7 +880,7 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
          * stacked Re/Im rows of q, then magnitudes */
         double ta = oct_now_ms();
         const uint32_t nz = full ? s->RC : kz->Q;
-        const float *Q = full ? c->eng->cms_q : s->cms_qenf;
+        const float *Q = full ? c->pl->cms_q : s->cms_qenf;
         const int cols = (int)(2 * nz);
         if (blas.sgemm) {
             blas.sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, cols, (int)M, 1.0f,
@@ -917,10 +900,7 @@ static void do_block(const frame_ctx *c, thr_buf *b, const uint32_t *list, uint3
             float *restrict I = b->Imsi;
             for (uint32_t r = 0; r < nz; r++)
                 I[r] = sqrtf(cr[2 * r] * cr[2 * r] + cr[2 * r + 1] * cr[2 * r + 1]);
-            if (full)
-                scatter_full(c, kz, list[i], I);
-            else
-                scatter_enf(c, kz, list[i], I);
+            scatter(c, kz, list[i], I, full);
         }
         b->t[2] += oct_now_ms() - ta;
     }
@@ -981,7 +961,7 @@ static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
                 sum += s->acc[(size_t)t * M + n];
             s->meand[n] = sum / (double)nspec;
         }
-        if (c->eng->params.background == OCT_BG_ROLLING && c->eng->hold_history) {
+        if (c->pl->bg.mode == OCT_BG_ROLLING && c->eng->hold_history) {
             /* as the next frame, without entering the ring: this frame's
              * mean with the kept rows but the one it would overwrite */
             bool full = s->hist_n == s->hist_K;
@@ -993,7 +973,7 @@ static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
                         sum += s->hist[(size_t)k * M + n];
                 s->bg[n] = (float)(sum / kept);
             }
-        } else if (c->eng->params.background == OCT_BG_ROLLING) {
+        } else if (c->pl->bg.mode == OCT_BG_ROLLING) {
             /* this frame's mean into the ring, b = mean over the ring */
             memcpy(s->hist + (size_t)s->hist_pos * M, s->meand, sizeof(double) * M);
             s->hist_pos = (s->hist_pos + 1) % s->hist_K;
@@ -1016,60 +996,55 @@ static oct_err prepass(frame_ctx *c, bool mean, oct_error *e)
 
 /* Fixed-pattern noise (oct_engine.h): per sample n, the mean of the segment
  * of G spectra with the smallest sum of squared deviations at n (ties: the
- * lowest segment).  Each thread keeps the best of its segments; the merge
- * applies the same rule, so the result does not depend on the threads. */
+ * lowest segment), with the statistics of formulas.h (those of the CUDA
+ * kernel).  Each thread keeps the best of its segments; the merge applies
+ * the same rule, so the result does not depend on the threads. */
 static void fpn_background(frame_ctx *c)
 {
     cpu_state *s = c->s;
     const uint32_t M = s->M;
-    const size_t S = s->nspec, G0 = (size_t)c->eng->params.background_param;
+    const size_t S = s->nspec, G0 = c->pl->bg.G;
     const size_t G = S < G0 ? S : G0, nseg = S < G0 ? 1 : S / G0;
     frame_ctx cc = *c;
     cc.bg = NULL; /* raw converted samples */
     for (int t = 0; t < s->threads; t++) {
-        double *bss = s->tb[t].fd + 2 * (size_t)M;
+        double *bkey = s->tb[t].fd + 3 * (size_t)M;
         for (uint32_t n = 0; n < M; n++)
-            bss[n] = INFINITY, s->tb[t].fseg[n] = UINT32_MAX;
+            bkey[n] = INFINITY, s->tb[t].fseg[n] = UINT32_MAX;
     }
 #pragma omp parallel num_threads(s->threads)
     {
         thr_buf *b = &s->tb[omp_get_thread_num()];
-        double *restrict mean = b->fd, *restrict ssd = b->fd + M, *restrict bss = b->fd + 2 * M,
-                         *restrict bmean = b->fd + 3 * (size_t)M;
+        oct_fpn_acc *restrict acc = (oct_fpn_acc *)b->fd;
+        double *restrict bkey = b->fd + 3 * (size_t)M, *restrict bmean = b->fd + 4 * (size_t)M;
         float *restrict x = b->p; /* M floats of scratch */
 #pragma omp for schedule(static)
         for (size_t sg = 0; sg < nseg; sg++) {
-            memset(mean, 0, sizeof(double) * M);
-            memset(ssd, 0, sizeof(double) * M);
-            for (size_t j = sg * G; j < (sg + 1) * G; j++) {
+            convert_row(&cc, sg * G, x, s->ones);
+            for (uint32_t n = 0; n < M; n++)
+                oct_fpn_start(&acc[n], x[n]);
+            for (size_t j = sg * G + 1; j < (sg + 1) * G; j++) {
                 convert_row(&cc, j, x, s->ones);
                 for (uint32_t n = 0; n < M; n++)
-                    mean[n] += x[n];
+                    oct_fpn_add(&acc[n], x[n]);
             }
-            for (uint32_t n = 0; n < M; n++)
-                mean[n] /= (double)G;
-            for (size_t j = sg * G; j < (sg + 1) * G; j++) {
-                convert_row(&cc, j, x, s->ones);
-                for (uint32_t n = 0; n < M; n++) {
-                    double d = x[n] - mean[n];
-                    ssd[n] += d * d;
-                }
+            for (uint32_t n = 0; n < M; n++) {
+                double key = oct_fpn_key(&acc[n], (double)G);
+                if (oct_fpn_better(key, (long long)sg, bkey[n], b->fseg[n] == UINT32_MAX ? LLONG_MAX : (long long)b->fseg[n]))
+                    bkey[n] = key, bmean[n] = oct_fpn_mean(&acc[n], (double)G), b->fseg[n] = (uint32_t)sg;
             }
-            for (uint32_t n = 0; n < M; n++)
-                if (ssd[n] < bss[n]) /* segments come in increasing order */
-                    bss[n] = ssd[n], bmean[n] = mean[n], b->fseg[n] = (uint32_t)sg;
         }
     }
     for (uint32_t n = 0; n < M; n++) {
         double best = INFINITY, bm = 0;
-        uint32_t bsg = UINT32_MAX;
+        long long bsg = LLONG_MAX;
         for (int t = 0; t < s->threads; t++) {
             const thr_buf *b = &s->tb[t];
-            double v = b->fd[2 * (size_t)M + n];
             if (b->fseg[n] == UINT32_MAX)
                 continue;
-            if (v < best || (v == best && b->fseg[n] < bsg))
-                best = v, bm = b->fd[3 * (size_t)M + n], bsg = b->fseg[n];
+            double v = b->fd[3 * (size_t)M + n];
+            if (oct_fpn_better(v, (long long)b->fseg[n], best, bsg))
+                best = v, bm = b->fd[4 * (size_t)M + n], bsg = b->fseg[n];
         }
         s->bg[n] = (float)bm;
     }
@@ -1079,59 +1054,53 @@ static void fpn_background(frame_ctx *c)
 static oct_err cpu_process(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
 {
     cpu_state *s = eng->be;
-    const oct_params *p = &eng->params;
-    oct_err err = ensure(eng, s, e);
+    const oct_plan *pl = eng->plan;
+    const oct_params *p = &pl->params;
+    oct_err err = ensure(eng, pl, s, e);
     if (err)
         return err;
     double t0 = oct_now_ms();
     frame_ctx c;
     memset(&c, 0, sizeof c);
-    c.eng = eng, c.s = s, c.frame = frame;
+    c.eng = eng, c.pl = pl, c.s = s, c.frame = frame;
     c.cfd = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0;
     c.msi = (p->methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) != 0;
     c.cms = (p->methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) != 0;
-    c.klin = c.cfd && eng->klin_T > 0;
-    c.disp = c.cfd ? eng->disp : NULL;
+    c.klin = c.cfd && pl->klin_T > 0;
+    c.disp = c.cfd ? pl->disp : NULL;
     c.F = p->freq_cutoff, c.W1 = p->lag_lo, c.W2 = p->lag_hi;
     c.h = (uint32_t)p->xsec_h, c.v = (uint32_t)p->xsec_v;
-    c.bg = p->background == OCT_BG_REFERENCE ? eng->reference : NULL;
+    c.bg = pl->bg.mode == OCT_BG_REFERENCE ? eng->reference : NULL;
 
-    /* images: shapes, buffers; the CPU backend always computes into f32 */
+    /* images of the layout; the CPU backend always computes into f32 */
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         sink *k = &c.k[m];
-        k->D = eng->depths[m];
-        for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
-            if (!oct_product_wanted(eng, m, kind))
-                continue;
-            oct_image *img = &out->img[m][kind];
-            if ((err = oct_image_prepare(eng, m, kind, img, e)))
+        const oct_plan_method *pm = &pl->method[m];
+        k->D = pm->D;
+        for (uint32_t i = 0; i < pm->nlayout; i++) {
+            const oct_layout *r = &pm->layout[i];
+            oct_image *img = &out->img[m][r->kind];
+            if ((err = oct_image_prepare(eng, m, r->kind, img, e)))
                 return err;
             if (oct_image_reserve(img, img->count, true, img->n_indices))
                 return oct_error_set(e, OCT_ENOMEM, "cpu: %s/%s: out of memory",
-                                     oct_kind_name(kind), oct_method_name(m));
-            float *f = img->f32;
-            switch (kind) {
-            case OCT_KIND_BSCAN: k->bscan = f; break;
-            case OCT_KIND_ENFACE: k->enface = f; break;
-            case OCT_KIND_CONFOCAL: k->confocal = f; break;
-            case OCT_KIND_XSEC_H: k->xh = f; break;
-            case OCT_KIND_XSEC_V: k->xv = f; break;
-            case OCT_KIND_VOLUME: k->vol = f; break;
+                                     oct_kind_name(r->kind), oct_method_name(m));
+            k->r[k->n] = r;
+            k->f[k->n++] = img->f32;
+            if (r->depths == OCT_DEPTHS_ENFACE) {
+                k->Q = pl->enface_n[m];
+                k->idx = pl->enface_idx[m];
             }
-        }
-        if (k->enface || k->confocal) {
-            k->Q = eng->enface_n[m];
-            k->idx = eng->enface_idx[m];
         }
     }
     double t1 = oct_now_ms();
     double prep_ms = t1 - t0;
 
-    bool mean = p->background == OCT_BG_FRAME_MEAN || p->background == OCT_BG_ROLLING;
+    const bool mean = pl->bg.needs_mean;
     if (mean || eng->setup.geom.sample_type == OCT_SAMPLE_F32)
         if ((err = prepass(&c, mean, e)))
             return err;
-    if (p->background == OCT_BG_FPN)
+    if (pl->bg.mode == OCT_BG_FPN)
         fpn_background(&c);
     double t2 = oct_now_ms();
 
@@ -1209,6 +1178,8 @@ const oct_backend_ops oct_cpu_backend = {
     .name = "cpu",
     .create = cpu_create,
     .destroy = cpu_destroy,
-    .update = cpu_update,
+    .prepare = cpu_prepare,
+    .msi_rates = cpu_msi_rates,
+    .host_timing = true,
     .process = cpu_process,
 };

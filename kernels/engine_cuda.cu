@@ -1,4 +1,7 @@
-/* engine_cuda.cu - the CUDA backend of the OCT engine (SPEC section 2).
+/* engine_cuda.cu - the CUDA backend of the OCT engine (SPEC section 2): the
+ * per-frame host code, the pipeline and the backend ops.  Its state and set-up
+ * are in cuda_setup.cuh, its device code in cuda_kernels.cuh (one translation
+ * unit).
  *
  * Per frame, pipelined over up to OCT_ENGINE_DEPTH_MAX frames in flight
  * (each in-flight frame owns a slot: device input buffer, device product
@@ -28,12 +31,13 @@
  * [A_hi | A_lo | A_hi] . [X_hi ; X_hi ; X_lo] = A.X up to ~2^-22 relative
  * (the dropped a_lo.x_lo term and the rounding of the lo parts), i.e. fp32
  * class (relative L2 ~9e-6 vs float64, SGEMM ~1e-7), at tensor-core speed.
- * OCT_SETUP_PLAIN_SGEMM / OCT_CUDA_SGEMM=1 use cublasSgemm; precision tf32
+ * OCT_SETUP_PLAIN_SGEMM / setup.cuda.gemm = sgemm use cublasSgemm; precision tf32
  * is one plain TF32 GEMM (K = M).
  */
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <omp.h>
+#include <pthread.h>
 #include <cublas_v2.h>
 
 #include <algorithm>
@@ -98,1182 +102,81 @@ static const char *cufft_str(cufftResult r)
         if (try_err_ != OCT_OK) return try_err_;                                   \
     } while (0)
 
-/* ------------------------------------------------------------------ */
-/* device code                                                          */
+#include "cuda_kernels.cuh"
 
-struct Gray {
-    float gsc, con, bri;
-    int logscale;
-};
-
-/* SPEC 2.5; same float operations as the CPU mapping. */
-__device__ __forceinline__ uint8_t gray_of(float v, const Gray &g)
-{
-    float t = g.gsc * v;
-    if (g.logscale) t = 20.0f * log10f(fmaxf(t, 1e-12f));
-    float y = floorf(g.bri + g.con * t + 0.5f);
-    y = fminf(fmaxf(y, 0.0f), 255.0f); /* NaN -> 0 through fmaxf */
-    return (uint8_t)y;
-}
-
-template <typename T> struct Raw;
-template <> struct Raw<uint16_t> {
-    typedef ushort4 V;
-    static __device__ __forceinline__ float cv(uint16_t v, int sh) { return (float)(v >> sh); }
-};
-template <> struct Raw<int16_t> {
-    typedef short4 V;
-    static __device__ __forceinline__ float cv(int16_t v, int sh) { return (float)((int)v >> sh); }
-};
-template <> struct Raw<float> {
-    typedef float4 V;
-    static __device__ __forceinline__ float cv(float v, int) { return v; }
-};
-
-/* Column sums of the converted raw samples for the frame-mean background. */
-template <typename T>
-__global__ void colsum_kernel(const T *__restrict__ raw, long long S, int M, int sh,
-                              double *__restrict__ sum)
-{
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n >= M) return;
-    float acc = 0.0f;
-    for (long long j = blockIdx.y; j < S; j += gridDim.y) acc += Raw<T>::cv(raw[j * M + n], sh);
-    atomicAdd(&sum[n], (double)acc);
-}
-
-/* Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the
- * result is exactly representable, so every tensor-core path uses it as is. */
-__device__ __forceinline__ float tf32_round(float x)
-{
-    uint32_t u;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
-    return __uint_as_float(u);
-}
-
-/* x'[j][n] = x[j][n] - b[n], x~[j][n] = w[n] * x'[j][n]; four samples per
- * thread.  b: background vector (NULL = none).  Outputs (any may be NULL):
- * x (S x M: x~), x3 (S x 3M: per spectrum [hi | hi | lo] TF32 parts of x~
- * for the split-TF32 MSI GEMM), xp (S x M: x', input of the k-linearisation
- * and of the plain CMS GEMM), xp3 (S x 3M: TF32 parts of x' for the split CMS GEMM). */
-__device__ __forceinline__ void store_split(float *dst, long long j, int n, int M, float4 o)
-{
-    float4 hi, lo;
-    hi.x = tf32_round(o.x); lo.x = tf32_round(o.x - hi.x);
-    hi.y = tf32_round(o.y); lo.y = tf32_round(o.y - hi.y);
-    hi.z = tf32_round(o.z); lo.z = tf32_round(o.z - hi.z);
-    hi.w = tf32_round(o.w); lo.w = tf32_round(o.w - hi.w);
-    float4 *p = reinterpret_cast<float4 *>(dst + j * 3 * M + n);
-    int M4 = M / 4;
-    p[0] = hi;
-    p[M4] = hi;
-    p[2 * M4] = lo;
-}
-
-template <typename T>
-__global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
-                               float *__restrict__ x3, float *__restrict__ xp,
-                               float *__restrict__ xp3, long long n4, int M, int sh,
-                               const float *__restrict__ w, const float *__restrict__ bg,
-                               int *__restrict__ bad, long long jbase)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n4) return;
-    typename Raw<T>::V v = reinterpret_cast<const typename Raw<T>::V *>(raw)[i];
-    int n = (int)((i * 4) & (M - 1));
-    long long j = (i * 4) / M;
-    float r[4] = {Raw<T>::cv(v.x, sh), Raw<T>::cv(v.y, sh), Raw<T>::cv(v.z, sh),
-                  Raw<T>::cv(v.w, sh)};
-    float4 o, d;
-    float *op = &o.x, *dp = &d.x;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        float b = bg ? bg[n + k] : 0.0f;
-        if (!isfinite(r[k])) atomicMin(bad, (int)(jbase + j));
-        dp[k] = r[k] - b;
-        op[k] = w[n + k] * dp[k];
-    }
-    if (x) reinterpret_cast<float4 *>(x)[i] = o;
-    if (x3) store_split(x3, j, n, M, o);
-    if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
-    if (xp3) store_split(xp3, j, n, M, d);
-}
-
-/* Frame-mean background: b[n] = sum[n] / S (as float, the CPU's order of operations). */
-__global__ void bg_mean_kernel(const double *__restrict__ sum, double invS, int M, float *__restrict__ b)
-{
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    if (n < M) b[n] = (float)(sum[n] * invS);
-}
-
-/* Rolling background, step 1 (before the conversion): b = mean of the kept
- * history rows and this frame's mean.  state[0] = rows filled f (<= K),
- * state[1] = row w the next frame writes (when f = K it holds the oldest
- * frame, which drops out now).  Writes state[2..4] = f', w', w for the
- * commit step; nobody reads those here. */
-__global__ void roll_mean_kernel(const double *__restrict__ sum, double invS,
-                                 const double *__restrict__ ring, int M, int K,
-                                 int *__restrict__ state, float *__restrict__ b)
-{
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    int f = state[0], w = state[1];
-    if (n < M) {
-        double acc = sum[n] * invS;
-        for (int i = 0; i < f; i++)
-            if (!(f == K && i == w)) acc += ring[(long long)i * M + n];
-        int kept = f < K ? f + 1 : K;
-        b[n] = (float)(acc / kept);
-    }
-    if (n == 0) {
-        state[2] = f < K ? f + 1 : K;
-        state[3] = (w + 1) % K;
-        state[4] = w;
-    }
-}
-
-/* Rolling background, step 2 (after the conversion, which flags non-finite
- * samples): a rejected frame does not enter the history. */
-__global__ void roll_commit_kernel(const double *__restrict__ sum, double invS, double *__restrict__ ring,
-                                   int M, int *__restrict__ state, const int *__restrict__ bad,
-                                   long long S)
-{
-    if (*bad < S) return;
-    int n = blockIdx.x * blockDim.x + threadIdx.x;
-    int row = state[4];
-    if (n < M) ring[(long long)row * M + n] = sum[n] * invS;
-    if (n == 0) {
-        state[0] = state[2];
-        state[1] = state[3];
-    }
-}
-
-/* Fixed-pattern noise background (minimum-variance mean line): per sample
- * n, the mean of the segment of G spectra whose sum of squared deviations at
- * n is smallest (ties: lowest segment).  Block (32, FPN_WARPS): lanes are 32
- * consecutive samples (coalesced), warps take segments in turn; one-pass
- * sums in double, shifted by the segment's first value for stability, and
- * compared as G*ssd = G*sum(d^2) - sum(d)^2 (exact for integer samples
- * while below 2^53). */
-enum { FPN_WARPS = 16 };
-template <typename T>
-__global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh, int G,
-                           float *__restrict__ b)
-{
-    __shared__ double s_key[FPN_WARPS][32], s_mean[FPN_WARPS][32];
-    __shared__ long long s_seg[FPN_WARPS][32];
-    int tx = threadIdx.x, ty = threadIdx.y;
-    int n = blockIdx.x * 32 + tx;
-    long long nseg = S < G ? 1 : S / G, len = S < G ? S : G;
-    double best = INFINITY, bmean = 0.0;
-    long long bseg = LLONG_MAX;
-    if (n < M) {
-        for (long long sg = ty; sg < nseg; sg += FPN_WARPS) {
-            const T *p = raw + sg * len * M + n;
-            double x0 = Raw<T>::cv(p[0], sh), s1 = 0.0, s2 = 0.0;
-            for (long long i = 1; i < len; i++) {
-                double d = (double)Raw<T>::cv(p[i * M], sh) - x0;
-                s1 += d;
-                s2 += d * d;
-            }
-            double key = (double)len * s2 - s1 * s1;
-            if (key < best) { /* segments ascend per thread: strict < keeps the lowest */
-                best = key;
-                bmean = x0 + s1 / (double)len;
-                bseg = sg;
-            }
-        }
-    }
-    s_key[ty][tx] = best;
-    s_mean[ty][tx] = bmean;
-    s_seg[ty][tx] = bseg;
-    __syncthreads();
-    if (ty == 0 && n < M) {
-        for (int y = 1; y < FPN_WARPS; y++)
-            if (s_key[y][tx] < best || (s_key[y][tx] == best && s_seg[y][tx] < bseg)) {
-                best = s_key[y][tx];
-                bmean = s_mean[y][tx];
-                bseg = s_seg[y][tx];
-            }
-        b[n] = (float)bmean;
-    }
-}
-
-/* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]
- * (tables tap-major: coalesced).  One block per spectrum (grid-stride), the
- * spectrum staged in shared memory (M <= 8192 floats = 32 KiB); the tap
- * tables are shared by all spectra (L1/L2). */
-__global__ void klin_kernel(const float *__restrict__ xp, const int *__restrict__ idx,
-                            const float *__restrict__ wt, int T, const float *__restrict__ win,
-                            int M, long long S, float *__restrict__ xk)
-{
-    extern __shared__ float row[];
-    for (long long j = blockIdx.x; j < S; j += gridDim.x) {
-        const float *src = xp + j * M;
-        for (int n = threadIdx.x; n < M; n += blockDim.x) row[n] = src[n];
-        __syncthreads();
-        for (int n = threadIdx.x; n < M; n += blockDim.x) {
-            float acc = 0.0f;
-            for (int t = 0; t < T; t++) acc += wt[(long long)t * M + n] * row[idx[(long long)t * M + n]];
-            xk[j * M + n] = win[n] * acc;
-        }
-        __syncthreads();
-    }
-}
-
-/* Dispersion, step 1: Z[r][k] = X[r][k] for F <= k <= M/2, else 0 (k < M):
- * the one-sided spectrum of the analytic signal. */
-__global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int F, long long nrows,
-                                float2 *__restrict__ Z)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nrows * M) return;
-    int k = (int)(i % M);
-    long long r = i / M;
-    Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
-}
-
-/* Dispersion, step 2: z[n] *= e^(-i theta[n]) / M (the IDFT's 1/M folded in). */
-__global__ void disp_phase_kernel(float2 *__restrict__ Z, const float2 *__restrict__ ph, int M,
-                                  long long nrows, float invM)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= nrows * M) return;
-    float2 z = Z[i], c = ph[i % M];
-    Z[i] = make_float2((z.x * c.x - z.y * c.y) * invM, (z.x * c.y + z.y * c.x) * invM);
-}
-
-/* CMS matrix: one column (kM floats) per (depth slot, Re/Im):
- * B[(s*2 + p)*kM + n] = q[(2 r(s) + p)*M + n]; with split the column is
- * [hi | lo | hi] as for the MSI matrix. */
-__global__ void build_cms_kernel(const float *__restrict__ q, int M, const int *__restrict__ ridx,
-                                 int nslots, int split, float *__restrict__ B)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    int kM = split ? 3 * M : M;
-    long long total = (long long)nslots * 2 * kM;
-    if (i >= total) return;
-    int nn = (int)(i % kM);
-    int part = nn / M, n = nn - part * M;
-    long long c = i / kM;
-    int p = (int)(c & 1);
-    int s = (int)(c >> 1);
-    int r = ridx ? ridx[s] : s;
-    float v = q[(2ll * r + p) * M + n];
-    if (split) {
-        float hi = tf32_round(v);
-        v = part == 1 ? tf32_round(v - hi) : hi;
-    }
-    B[i] = v;
-}
-
-/* Shifted filtered masks, one column (= kM contiguous floats) per (slot, lag):
- * B[(s*nl + li)*kM + n] = m~_{r(s)}[(n - l) mod M], l = W1 + li (kM = M); or
- * with split (kM = 3M) the column [hi | lo | hi] of those values. */
-__global__ void build_matrix_kernel(const float *__restrict__ mf, int M, const int *__restrict__ ridx,
-                                    int nslots, int nl, int W1, int split, float *__restrict__ B)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    int kM = split ? 3 * M : M;
-    long long total = (long long)nslots * nl * kM;
-    if (i >= total) return;
-    int nn = (int)(i % kM);
-    int part = nn / M, n = nn - part * M;
-    long long c = i / kM;
-    int li = (int)(c % nl);
-    int s = (int)(c / nl);
-    int r = ridx ? ridx[s] : s;
-    int l = W1 + li;
-    float v = mf[(long long)r * M + ((n - l) & (M - 1))];
-    if (split) {
-        float hi = tf32_round(v);
-        v = part == 1 ? tf32_round(v - hi) : hi;
-    }
-    B[i] = v;
-}
-
-/* Y[(jl*nr + s)*K + k] = X[row(jl)*K + k] * conj(Mf[r(s)*K + k]) (FFT path). */
-__global__ void mask_product_kernel(const float2 *__restrict__ X, int K, int nrows,
-                                    const float2 *__restrict__ Mf, const int *__restrict__ ridx,
-                                    int nr, float2 *__restrict__ Y)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    long long total = (long long)nrows * nr * K;
-    if (i >= total) return;
-    int k = (int)(i % K);
-    long long p = i / K;
-    int s = (int)(p % nr);
-    long long jl = p / nr;
-    int r = ridx ? ridx[s] : s;
-    float2 a = X[jl * K + k], b = Mf[(long long)r * K + k];
-    Y[i] = make_float2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y);
-}
-
-/* Gathers the spectra of the cross-sections (rows of `len` elements): row
- * r < nh is A-scan r of line h, row nh + l is A-scan v of line l. */
-template <typename T>
-__global__ void gather_xsec_kernel(const T *__restrict__ src, int len, int N, int h, int v,
-                                   int nh, int nrows, T *__restrict__ dst)
-{
-    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (long long)nrows * len) return;
-    int k = (int)(i % len);
-    int r = (int)(i / len);
-    long long j = r < nh ? (long long)h * N + r : (long long)(r - nh) * N + v;
-    dst[i] = src[j * len + k];
-}
-
-/* Intensity sources: value of row jl (chunk-local), depth slot s. */
-struct SrcCfd {
-    const float2 *X;
-    int K, M, F;
-    __device__ __forceinline__ float operator()(long long jl, int d) const
-    {
-        if (d < F || d > M - F) return 0.0f;
-        float2 z = X[jl * K + d];
-        return sqrtf(z.x * z.x + z.y * z.y);
-    }
-};
-struct SrcGemm {
-    const float *C;
-    int ncol, nl;
-    __device__ __forceinline__ float operator()(long long jl, int s) const
-    {
-        const float *p = C + jl * ncol + (long long)s * nl;
-        float a = 0.0f;
-        for (int li = 0; li < nl; li++) a += fabsf(p[li]);
-        return a;
-    }
-};
-struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
-    const float *C;
-    int ncol;
-    __device__ __forceinline__ float operator()(long long jl, int s) const
-    {
-        const float *p = C + jl * ncol + 2ll * s;
-        return sqrtf(p[0] * p[0] + p[1] * p[1]);
-    }
-};
-struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */
-    const float2 *Z;
-    int M, F;
-    __device__ __forceinline__ float operator()(long long jl, int d) const
-    {
-        if (d < F) return 0.0f;
-        float2 z = Z[jl * M + d];
-        return sqrtf(z.x * z.x + z.y * z.y);
-    }
-};
-struct SrcFft {
-    const float *P;
-    int nr, M, W1, nl;
-    float scale;
-    __device__ __forceinline__ float operator()(long long jl, int s) const
-    {
-        const float *p = P + (jl * nr + s) * (long long)M;
-        float a = 0.0f;
-        for (int li = 0; li < nl; li++) a += fabsf(p[(W1 + li) & (M - 1)]);
-        return a * scale;
-    }
-};
-
-/* Where the intensities of one method go (NULL = product not wanted). */
-struct Sink {
-    int D, N, L;
-    long long S;
-    float *vol_f; uint8_t *vol_u; /* [S][D] */
-    float *bs_f;  uint8_t *bs_u;  /* [D][N], L = 1 */
-    float *xh_f;  uint8_t *xh_u;  int h; /* [D][N] */
-    float *xv_f;  uint8_t *xv_u;  int v; /* [D][L] */
-    float *en_f;  uint8_t *en_u;  const int *eidx; int Q; /* [Q][S] */
-    float *cf_f;  uint8_t *cf_u;  /* [S] */
-    Gray g[3];
-};
-
-enum { MODE_ALL = 0, MODE_SUB = 1, MODE_XS = 2 };
-
-/* One warp per row.  MODE_ALL: rows are spectra j0.., the source has every
- * depth; MODE_SUB: spectra j0.., the source slots are the en-face depths;
- * MODE_XS: rows are gathered spectra (nh of line xsec_h, then those of
- * column xsec_v), the source has every depth. */
-template <class Src>
-__global__ void sink_kernel(Src src, Sink k, int mode, long long j0, long long nrows, int nh)
-{
-    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    int lane = threadIdx.x & 31;
-    if (row >= nrows) return;
-    if (mode != MODE_SUB) {
-        float *f1 = NULL, *f2 = NULL, *f3 = NULL, *f4 = NULL;
-        uint8_t *u1 = NULL, *u2 = NULL, *u3 = NULL, *u4 = NULL;
-        long long o1 = 0, o2 = 0, o3 = 0, o4 = 0; /* base offset, stride below */
-        int st2 = 0, st3 = 0, st4 = 0;
-        if (mode == MODE_XS) {
-            long long gi = j0 + row; /* index in the gathered list */
-            if (gi < nh) { f3 = k.xh_f; u3 = k.xh_u; o3 = gi; st3 = k.N; }
-            else { f4 = k.xv_f; u4 = k.xv_u; o4 = gi - nh; st4 = k.L; }
-        } else {
-            long long j = j0 + row;
-            int l = (int)(j / k.N), a = (int)(j % k.N);
-            if (k.vol_f) { f1 = k.vol_f; u1 = k.vol_u; o1 = j * k.D; }
-            if (k.bs_f) { f2 = k.bs_f; u2 = k.bs_u; o2 = j; st2 = k.N; }
-            if (k.xh_f && l == k.h) { f3 = k.xh_f; u3 = k.xh_u; o3 = a; st3 = k.N; }
-            if (k.xv_f && a == k.v) { f4 = k.xv_f; u4 = k.xv_u; o4 = l; st4 = k.L; }
-        }
-        if (f1 || f2 || f3 || f4) {
-            const Gray g = k.g[0];
-            for (int d = lane; d < k.D; d += 32) {
-                float val = src(row, d);
-                uint8_t gv = gray_of(val, g);
-                if (f1) { f1[o1 + d] = val; u1[o1 + d] = gv; }
-                if (f2) { long long o = o2 + (long long)d * st2; f2[o] = val; u2[o] = gv; }
-                if (f3) { long long o = o3 + (long long)d * st3; f3[o] = val; u3[o] = gv; }
-                if (f4) { long long o = o4 + (long long)d * st4; f4[o] = val; u4[o] = gv; }
-            }
-        }
-    }
-    if (mode != MODE_XS && (k.en_f || k.cf_f)) {
-        long long j = j0 + row;
-        float acc = 0.0f;
-        for (int q = lane; q < k.Q; q += 32) {
-            float val = src(row, mode == MODE_SUB ? q : k.eidx[q]);
-            if (k.en_f) {
-                long long o = (long long)q * k.S + j;
-                k.en_f[o] = val;
-                k.en_u[o] = gray_of(val, k.g[1]);
-            }
-            acc += val;
-        }
-        if (k.cf_f) {
-#pragma unroll
-            for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-            if (lane == 0) {
-                k.cf_f[j] = acc;
-                k.cf_u[j] = gray_of(acc, k.g[2]);
-            }
-        }
-    }
-}
-/* ------------------------------------------------------------------ */
-/* backend state                                                        */
+#include "cuda_setup.cuh"
 
 namespace {
-
-enum { DEPTH = OCT_ENGINE_DEPTH_MAX, MAX_REG = 16 };
-enum { GEMM_SGEMM = 0, GEMM_SPLIT = 1, GEMM_TF32 = 2 };
-const char *const gemm_names[] = {"sgemm", "3xtf32", "tf32"};
-
-struct ProdBuf {
-    float *f;    /* device f32 */
-    uint8_t *u;  /* device u8 */
-    size_t cap;  /* pixels */
-    size_t off;  /* offset of this product in the pinned output staging (pixels) */
-};
-
-enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
-enum { PARTS_MAX = 8 };
-
-/* What one frame in flight owns. */
-struct Slot {
-    void *d_raw;                 /* the raw frame on the device */
-    int *d_bad, *h_bad;          /* first non-finite spectrum (h_bad pinned) */
-    ProdBuf prod[OCT_METHOD_COUNT][OCT_KIND_COUNT];
-    uint8_t *h_out;              /* pinned staging for caller products that are not
-                                  * pinned: f32 of each, then u8 (made on first use) */
-    cudaEvent_t ev[EV_COUNT];
-    cudaEvent_t ev_h2d0, ev_h2d1, ev_d2h0, ev_d2h1;
-    /* the frame in flight */
-    oct_products *out;
-    uint64_t ticket;
-    bool direct_in;              /* DMA from registered memory: input done at ev_h2d1 */
-    bool direct_out;             /* D2H straight into out's pinned buffers */
-    bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
-    bool f32;
-    double t_submit;
-    double conv_bytes;           /* device bytes read + written by the conversion stage */
-    /* intra-frame pipeline (see run_device): the input copied in nparts
-     * parts of spectra, each part converted and sent through CFD and the
-     * MSI as soon as it is on the device */
-    int nparts;
-    cudaEvent_t ev_in[PARTS_MAX], ev_cv[PARTS_MAX];
-};
-
-struct HostReg {
-    const uint8_t *ptr;
-    size_t bytes;
-};
-
-struct CudaState {
-    int device;
-    bool device_ok;   /* the device was selected: teardown calls mean something */
-    uint64_t allocs;
-    cudaStream_t s_comp, s_cfd, s_copy, s_d2h;
-    cudaEvent_t ev_stg[2], ev_fork;
-    int stg_next;     /* staging buffer to fill next (alternates across frames) */
-    cufftHandle plan_x, plan_m, plan_c2r;
-    bool have_plan_x, have_plan_m, have_plan_c2r;
-    cublasHandle_t blas;
-    bool have_blas;
-    void *fft_work, *fft_work_x, *blas_work;
-    size_t blas_work_bytes;
-    int gemm_mode;    /* GEMM_* */
-    int kM;           /* GEMM inner dimension: M, or 3M for split TF32 */
-    bool x_on_comp;   /* plan_x runs on the compute stream (FFT path), else the CFD stream */
-
-    /* geometry */
-    int M, K, N, L, R;
-    int RC;           /* CMS depths (setup.cms_count), 0 = no CMS */
-    long long S;
-    size_t frame_bytes;
-
-    /* work buffers shared by all slots (compute is serialised) */
-    float *d_x, *d_x3;
-    float *d_win, *d_bg;
-    double *d_bgsum;
-    float2 *d_X;
-
-    /* MSI */
-    float *d_mf;      /* R x M filtered masks */
-    float2 *d_Mf;     /* R x K their spectra (FFT path) */
-    float *d_Bfull, *d_Benf;
-    size_t mat_cap;   /* floats of each matrix */
-    int nl_cap;       /* lags the matrices hold */
-    bool both_paths;  /* auto path: buffers of both MSI paths, switched live by the lag count */
-    float *d_C;
-    size_t C_cap;     /* floats */
-    float2 *d_Y;
-    float *d_P;
-    long long CB;     /* C2R batch */
-    float *d_xg;      /* gathered spectra (GEMM) */
-    float2 *d_Xg;     /* gathered spectra (FFT) */
-    int *d_eidx[OCT_METHOD_COUNT];
-    size_t eidx_cap[OCT_METHOD_COUNT];
-    bool matrices_ok; /* d_Bfull/d_Benf/d_Mf current */
-
-    /* background (issue 7): b of this frame, rolling history ring (K rows of
-     * frame means, double) and its device-side state (see roll_mean_kernel) */
-    float *d_bcur;
-    double *d_ring;
-    int *d_roll;
-    bool roll_active; /* the history belongs to the current mode and K */
-    int roll_K;
-
-    /* k-linearisation (CFD): tap tables, x' and the resampled windowed spectra */
-    int *d_kidx;
-    float *d_kw;
-    int klin_T;       /* taps of the uploaded tables, 0 = off */
-    float *d_xp, *d_xk;
-
-    /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
-    float2 *d_disp, *d_Z;
-    bool disp_on;
-    long long DB;     /* spectra per dispersion chunk (the plan's batch) */
-    cufftHandle plan_d;
-    bool have_plan_d;
-    /* intra-frame pipeline: parts per frame (1 = off) and the R2C plan of
-     * one part's spectra (CFD stream, plan_x's work area) */
-    int parts;
-    cufftHandle plan_xp;
-    bool have_plan_xp;
-
-    /* CMS: q (2RC x M), its GEMM matrices (all depths / en-face depths),
-     * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
-    float *d_cq, *d_Qfull, *d_Qenf, *d_xp3, *d_xgc, *d_Cc;
-    size_t Cc_cap;
-    bool cms_ok;
-
-    /* products */
-    size_t out_pixels, h_out_bytes;
-
-    /* pipeline: slots head .. head+count-1 (mod DEPTH) are in flight */
-    Slot slot[DEPTH];
-    int head, count;
-    int last_slot;        /* slot of the last submitted frame (oct_cuda_time_device) */
-    bool frame_on_device;
-
-    /* staging of pageable frames */
-    uint8_t *h_stage[2];
-    size_t stage_bytes;
-    int stage_threads; /* CPU threads of the staging copy (one core moves ~8-10 GB/s) */
-
-    HostReg reg[MAX_REG];
-    int nreg;
-};
-
-inline CudaState *ST(oct_engine *eng) { return (CudaState *)eng->be; }
-inline const CudaState *ST(const oct_engine *eng) { return (const CudaState *)eng->be; }
-
-template <typename T>
-oct_err dmalloc(CudaState *s, T **p, size_t count, const char *what, oct_error *e)
-{
-    *p = NULL;
-    if (count == 0) return OCT_OK;
-    cudaError_t err = cudaMalloc((void **)p, count * sizeof(T));
-    if (err != cudaSuccess) {
-        *p = NULL;
-        return oct_error_set(e, err == cudaErrorMemoryAllocation ? OCT_ENOMEM : OCT_EDEVICE,
-                             "cuda: cannot allocate %zu bytes of device memory for %s: %s",
-                             count * sizeof(T), what, cudaGetErrorString(err));
-    }
-    s->allocs++;
-    return OCT_OK;
-}
-
-oct_err halloc(CudaState *s, void **p, size_t bytes, const char *what, oct_error *e)
-{
-    *p = NULL;
-    if (bytes == 0) return OCT_OK;
-    cudaError_t err = cudaHostAlloc(p, bytes, cudaHostAllocDefault);
-    if (err != cudaSuccess) {
-        *p = NULL;
-        return oct_error_set(e, OCT_ENOMEM, "cuda: cannot allocate %zu bytes of pinned host memory for %s: %s",
-                             bytes, what, cudaGetErrorString(err));
-    }
-    if (s) s->allocs++;
-    return OCT_OK;
-}
-
-inline unsigned blocks_for(long long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
-
-bool msi_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_MSI)) != 0; }
-bool cfd_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_CFD)) != 0; }
-bool cms_on(const oct_engine *eng) { return (eng->params.methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) != 0; }
-
-/* Depths of a method for this geometry and set-up (buffer sizes). */
-int method_depth(const CudaState *s, int m)
-{
-    return m == OCT_METHOD_CFD ? s->K : m == OCT_METHOD_MSI ? s->R : s->RC;
-}
-int lag_count(const oct_engine *eng) { return eng->params.lag_hi - eng->params.lag_lo + 1; }
-
-/* Pixels a product can take for this geometry, for any control values. */
-size_t product_cap(int N, int L, long long S_, int D, int kind)
-{
-    size_t S = (size_t)S_;
-    if (L == 1) return kind == OCT_KIND_BSCAN ? (size_t)D * N : 0;
-    switch (kind) {
-    case OCT_KIND_ENFACE: return (size_t)D * S;
-    case OCT_KIND_CONFOCAL: return S;
-    case OCT_KIND_XSEC_H: return (size_t)D * N;
-    case OCT_KIND_XSEC_V: return (size_t)D * L;
-    case OCT_KIND_VOLUME: return (size_t)D * S;
-    default: return 0;
-    }
-}
-
-/* Lags the GEMM matrices are made for at create: as many as the cost model
- * gives the GEMM path (GEMM_LAGS_MAX), so that a live change of the lag
- * window never allocates; fewer when the two matrices would pass 4 GiB. */
-#define GEMM_LAGS_MAX 128
-int gemm_lag_capacity(const CudaState *s)
-{
-    long long per_lag = (long long)s->R * s->kM * (long long)sizeof(float);
-    long long fit = per_lag > 0 ? (2ll << 30) / per_lag : GEMM_LAGS_MAX;
-    return (int)std::max(1ll, std::min({(long long)GEMM_LAGS_MAX, (long long)s->M - 1, fit}));
-}
-
-/* GEMM matrices for up to nl lags.  Allocates at create; later only when a
- * forced GEMM path (setup.msi_path = gemm, a test/benchmark knob) is given
- * more lags than it was made for (the auto path switches to the FFT path
- * instead, see cuda_update). */
-oct_err ensure_matrices(oct_engine *eng, int nl, oct_error *e)
-{
-    CudaState *s = ST(eng);
-    if (nl <= s->nl_cap && s->d_Bfull) return OCT_OK;
-    if (s->d_Bfull || s->d_Benf || s->d_C) {
-        CU(cudaDeviceSynchronize()); /* nothing in flight may still read them */
-        CU(cudaFree(s->d_Bfull));
-        CU(cudaFree(s->d_Benf));
-        CU(cudaFree(s->d_C));
-    }
-    s->d_Bfull = s->d_Benf = s->d_C = NULL;
-    s->nl_cap = std::max(nl, gemm_lag_capacity(s));
-    s->mat_cap = (size_t)s->R * s->nl_cap * s->kM;
-    TRY(dmalloc(s, &s->d_Bfull, s->mat_cap, "the MSI mask matrix", e));
-    TRY(dmalloc(s, &s->d_Benf, s->mat_cap, "the MSI en-face mask matrix", e));
-    /* GEMM output chunk: about 3/4 of L2 (it is read back from L2 by the
-     * sink kernel), but at least 32 rows of the widest matrix. */
-    int l2 = 0;
-    CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device));
-    size_t cap = (size_t)l2 * 3 / 4 / sizeof(float);
-    const char *env = getenv("OCT_CUDA_GEMM_CHUNK_MB"); /* tuning knob for octbench */
-    if (env && *env) {
-        double mb = atof(env);
-        cap = mb <= 0 ? (size_t)s->S * s->R * s->nl_cap : (size_t)(mb * 1048576.0 / sizeof(float));
-    }
-    cap = std::max(cap, (size_t)s->R * s->nl_cap * 32);
-    cap = std::min(cap, (size_t)s->S * s->R * s->nl_cap);
-    s->C_cap = cap;
-    TRY(dmalloc(s, &s->d_C, s->C_cap, "the MSI GEMM output", e));
-    s->matrices_ok = false;
-    return OCT_OK;
-}
-
-/* Uploads the derived arrays of engine.c and rebuilds what depends on them.
- * Stream order on the compute stream puts the uploads after the frames in
- * flight (their CFD work was joined into it). */
-oct_err refresh(oct_engine *eng, unsigned changed, oct_error *e)
-{
-    CudaState *s = ST(eng);
-    if (changed & OCT_CHG_WINDOW)
-        CU(cudaMemcpyAsync(s->d_win, eng->window, (size_t)s->M * sizeof(float),
-                           cudaMemcpyHostToDevice, s->s_comp));
-    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-        if (!(changed & OCT_CHG_ENFACE) || !s->d_eidx[m] || eng->enface_n[m] == 0) continue;
-        if (eng->enface_n[m] > s->eidx_cap[m])
-            return oct_error_set(e, OCT_EINVAL, "cuda: %u en-face indices exceed the %zu depths",
-                                 eng->enface_n[m], s->eidx_cap[m]);
-        CU(cudaMemcpyAsync(s->d_eidx[m], eng->enface_idx[m], eng->enface_n[m] * sizeof(int32_t),
-                           cudaMemcpyHostToDevice, s->s_comp));
-    }
-    if (s->R > 0 && (changed & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF)))
-        CU(cudaMemcpyAsync(s->d_mf, eng->masks_filt, (size_t)s->R * s->M * sizeof(float),
-                           cudaMemcpyHostToDevice, s->s_comp));
-    if (s->R > 0 && (changed & (OCT_CHG_WINDOW | OCT_CHG_CUTOFF | OCT_CHG_LAGS | OCT_CHG_ENFACE)))
-        s->matrices_ok = false;
-    if (changed & OCT_CHG_KLIN) {
-        uint32_t T = eng->klin_T;
-        if (T > 0 && (!eng->klin_idx || !eng->klin_w || T > OCT_SINC_TAPS_MAX))
-            return oct_error_set(e, OCT_EINVAL, "cuda: k-linearisation with %u taps (1..%d, tables %s)", T,
-                                 OCT_SINC_TAPS_MAX, eng->klin_idx && eng->klin_w ? "present" : "missing");
-        size_t nt = (size_t)s->M * T;
-        for (size_t i = 0; i < nt; i++) /* the kernel indexes shared memory with these */
-            if (eng->klin_idx[i] < 0 || eng->klin_idx[i] >= s->M)
-                return oct_error_set(e, OCT_EINVAL, "cuda: k-linearisation index %d at sample %zu tap %zu outside [0, %d]",
-                                     eng->klin_idx[i], i / T, i % T, s->M - 1);
-        if (T > 0) {
-            /* tap-major ([t][n]) on the device: a warp's loads of one tap are coalesced */
-            int32_t *ti = (int32_t *)malloc(nt * sizeof(int32_t));
-            float *tw = (float *)malloc(nt * sizeof(float));
-            if (!ti || !tw) {
-                free(ti);
-                free(tw);
-                return oct_error_set(e, OCT_ENOMEM, "cuda: out of memory for %zu k-linearisation taps", nt);
-            }
-            for (size_t n = 0; n < (size_t)s->M; n++)
-                for (size_t t = 0; t < T; t++) {
-                    ti[t * s->M + n] = eng->klin_idx[n * T + t];
-                    tw[t * s->M + n] = eng->klin_w[n * T + t];
-                }
-            /* on the compute stream: after the frames in flight (their CFD joins it) */
-            cudaError_t r1 = cudaMemcpyAsync(s->d_kidx, ti, nt * sizeof(int32_t), cudaMemcpyHostToDevice, s->s_comp);
-            cudaError_t r2 = r1 == cudaSuccess ? cudaMemcpyAsync(s->d_kw, tw, nt * sizeof(float),
-                                                                 cudaMemcpyHostToDevice, s->s_comp) : r1;
-            cudaError_t r3 = cudaStreamSynchronize(s->s_comp); /* before the host tables go */
-            if (r2 == cudaSuccess) r2 = r3;
-            free(ti);
-            free(tw);
-            CU(r2);
-        }
-        s->klin_T = (int)T;
-    }
-    if (changed & OCT_CHG_DISP) {
-        s->disp_on = eng->disp != NULL;
-        if (s->disp_on)
-            CU(cudaMemcpyAsync(s->d_disp, eng->disp, (size_t)s->M * sizeof(float2), cudaMemcpyHostToDevice,
-                               s->s_comp));
-    }
-    if (s->RC > 0 && (changed & OCT_CHG_CMS)) {
-        if (!eng->cms_q) return oct_error_set(e, OCT_EINVAL, "cuda: CMS set up but no CMS mask matrix");
-        CU(cudaMemcpyAsync(s->d_cq, eng->cms_q, (size_t)2 * s->RC * s->M * sizeof(float),
-                           cudaMemcpyHostToDevice, s->s_comp));
-    }
-    if (s->RC > 0 && (changed & (OCT_CHG_CMS | OCT_CHG_ENFACE))) s->cms_ok = false;
-    if (changed & OCT_CHG_BACKGROUND) s->roll_active = false; /* history restarts */
-    /* the host arrays may change after we return: finish the copies */
-    CU(cudaStreamSynchronize(s->s_comp));
-    return OCT_OK;
-}
-
-/* Mask spectra / matrices for the current values (lazily, on the compute stream). */
-oct_err prepare_msi(oct_engine *eng, oct_error *e)
-{
-    CudaState *s = ST(eng);
-    if (s->matrices_ok || s->R == 0) return OCT_OK;
-    if (eng->msi_path == OCT_MSI_FFT) {
-        FFT(cufftExecR2C(s->plan_m, s->d_mf, (cufftComplex *)s->d_Mf));
-    } else {
-        int nl = lag_count(eng);
-        int split = s->gemm_mode == GEMM_SPLIT;
-        TRY(ensure_matrices(eng, nl, e));
-        long long tot = (long long)s->R * nl * s->kM;
-        build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_mf, s->M, NULL, s->R, nl, eng->params.lag_lo, split, s->d_Bfull);
-        LAUNCHED("build_matrix");
-        uint32_t Q = eng->enface_n[OCT_METHOD_MSI];
-        if (Q > 0 && s->L > 1) {
-            tot = (long long)Q * nl * s->kM;
-            build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-                s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, eng->params.lag_lo, split,
-                s->d_Benf);
-            LAUNCHED("build_matrix");
-        }
-    }
-    s->matrices_ok = true;
-    return OCT_OK;
-}
-
-/* CMS matrices for the current values (lazily, on the compute stream). */
-oct_err prepare_cms(oct_engine *eng, oct_error *e)
-{
-    CudaState *s = ST(eng);
-    if (s->cms_ok || s->RC == 0) return OCT_OK;
-    int split = s->gemm_mode == GEMM_SPLIT;
-    long long tot = (long long)s->RC * 2 * s->kM;
-    build_cms_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(s->d_cq, s->M, NULL, s->RC, split,
-                                                                  s->d_Qfull);
-    LAUNCHED("build_cms");
-    uint32_t Q = eng->enface_n[OCT_METHOD_CMS];
-    if (Q > 0 && s->L > 1) {
-        if (Q > (uint32_t)s->RC)
-            return oct_error_set(e, OCT_EINVAL, "cuda: %u CMS en-face depths exceed the %d depths", Q, s->RC);
-        tot = (long long)Q * 2 * s->kM;
-        build_cms_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_cq, s->M, s->d_eidx[OCT_METHOD_CMS], (int)Q, split, s->d_Qenf);
-        LAUNCHED("build_cms");
-    }
-    s->cms_ok = true;
-    return OCT_OK;
-}
-
-/* Teardown and error paths cannot return an error: they say it on stderr
- * (octd's log) so a failing device does not go unnoticed. */
-void warn_cuda(const char *what, cudaError_t r)
-{
-    if (r != cudaSuccess) fprintf(stderr, "cuda: %s: %s\n", what, cudaGetErrorString(r));
-}
-
-#define WARN_CUDA(call) warn_cuda(#call, call)
-#define WARN_LIB(call, ok) do { if ((call) != (ok)) fprintf(stderr, "cuda: %s failed\n", #call); } while (0)
-
-void free_state(CudaState *s)
-{
-    if (!s) return;
-    if (!s->device_ok) { /* nothing was made on a device */
-        free(s);
-        return;
-    }
-    for (int i = 0; i < s->nreg; i++) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
-    if (s->have_plan_x) WARN_LIB(cufftDestroy(s->plan_x), CUFFT_SUCCESS);
-    if (s->have_plan_m) WARN_LIB(cufftDestroy(s->plan_m), CUFFT_SUCCESS);
-    if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);
-    if (s->have_plan_d) WARN_LIB(cufftDestroy(s->plan_d), CUFFT_SUCCESS);
-    if (s->have_plan_xp) WARN_LIB(cufftDestroy(s->plan_xp), CUFFT_SUCCESS);
-    if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
-    void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
-                   s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
-                   s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
-                   s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
-                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
-    for (void *p : dev) WARN_CUDA(cudaFree(p));
-    for (int i = 0; i < DEPTH; i++) {
-        Slot *sl = &s->slot[i];
-        WARN_CUDA(cudaFree(sl->d_raw));
-        WARN_CUDA(cudaFree(sl->d_bad));
-        WARN_CUDA(cudaFreeHost(sl->h_bad));
-        WARN_CUDA(cudaFreeHost(sl->h_out));
-        for (int m = 0; m < OCT_METHOD_COUNT; m++)
-            for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                WARN_CUDA(cudaFree(sl->prod[m][k].f));
-                WARN_CUDA(cudaFree(sl->prod[m][k].u));
-            }
-        for (int j = 0; j < EV_COUNT; j++)
-            if (sl->ev[j]) WARN_CUDA(cudaEventDestroy(sl->ev[j]));
-        cudaEvent_t more[] = {sl->ev_h2d0, sl->ev_h2d1, sl->ev_d2h0, sl->ev_d2h1};
-        for (cudaEvent_t ev : more)
-            if (ev) WARN_CUDA(cudaEventDestroy(ev));
-        for (int p = 0; p < PARTS_MAX; p++) {
-            if (sl->ev_in[p]) WARN_CUDA(cudaEventDestroy(sl->ev_in[p]));
-            if (sl->ev_cv[p]) WARN_CUDA(cudaEventDestroy(sl->ev_cv[p]));
-        }
-    }
-    WARN_CUDA(cudaFreeHost(s->h_stage[0]));
-    WARN_CUDA(cudaFreeHost(s->h_stage[1]));
-    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork};
-    for (cudaEvent_t ev : evs)
-        if (ev) WARN_CUDA(cudaEventDestroy(ev));
-    cudaStream_t st[] = {s->s_comp, s->s_cfd, s->s_copy, s->s_d2h};
-    for (cudaStream_t x : st)
-        if (x) WARN_CUDA(cudaStreamDestroy(x));
-    free(s);
-}
-
-oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
-{
-    const oct_geometry *g = &eng->setup.geom;
-    s->device = eng->setup.device;
-    TRY(oct_cuda_probe(s->device, eng->device_name, sizeof eng->device_name, e));
-    CU(cudaSetDevice(s->device));
-    s->device_ok = true;
-    s->M = (int)g->samples;
-    s->K = s->M / 2 + 1;
-    s->N = (int)g->ascans;
-    s->L = (int)g->lines;
-    s->S = (long long)g->ascans * g->lines;
-    s->R = (int)eng->setup.mask_count;
-    s->RC = (int)eng->setup.cms_count; /* engine.c keeps the calibration (eng->cms_cal) */
-    s->frame_bytes = (size_t)oct_geometry_frame_bytes(g);
-    if (s->S > INT_MAX / 32)
-        return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: %lld spectra per frame exceed the CUDA backend's limit of %d",
-                             s->S, INT_MAX / 32);
-    /* fp32: split TF32 (measured relative L2 7e-6..9e-6 for M = 1024..8192,
-     * CUDA_NOTES.md).  Env OCT_CUDA_SGEMM=1 or OCT_CUDA_GEMM=sgemm|3xtf32
-     * force one (benchmarks, tests). */
-    const char *sg = getenv("OCT_CUDA_SGEMM"), *gm = getenv("OCT_CUDA_GEMM");
-    if (eng->setup.precision == OCT_PRECISION_TF32) s->gemm_mode = GEMM_TF32;
-    else if ((eng->setup.flags & OCT_SETUP_PLAIN_SGEMM) || (sg && atoi(sg) > 0) ||
-             (gm && !strcmp(gm, "sgemm")))
-        s->gemm_mode = GEMM_SGEMM;
-    else s->gemm_mode = GEMM_SPLIT; /* also OCT_CUDA_GEMM=3xtf32 */
-    s->kM = s->gemm_mode == GEMM_SPLIT ? 3 * s->M : s->M;
-
-    CU(cudaStreamCreateWithFlags(&s->s_comp, cudaStreamNonBlocking));
-    CU(cudaStreamCreateWithFlags(&s->s_cfd, cudaStreamNonBlocking));
-    CU(cudaStreamCreateWithFlags(&s->s_copy, cudaStreamNonBlocking));
-    CU(cudaStreamCreateWithFlags(&s->s_d2h, cudaStreamNonBlocking));
-    CU(cudaEventCreateWithFlags(&s->ev_stg[0], cudaEventDisableTiming));
-    CU(cudaEventCreateWithFlags(&s->ev_stg[1], cudaEventDisableTiming));
-    CU(cudaEventCreateWithFlags(&s->ev_fork, cudaEventDisableTiming));
-
-    /* MSI path: cost model (flop-equivalents per spectrum and depth).  GEMM:
-     * 2*M*nl flops at ~50 TFLOP/s; FFT: ~16*M bytes through memory at
-     * ~3 TB/s (~17 flops per byte), i.e. GEMM wins below ~136 lags; the
-     * matrices must also fit comfortably. */
-    /* With msi_path auto the buffers of both paths are made, and a live
-     * change of the lag window moves between them without allocating. */
-    eng->msi_path = OCT_MSI_GEMM;
-    s->both_paths = false;
-    if (s->R > 0) {
-        if (eng->setup.msi_path == OCT_MSI_FFT) eng->msi_path = OCT_MSI_FFT;
-        else if (eng->setup.msi_path == OCT_MSI_AUTO) {
-            s->both_paths = true;
-            if (lag_count(eng) > gemm_lag_capacity(s)) eng->msi_path = OCT_MSI_FFT;
-        }
-    }
-    bool gemm = s->R > 0 && (eng->msi_path == OCT_MSI_GEMM || s->both_paths);
-    bool fftp = s->R > 0 && (eng->msi_path == OCT_MSI_FFT || s->both_paths);
-    bool blas = gemm || s->RC > 0; /* CMS is always one GEMM */
-
-    /* work buffers; x3 only for the split-TF32 GEMM */
-    TRY(dmalloc(s, &s->d_x, (size_t)s->S * s->M, "the windowed spectra", e));
-    if (gemm && s->gemm_mode == GEMM_SPLIT)
-        TRY(dmalloc(s, &s->d_x3, (size_t)s->S * s->kM, "the TF32 parts of the spectra", e));
-    TRY(dmalloc(s, &s->d_win, (size_t)s->M, "the window", e));
-    TRY(dmalloc(s, &s->d_bg, (size_t)s->M, "the background", e));
-    TRY(dmalloc(s, &s->d_bgsum, (size_t)s->M, "the frame-mean sums", e));
-    TRY(dmalloc(s, &s->d_X, (size_t)s->S * s->K, "the spectra's DFT", e));
-    /* issue 7: every option can be switched on live, so its buffers are made
-     * now (control changes never allocate): background vector and rolling
-     * history, k-lin tables and spectra, dispersion phase and chunk */
-    TRY(dmalloc(s, &s->d_bcur, (size_t)s->M, "the background", e));
-    TRY(dmalloc(s, &s->d_ring, (size_t)OCT_ROLLING_MAX * s->M, "the rolling background history", e));
-    TRY(dmalloc(s, &s->d_roll, 8, "the rolling background state", e));
-    CU(cudaMemset(s->d_roll, 0, 8 * sizeof(int)));
-    TRY(dmalloc(s, &s->d_kidx, (size_t)OCT_SINC_TAPS_MAX * s->M, "the k-linearisation indices", e));
-    TRY(dmalloc(s, &s->d_kw, (size_t)OCT_SINC_TAPS_MAX * s->M, "the k-linearisation weights", e));
-    TRY(dmalloc(s, &s->d_xp, (size_t)s->S * s->M, "the background-subtracted spectra", e));
-    TRY(dmalloc(s, &s->d_xk, (size_t)s->S * s->M, "the k-linearised spectra", e));
-    TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
-    /* dispersion chunk: ~64 MiB of complex spectra */
-    s->DB = std::max(1ll, std::min(s->S, (64ll << 20) / (s->M * (long long)sizeof(float2))));
-    TRY(dmalloc(s, &s->d_Z, (size_t)s->DB * s->M, "the dispersion work spectra", e));
-    if (s->RC > 0) {
-        size_t qn = (size_t)2 * s->RC;
-        TRY(dmalloc(s, &s->d_cq, qn * s->M, "the CMS masks", e));
-        TRY(dmalloc(s, &s->d_Qfull, qn * s->kM, "the CMS matrix", e));
-        if (s->L > 1) TRY(dmalloc(s, &s->d_Qenf, qn * s->kM, "the CMS en-face matrix", e));
-        if (s->gemm_mode == GEMM_SPLIT)
-            TRY(dmalloc(s, &s->d_xp3, (size_t)s->S * s->kM, "the TF32 parts of the CMS spectra", e));
-        TRY(dmalloc(s, &s->d_xgc, ((size_t)s->N + s->L) * s->kM, "the CMS cross-section spectra", e));
-        int l2 = 0;
-        CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device));
-        size_t cap = std::max((size_t)l2 * 3 / 4 / sizeof(float), qn * 32);
-        s->Cc_cap = std::min(cap, (size_t)s->S * qn);
-        TRY(dmalloc(s, &s->d_Cc, s->Cc_cap, "the CMS GEMM output", e));
-    }
-    if (eng->reference)
-        CU(cudaMemcpy(s->d_bg, eng->reference, (size_t)s->M * sizeof(float), cudaMemcpyHostToDevice));
-    else
-        CU(cudaMemset(s->d_bg, 0, (size_t)s->M * sizeof(float)));
-
-    /* cuFFT: plans without their own work areas.  The spectra's R2C runs on
-     * the CFD stream (GEMM path, concurrent with the MSI GEMM) with a work
-     * area of its own; on the FFT path the MSI needs it first (compute stream). */
-    size_t ws = 0, wmax = 0, wx = 0;
-    long long n = s->M;
-    FFT(cufftCreate(&s->plan_x));
-    s->have_plan_x = true;
-    FFT(cufftSetAutoAllocation(s->plan_x, 0));
-    FFT(cufftMakePlanMany64(s->plan_x, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S, &wx));
-    s->x_on_comp = eng->msi_path == OCT_MSI_FFT && s->R > 0;
-    FFT(cufftSetStream(s->plan_x, s->x_on_comp ? s->s_comp : s->s_cfd));
-    /* dispersion C2C (in place, both directions); runs after plan_x on the
-     * CFD path, so it shares plan_x's work area */
-    size_t wd = 0;
-    FFT(cufftCreate(&s->plan_d));
-    s->have_plan_d = true;
-    FFT(cufftSetAutoAllocation(s->plan_d, 0));
-    FFT(cufftMakePlanMany64(s->plan_d, 1, &n, NULL, 1, n, NULL, 1, n, CUFFT_C2C, s->DB, &wd));
-    wx = std::max(wx, wd);
-    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
-     * compute of each part starting when it has arrived (latency: DMA +
-     * one part's compute instead of DMA + the frame's).  OCT_CUDA_PARTS
-     * overrides (tests, benchmarks; 1 = off). */
-    {
-        const char *pe = getenv("OCT_CUDA_PARTS");
-        int parts = pe && *pe ? atoi(pe) : (s->L > 1 && s->S >= 4096 ? 4 : 1);
-        parts = std::max(1, std::min((int)PARTS_MAX, parts));
-        while (parts > 1 && s->S % parts) parts--;
-        s->parts = parts;
-    }
-    if (s->parts > 1) {
-        size_t wp = 0;
-        FFT(cufftCreate(&s->plan_xp));
-        s->have_plan_xp = true;
-        FFT(cufftSetAutoAllocation(s->plan_xp, 0));
-        FFT(cufftMakePlanMany64(s->plan_xp, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S / s->parts, &wp));
-        FFT(cufftSetStream(s->plan_xp, s->s_cfd));
-        wx = std::max(wx, wp);
-    }
-
-    /* per slot: input, flags, products, events */
-    size_t out_pixels = 0;
-    for (int i = 0; i < DEPTH; i++) {
-        Slot *sl = &s->slot[i];
-        TRY(dmalloc(s, (uint8_t **)&sl->d_raw, s->frame_bytes, "the raw frame", e));
-        TRY(dmalloc(s, &sl->d_bad, 1, "a flag", e));
-        TRY(halloc(s, (void **)&sl->h_bad, sizeof(int), "a flag", e));
-        *sl->h_bad = INT_MAX;
-        for (int j = 0; j < EV_COUNT; j++) CU(cudaEventCreate(&sl->ev[j]));
-        CU(cudaEventCreate(&sl->ev_h2d0));
-        CU(cudaEventCreate(&sl->ev_h2d1));
-        CU(cudaEventCreate(&sl->ev_d2h0));
-        CU(cudaEventCreate(&sl->ev_d2h1));
-        for (int p = 0; p < s->parts && s->parts > 1; p++) {
-            CU(cudaEventCreateWithFlags(&sl->ev_in[p], cudaEventDisableTiming));
-            CU(cudaEventCreateWithFlags(&sl->ev_cv[p], cudaEventDisableTiming));
-        }
-        out_pixels = 0;
-        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            int D = method_depth(s, m);
-            if (D == 0) continue;
-            for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                ProdBuf *pb = &sl->prod[m][k];
-                pb->cap = product_cap(s->N, s->L, s->S, D, k);
-                pb->off = out_pixels;
-                out_pixels += pb->cap;
-                TRY(dmalloc(s, &pb->f, pb->cap, "a product image", e));
-                TRY(dmalloc(s, &pb->u, pb->cap, "a product image", e));
-            }
-        }
-    }
-    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-        int D = method_depth(s, m);
-        if (D == 0) continue;
-        s->eidx_cap[m] = (size_t)D;
-        TRY(dmalloc(s, &s->d_eidx[m], (size_t)D, "the en-face indices", e));
-    }
-    s->out_pixels = out_pixels;
-    s->h_out_bytes = out_pixels * (1 + sizeof(float));
-    s->stage_bytes = std::min(s->frame_bytes, (size_t)8 << 20);
-    /* Memory that cannot be registered (pageable frames, a ring the device
-     * cannot register read-only) is staged by several threads: setup.threads,
-     * else half the cores, at most 8. */
-    s->stage_threads = eng->setup.threads > 0 ? eng->setup.threads : omp_get_num_procs() / 2;
-    s->stage_threads = std::max(1, std::min(8, s->stage_threads));
-    TRY(halloc(s, (void **)&s->h_stage[0], s->stage_bytes, "the frame staging", e));
-    TRY(halloc(s, (void **)&s->h_stage[1], s->stage_bytes, "the frame staging", e));
-
-    /* gathered cross-section spectra: a line (N) and a column (L) */
-    size_t ng = (size_t)s->N + s->L;
-    if (s->R > 0) {
-        TRY(dmalloc(s, &s->d_mf, (size_t)s->R * s->M, "the filtered masks", e));
-        if (fftp) {
-            TRY(dmalloc(s, &s->d_Mf, (size_t)s->R * s->K, "the mask spectra", e));
-            FFT(cufftCreate(&s->plan_m));
-            s->have_plan_m = true;
-            FFT(cufftSetAutoAllocation(s->plan_m, 0));
-            FFT(cufftMakePlanMany64(s->plan_m, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->R, &ws));
-            wmax = std::max(wmax, ws);
-            FFT(cufftSetStream(s->plan_m, s->s_comp));
-            /* C2R batch: ~64 MiB of output, at least one spectrum's R masks */
-            s->CB = (64ll << 20) / (s->M * 4);
-            const char *cb = getenv("OCT_CUDA_C2R_BATCH"); /* tuning / tests: smaller chunks */
-            if (cb && atoll(cb) > 0) s->CB = atoll(cb);
-            s->CB = std::max((long long)s->R, s->CB);
-            TRY(dmalloc(s, &s->d_Y, (size_t)s->CB * s->K, "the MSI products", e));
-            TRY(dmalloc(s, &s->d_P, (size_t)s->CB * s->M, "the MSI correlations", e));
-            CU(cudaMemset(s->d_Y, 0, (size_t)s->CB * s->K * sizeof(float2)));
-            FFT(cufftCreate(&s->plan_c2r));
-            s->have_plan_c2r = true;
-            FFT(cufftSetAutoAllocation(s->plan_c2r, 0));
-            FFT(cufftMakePlanMany64(s->plan_c2r, 1, &n, NULL, 1, s->K, NULL, 1, n, CUFFT_C2R, s->CB, &ws));
-            wmax = std::max(wmax, ws);
-            FFT(cufftSetStream(s->plan_c2r, s->s_comp));
-            TRY(dmalloc(s, &s->d_Xg, ng * s->K, "the cross-section spectra", e));
-        }
-        if (gemm) {
-            TRY(ensure_matrices(eng, lag_count(eng), e));
-            TRY(dmalloc(s, &s->d_xg, ng * s->kM, "the cross-section spectra", e));
-        }
-    }
-    if (blas) {
-        BLAS(cublasCreate(&s->blas));
-        s->have_blas = true;
-        BLAS(cublasSetStream(s->blas, s->s_comp));
-        /* our own workspace, so cuBLAS never allocates behind our back */
-        s->blas_work_bytes = 32u << 20;
-        TRY(dmalloc(s, (uint8_t **)&s->blas_work, s->blas_work_bytes, "the cuBLAS workspace", e));
-        BLAS(cublasSetWorkspace(s->blas, s->blas_work, s->blas_work_bytes));
-        BLAS(cublasSetMathMode(s->blas, s->gemm_mode == GEMM_SGEMM ? CUBLAS_PEDANTIC_MATH
-                                                                   : CUBLAS_TF32_TENSOR_OP_MATH));
-    }
-    TRY(dmalloc(s, (uint8_t **)&s->fft_work_x, std::max(wx, (size_t)256), "the cuFFT work area", e));
-    FFT(cufftSetWorkArea(s->plan_x, s->fft_work_x));
-    FFT(cufftSetWorkArea(s->plan_d, s->fft_work_x));
-    if (s->have_plan_xp) FFT(cufftSetWorkArea(s->plan_xp, s->fft_work_x)); /* same stream as the CFD's R2C */
-    if (wmax > 0 || s->have_plan_m) {
-        TRY(dmalloc(s, (uint8_t **)&s->fft_work, std::max(wmax, (size_t)256), "the cuFFT work area", e));
-        if (s->have_plan_m) FFT(cufftSetWorkArea(s->plan_m, s->fft_work));
-        if (s->have_plan_c2r) FFT(cufftSetWorkArea(s->plan_c2r, s->fft_work));
-    }
-
-    TRY(refresh(eng, OCT_CHG_ALL, e));
-    TRY(prepare_msi(eng, e));
-    TRY(prepare_cms(eng, e));
-    CU(cudaStreamSynchronize(s->s_comp));
-    return OCT_OK;
-}
 
 /* ------------------------------------------------------------------ */
 /* per frame                                                            */
 
-Sink make_sink(oct_engine *eng, Slot *sl, int m, const bool want[OCT_KIND_COUNT])
+/* What the host needs to know of one method's sink table. */
+struct Sink {
+    int tab;       /* c_sink index: (engine range, slot) * OCT_METHOD_COUNT + method */
+    int Q;         /* en-face depths */
+    bool sub;      /* rows of the en-face depths (en-face, confocal) */
+    bool xh, xv;   /* cross-section rows */
+    bool full;     /* every spectrum needs every depth (plan.h) */
+};
+
+Sink make_sink(oct_engine *eng, Slot *sl, int m)
+{
+    const oct_plan_method *pm = &eng->plan->method[m];
+    Sink k;
+    k.tab = (ST(eng)->sink_base * DEPTH + sl->index) * OCT_METHOD_COUNT + m;
+    k.Q = (int)eng->plan->enface_n[m];
+    k.sub = pm->sub;
+    k.xh = pm->xs_h;
+    k.xv = pm->xs_v;
+    k.full = pm->full;
+    return k;
+}
+
+/* The plan's layout rows with this slot's buffers into c_sink (on the
+ * compute stream: after the slot's previous frame, whose download waited
+ * for all its sinks). */
+oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
 {
     CudaState *s = ST(eng);
-    const oct_params *p = &eng->params;
-    Sink k;
-    memset(&k, 0, sizeof k);
-    k.D = (int)eng->depths[m];
-    k.N = s->N;
-    k.L = s->L;
-    k.S = s->S;
-    ProdBuf *pb = sl->prod[m];
-    if (want[OCT_KIND_VOLUME]) { k.vol_f = pb[OCT_KIND_VOLUME].f; k.vol_u = pb[OCT_KIND_VOLUME].u; }
-    if (want[OCT_KIND_BSCAN]) { k.bs_f = pb[OCT_KIND_BSCAN].f; k.bs_u = pb[OCT_KIND_BSCAN].u; }
-    if (want[OCT_KIND_XSEC_H]) { k.xh_f = pb[OCT_KIND_XSEC_H].f; k.xh_u = pb[OCT_KIND_XSEC_H].u; }
-    if (want[OCT_KIND_XSEC_V]) { k.xv_f = pb[OCT_KIND_XSEC_V].f; k.xv_u = pb[OCT_KIND_XSEC_V].u; }
-    k.h = p->xsec_h;
-    k.v = p->xsec_v;
-    k.Q = (int)eng->enface_n[m];
-    k.eidx = s->d_eidx[m];
-    if (want[OCT_KIND_ENFACE] && k.Q > 0) { k.en_f = pb[OCT_KIND_ENFACE].f; k.en_u = pb[OCT_KIND_ENFACE].u; }
-    if (want[OCT_KIND_CONFOCAL]) { k.cf_f = pb[OCT_KIND_CONFOCAL].f; k.cf_u = pb[OCT_KIND_CONFOCAL].u; }
-    for (int c = 0; c < OCT_CLASS_COUNT; c++) {
-        k.g[c].gsc = p->gsc[c];
-        k.g[c].con = p->contrast[c];
-        k.g[c].bri = p->brightness[c];
-        k.g[c].logscale = p->scale == OCT_SCALE_LOG;
+    const oct_plan *pl = eng->plan;
+    const oct_params *p = &pl->params;
+    SinkTable t[OCT_METHOD_COUNT];
+    memset(t, 0, sizeof t);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        const oct_plan_method *pm = &pl->method[m];
+        SinkTable *k = &t[m];
+        k->n = (int)pm->nlayout;
+        k->D = (int)pm->D;
+        k->N = s->N;
+        k->Q = (int)pl->enface_n[m];
+        k->h = p->xsec_h;
+        k->v = p->xsec_v;
+        k->eidx = s->d_eidx[m];
+        int per[3] = {0, 0, 0};
+        for (uint32_t i = 0; i < pm->nlayout; i++) {
+            const oct_layout *r = &pm->layout[i];
+            SinkRow *d = &k->row[i];
+            if (r->depths != OCT_DEPTHS_ALL && ++per[r->depths] > SINK_GROUP_MAX)
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of one depth set",
+                                     SINK_GROUP_MAX);
+            d->f = sl->prod[m][r->kind].f;
+            d->u = sl->prod[m][r->kind].u;
+            d->st_l = r->st_l, d->st_a = r->st_a, d->st_d = r->st_d;
+            d->select = r->select, d->sel = r->sel;
+            d->depths = r->depths, d->reduce = r->reduce;
+            d->d0 = r->d0, d->nslots = (int)r->nslots;
+            d->g.gsc = p->gsc[r->cls];
+            d->g.con = p->contrast[r->cls];
+            d->g.bri = p->brightness[r->cls];
+            d->g.logscale = p->scale == OCT_SCALE_LOG;
+        }
     }
-    return k;
+    /* pageable source: staged before the call returns, t may go */
+    CU(cudaMemcpyToSymbolAsync(c_sink, t, sizeof t, sizeof t * (size_t)(s->sink_base * DEPTH + sl->index),
+                               cudaMemcpyHostToDevice,
+                               s->s_comp));
+    return OCT_OK;
 }
 
 template <class Src>
@@ -1281,7 +184,7 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
                     long long nrows, int nh, oct_error *e)
 {
     if (nrows <= 0) return OCT_OK;
-    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, st>>>(src, k, mode, j0, nrows, nh);
+    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, st>>>(src, k.tab, mode, j0, nrows, nh);
     LAUNCHED("sink");
     return OCT_OK;
 }
@@ -1296,7 +199,7 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
     int n = *nh + *nv;
     if (n == 0) return OCT_OK;
     int h = eng->params.xsec_h, v = eng->params.xsec_v;
-    if (eng->msi_path == OCT_MSI_FFT) {
+    if (s->path == OCT_MSI_FFT) {
         long long tot = (long long)n * s->K;
         gather_xsec_kernel<float2><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
             s->d_X, s->K, s->N, h, v, *nh, n, s->d_Xg);
@@ -1324,7 +227,7 @@ bool parts_apply(const oct_engine *eng)
     if (p->background != OCT_BG_NONE && p->background != OCT_BG_REFERENCE) return false;
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
     if (cfd && (s->klin_T > 0 || s->disp_on)) return false;
-    if (msi && eng->msi_path != OCT_MSI_GEMM) return false;
+    if (msi && s->path != OCT_MSI_GEMM) return false;
     return true;
 }
 
@@ -1339,7 +242,7 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
     int nslots = sub ? k.Q : s->R;
     if (nrows <= 0 || nslots <= 0) return OCT_OK;
     bool xs = mode == MODE_XS;
-    if (eng->msi_path == OCT_MSI_GEMM) {
+    if (s->path == OCT_MSI_GEMM) {
         const float *A = sub ? s->d_Benf : s->d_Bfull;
         const float *X = xs ? s->d_xg : (s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x);
         int ncol = nslots * nl, kM = s->kM;
@@ -1499,7 +402,7 @@ oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
     }
     if (!r2c_done) /* plan_x is bound to st (see run_device) */
         FFT(cufftExecR2C(s->plan_x, klin ? s->d_xk : s->d_x, (cufftComplex *)s->d_X));
-    Sink k = make_sink(eng, sl, OCT_METHOD_CFD, want);
+    Sink k = make_sink(eng, sl, OCT_METHOD_CFD);
     if (!s->disp_on) {
         SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
         return launch_sink(st, src, k, MODE_ALL, 0, s->S, 0, e);
@@ -1535,8 +438,9 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     const oct_geometry *g = &eng->setup.geom;
     int sh = (int)g->sample_shift;
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
-    bool fft_path = eng->msi_path == OCT_MSI_FFT;
+    bool fft_path = s->path == OCT_MSI_FFT;
     bool klin = cfd && s->klin_T > 0;
+    TRY(upload_sinks(eng, sl, e));
     CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
 
     /* background, then conversion + background + window: x~ for CFD (no
@@ -1584,14 +488,11 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool msi_full = false, msi_done = false;
     if (parts) {
         long long np = s->S / P;
-        Sink kc = make_sink(eng, sl, OCT_METHOD_CFD, want[OCT_METHOD_CFD]);
-        Sink km, ke;
+        Sink kc = make_sink(eng, sl, OCT_METHOD_CFD);
+        Sink km = make_sink(eng, sl, OCT_METHOD_MSI);
         if (msi) {
             TRY(prepare_msi(eng, e));
-            km = make_sink(eng, sl, OCT_METHOD_MSI, want[OCT_METHOD_MSI]);
-            msi_full = want[OCT_METHOD_MSI][OCT_KIND_VOLUME];
-            ke = km;
-            ke.xh_f = ke.xv_f = NULL;
+            msi_full = km.full;
         }
         const oct_params *pp = &eng->params;
         for (int p = 0; p < P; p++) {
@@ -1605,8 +506,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
                 SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
                 TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
             }
-            if (msi && (msi_full || ke.en_f || ke.cf_f))
-                TRY(msi_pass(eng, msi_full ? km : ke, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
+            if (msi && (msi_full || km.sub))
+                TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
         }
         if (cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
         msi_done = true;
@@ -1657,22 +558,16 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
 
     if (msi) {
         TRY(prepare_msi(eng, e));
-        const bool *w = want[OCT_METHOD_MSI];
-        Sink k = make_sink(eng, sl, OCT_METHOD_MSI, w);
-        bool full = s->L == 1 ? w[OCT_KIND_BSCAN] : w[OCT_KIND_VOLUME];
-        if (full) {
+        Sink k = make_sink(eng, sl, OCT_METHOD_MSI);
+        if (k.full) {
             /* every depth of every spectrum: the en-face, confocal and
              * cross-section products come from the same pass */
             if (!msi_done) TRY(msi_pass(eng, k, MODE_ALL, 0, s->S, 0, e));
         } else if (s->L > 1) {
-            if ((k.en_f || k.cf_f) && !msi_done) {
-                Sink ke = k;
-                ke.xh_f = ke.xv_f = NULL;
-                TRY(msi_pass(eng, ke, MODE_SUB, 0, s->S, 0, e));
-            }
-            if (k.xh_f || k.xv_f) {
+            if (k.sub && !msi_done) TRY(msi_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
+            if (k.xh || k.xv) {
                 int nh = 0, nv = 0;
-                TRY(gather_xsec(eng, k.xh_f != NULL, k.xv_f != NULL, &nh, &nv, e));
+                TRY(gather_xsec(eng, k.xh, k.xv, &nh, &nv, e));
                 TRY(msi_pass(eng, k, MODE_XS, 0, nh + nv, nh, e));
             }
         }
@@ -1681,19 +576,13 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
 
     if (cms) { /* as the MSI GEMM path, with |Re, Im| pairs */
         TRY(prepare_cms(eng, e));
-        const bool *w = want[OCT_METHOD_CMS];
-        Sink k = make_sink(eng, sl, OCT_METHOD_CMS, w);
-        bool full = s->L == 1 ? w[OCT_KIND_BSCAN] : w[OCT_KIND_VOLUME];
-        if (full) {
+        Sink k = make_sink(eng, sl, OCT_METHOD_CMS);
+        if (k.full) {
             TRY(cms_pass(eng, k, MODE_ALL, s->S, 0, e));
         } else if (s->L > 1) {
-            if (k.en_f || k.cf_f) {
-                Sink ke = k;
-                ke.xh_f = ke.xv_f = NULL;
-                TRY(cms_pass(eng, ke, MODE_SUB, s->S, 0, e));
-            }
-            if (k.xh_f || k.xv_f) {
-                int nh = k.xh_f ? s->N : 0, nv = k.xv_f ? s->L : 0;
+            if (k.sub) TRY(cms_pass(eng, k, MODE_SUB, s->S, 0, e));
+            if (k.xh || k.xv) {
+                int nh = k.xh ? s->N : 0, nv = k.xv ? s->L : 0;
                 long long tot = (long long)(nh + nv) * s->kM;
                 gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
                     split ? s->d_xp3 : s->d_xp, s->kM, s->N, eng->params.xsec_h, eng->params.xsec_v, nh,
@@ -1739,8 +628,7 @@ void wanted(oct_engine *eng, bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
 {
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         for (int k = 0; k < OCT_KIND_COUNT; k++)
-            want[m][k] = (eng->params.methods & OCT_METHOD_BIT(m)) && eng->depths[m] > 0 &&
-                         oct_product_wanted(eng, m, k);
+            want[m][k] = oct_product_wanted(eng, m, k); /* the plan's layout */
 }
 
 oct_err check_bad(CudaState *s, const Slot *sl, oct_error *e)
@@ -1825,6 +713,8 @@ void par_memcpy(void *dst, const void *src, size_t n, int threads)
 oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame, oct_products *out,
                      oct_error *e)
 {
+    /* a no-op unless a prepare failed half-way: back to the engine's plan */
+    TRY(sync_plan(eng, eng->plan, e));
     /* product shapes for the current values; the caller's buffers are sized now */
     wanted(eng, sl->want);
     sl->f32 = (eng->params.products & OCT_PRODUCT_F32) != 0;
@@ -2045,10 +935,9 @@ oct_err cuda_products_init(oct_engine *eng, oct_products *p, uint32_t products, 
             int D = (int)eng->depths[m];
             if (D == 0) continue;
             for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                size_t cap = (products & OCT_PRODUCT_BIT(k)) ? product_cap(s->N, s->L, s->S, D, k) : 0;
+                size_t cap = (products & oct_kind_bit(k)) ? oct_kind_cap(&eng->setup.geom, (uint32_t)D, k) : 0;
                 if (cap == 0) continue;
-                size_t nidx = (k == OCT_KIND_ENFACE || k == OCT_KIND_CONFOCAL) ? (size_t)D
-                              : (k == OCT_KIND_XSEC_H || k == OCT_KIND_XSEC_V) ? 1 : 0;
+                size_t nidx = oct_kind_cap_indices((uint32_t)D, k);
                 size_t of = off, ou = of + (f32 ? cap * sizeof(float) : 0), oi = (ou + cap + 63) & ~(size_t)63;
                 off = (oi + nidx * sizeof(int32_t) + 63) & ~(size_t)63;
                 if (pass == 0) continue;
@@ -2081,6 +970,7 @@ oct_err cuda_create(oct_engine *eng, oct_error *e)
 {
     CudaState *s = (CudaState *)calloc(1, sizeof *s);
     if (!s) return oct_error_set(e, OCT_ENOMEM, "cuda: out of memory for the backend state");
+    s->sink_base = -1;
     eng->be = s;
     oct_err err = cuda_create_inner(eng, s, e);
     if (err != OCT_OK) {
@@ -2100,27 +990,10 @@ void cuda_destroy(oct_engine *eng)
     eng->be = NULL;
 }
 
-oct_err cuda_update(oct_engine *eng, unsigned changed, oct_error *e)
+oct_err cuda_prepare(oct_engine *eng, const oct_plan *plan, oct_error *e)
 {
-    CudaState *s = ST(eng);
-    CU(cudaSetDevice(s->device));
-    TRY(refresh(eng, changed, e));
-    if ((changed & OCT_CHG_LAGS) && s->R > 0 && s->both_paths) {
-        oct_msi_path want = lag_count(eng) <= s->nl_cap ? OCT_MSI_GEMM : OCT_MSI_FFT;
-        if (want != eng->msi_path) {
-            /* The spectra's R2C moves between the CFD and compute streams
-             * (and shares a work area): let the frames in flight finish. */
-            cudaStream_t st[] = {s->s_copy, s->s_comp, s->s_cfd, s->s_d2h};
-            for (cudaStream_t x : st) CU(cudaStreamSynchronize(x));
-            eng->msi_path = want;
-            s->x_on_comp = want == OCT_MSI_FFT;
-            FFT(cufftSetStream(s->plan_x, s->x_on_comp ? s->s_comp : s->s_cfd));
-            s->matrices_ok = false;
-        }
-    }
-    if ((changed & OCT_CHG_LAGS) && eng->msi_path == OCT_MSI_GEMM && s->R > 0)
-        TRY(ensure_matrices(eng, lag_count(eng), e));
-    return OCT_OK;
+    CU(cudaSetDevice(ST(eng)->device));
+    return sync_plan(eng, plan, e);
 }
 
 /* Synchronous: one frame through the same pipeline (engine.c made sure
@@ -2140,7 +1013,7 @@ oct_err cuda_process(oct_engine *eng, const void *frame, oct_products *out, oct_
 extern "C" {
 
 const oct_backend_ops oct_cuda_backend = {
-    "cuda", cuda_create, cuda_destroy, cuda_update, cuda_process,
+    "cuda", cuda_create, cuda_destroy, cuda_prepare, cuda_msi_rates, false, cuda_process,
     DEPTH, cuda_submit, cuda_complete, cuda_input_done, cuda_inflight,
     cuda_register_host, cuda_unregister_host, cuda_products_init};
 
@@ -2181,7 +1054,7 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 const char *oct_cuda_gemm_name(const oct_engine *eng)
 {
     if (!is_cuda(eng)) return "none";
-    if (ST(eng)->R == 0 || eng->msi_path != OCT_MSI_GEMM) return "none";
+    if (ST(eng)->R == 0 || ST(eng)->path != OCT_MSI_GEMM) return "none";
     return gemm_names[ST(eng)->gemm_mode];
 }
 

@@ -1,49 +1,41 @@
-/* engine_internal.h - what the backend-neutral engine (engine.c) shares with
- * its backends (engine_cpu.c, engine_cuda.cu).  Not installed.
+/* engine_internal.h - what the backend-neutral engine (engine.c) and the
+ * planner (plan.c) share with the backends (engine_cpu.c, engine_cuda.cu).
+ * Not installed.
  *
  * Division of work:
- *  - engine.c owns the set-up copy, parameter validation, and everything that
- *    depends only on the control values and the masks: the window w[n], the
- *    filtered windowed (optionally normalised) masks m~_r[n] (computed in
- *    double precision, stored as float), the en-face index list, the product
- *    shapes, and the CPU gray mapping.  It recomputes these in
- *    oct_engine_set_params() and then tells the backend what changed.
- *  - a backend owns plans, buffers and the per-frame work.
+ *  - engine.c owns the set-up copy, parameter validation and the engine
+ *    object; for every new set of control values it asks plan.c for a plan
+ *    (plan.h: derived arrays with generations, row sets, background recipe,
+ *    MSI path, product layout) and hands it to the backend (ops->prepare).
+ *  - a backend owns plans of its libraries (FFT, BLAS), buffers and the
+ *    per-frame work; it executes eng->plan.
  */
 #ifndef OCT_ENGINE_INTERNAL_H
 #define OCT_ENGINE_INTERNAL_H
 
 #include "oct_engine.h"
+#include "plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* What changed in oct_engine_set_params() (bit set passed to ops->update). */
-#define OCT_CHG_WINDOW   (1u << 0) /* window or window_param: eng->window and eng->masks_filt are new */
-#define OCT_CHG_CUTOFF   (1u << 1) /* freq_cutoff: eng->masks_filt is new */
-#define OCT_CHG_LAGS     (1u << 2) /* lag_lo / lag_hi */
-#define OCT_CHG_METHODS  (1u << 3)
-#define OCT_CHG_ENFACE   (1u << 4) /* enface_start/step/count: eng->enface_idx is new */
-#define OCT_CHG_XSEC     (1u << 5)
-#define OCT_CHG_PRODUCTS (1u << 6)
-#define OCT_CHG_GRAY     (1u << 7) /* scale, gsc, contrast, brightness */
-#define OCT_CHG_BACKGROUND (1u << 8) /* background or background_param (rolling history restarts) */
-#define OCT_CHG_KLIN     (1u << 9)  /* klin, klin_taps, klin_source, klin_coef: eng->klin_* are new */
-#define OCT_CHG_DISP     (1u << 10) /* disp_a2/a3/k0: eng->disp is new (or NULL) */
-#define OCT_CHG_CMS      (1u << 11) /* window or freq_cutoff changed: eng->cms_q is new */
-#define OCT_CHG_ALL      0xfffu
 
 typedef struct oct_backend_ops {
     const char *name; /* "cpu", "cuda" */
     /* Plans for eng->setup and eng->params; stores its state in eng->be. */
     oct_err (*create)(oct_engine *eng, oct_error *e);
     void (*destroy)(oct_engine *eng);
-    /* Called after eng->params and the derived arrays were updated.  On error,
-     * engine.c restores the old params and arrays and calls update again with
-     * the same bits (e = NULL) so the backend can rebuild for the old values. */
-    oct_err (*update)(oct_engine *eng, unsigned changed, oct_error *e);
-    /* One frame (size already checked) into out. */
+    /* Makes the backend ready to execute `plan` (not yet eng->plan): it
+     * refreshes what depends on plan arrays whose generation differs from
+     * what it holds.  On error engine.c keeps eng->plan, and the backend must
+     * still execute it: it compares generations again at the next frame
+     * (no rollback, no validity flags). */
+    oct_err (*prepare)(oct_engine *eng, const oct_plan *plan, oct_error *e);
+    /* Rates of the MSI cost model for a set-up (plan.h); NULL: FFT path. */
+    void (*msi_rates)(const oct_setup *s, oct_msi_rates *r);
+    /* The backend runs on the host: device_ms is the whole call. */
+    bool host_timing;
+    /* One frame (size already checked) into out, with eng->plan. */
     oct_err (*process)(oct_engine *eng, const void *frame, oct_products *out, oct_error *e);
     /* Optional pipelining and DMA (NULL: engine.c's synchronous fallback of
      * depth 1 over process).  Arguments are checked by engine.c; see
@@ -61,7 +53,9 @@ typedef struct oct_backend_ops {
 
 struct oct_engine {
     oct_setup setup;          /* masks and reference pointers are NULL here */
-    oct_params params;        /* current, valid control values */
+    oct_params params;        /* current, valid control values (= plan->params) */
+    oct_plan *plan;           /* the plan of params, executed by the backend */
+    uint64_t gens;            /* generations handed out by the planner */
     const oct_backend_ops *ops;
     void *be;                 /* backend state */
 
@@ -69,30 +63,13 @@ struct oct_engine {
     float *masks_raw;         /* R x M, NULL when R = 0 */
     float *reference;         /* M, NULL when none */
 
-    /* derived from params (kept current by engine.c) */
-    float *window;            /* M: w[n] */
-    float *masks_filt;        /* R x M: m~_r[n] = IDFT(H . DFT(w . m_r)) / M, normalised if asked */
-    uint32_t depths[OCT_METHOD_COUNT];      /* D: M/2+1 (CFD), R (MSI) */
-    int32_t *enface_idx[OCT_METHOD_COUNT];  /* idx_q < D of each method */
-    uint32_t enface_n[OCT_METHOD_COUNT];    /* Q actually used per method */
-    oct_msi_path msi_path;    /* FFT or GEMM, chosen by the backend */
+    uint32_t depths[OCT_METHOD_COUNT];      /* D: M/2+1 (CFD), R (MSI), cms_count (CMS) */
+    oct_msi_path msi_path;    /* FFT or GEMM (= plan->msi_path) */
     bool hold_history;        /* frames do not enter the rolling history */
-
-    /* k-linearisation (CFD), built by engine.c from params (+ klin_positions):
-     * y[n] = sum_{t<klin_T} klin_w[n*klin_T+t] * x'[klin_idx[n*klin_T+t]],
-     * indices already clamped to [0, M-1].  klin_T = 0: off (arrays NULL). */
-    uint32_t klin_T;
-    int32_t *klin_idx;        /* M x klin_T */
-    float *klin_w;            /* M x klin_T */
     double *klin_positions;   /* owned copy of setup positions (M), NULL when none */
-    /* dispersion (CFD): e^(-i theta[n]) as interleaved (cos, -sin) = (re, im)
-     * float pairs, 2M floats; NULL when a2 = a3 = 0 (plain real path). */
-    float *disp;
-    /* CMS: g, h from the calibration (double, M each, computed once at create);
-     * q: 2R x M floats, row 2r = Re q_r, row 2r+1 = Im q_r (window and F
-     * folded in, see oct_setup).  R = setup.cms_count. */
+    /* CMS: g, h from the calibration (double, M each, computed once at
+     * create); the masks q are the plan's cms_q.  R = setup.cms_count. */
     double *cms_g, *cms_h;
-    float *cms_q;
     float *cms_cal;           /* owned copy of the calibration spectra, K x M */
     double *cms_depths;       /* owned copy, K */
 
@@ -102,7 +79,7 @@ struct oct_engine {
     char device_name[128];
 
     /* Debug counters (tests check that set_params recomputes only what changed):
-     * engine.c counts window/masks/enface rebuilds, a backend its FFT plans and
+     * plan.c counts window/masks/enface/klin/disp/cms rebuilds, a backend its FFT plans and
      * MSI matrices (filter spectra or shifted-mask matrices). */
     struct {
         uint32_t window, masks, enface, plans, msi_matrix, klin, disp, cms;
@@ -116,15 +93,23 @@ extern const oct_backend_ops oct_cuda_backend;
 
 /* Window w[n], n = 0..M-1, in double precision (SPEC 2.1.2). */
 void oct_window_compute(double *w, uint32_t M, uint32_t type, double param);
+/* k-lin positions p[n] from the polynomial or the file, and their check
+ * (finite, strictly increasing, within [-1, M]). */
+void oct_klin_positions(const oct_params *p, const double *file, uint32_t M, double *pos);
+oct_err oct_klin_positions_check(const double *pos, uint32_t M, int source, oct_error *e);
+/* Slab depths [d0, d1) of SPEC 10.2 for D depths (clamped to [0, D]). */
+void oct_slab_range(const oct_params *p, uint32_t D, int32_t *d0, int32_t *d1);
+/* FFTW's planner made thread-safe (once per process). */
+void oct_fftw_init_once(void);
 
-/* Sets the shape of a product image for the current params and geometry
- * (present = true) and reserves its buffers.  Q = eng->enface_n[method]. */
+/* Sets the shape of a product image from eng->plan's layout (present =
+ * true), reserves its buffers and fills its indices. */
 oct_err oct_image_prepare(const oct_engine *eng, int method, int kind, oct_image *img, oct_error *e);
 
-/* Whether product `kind` of `method` is produced for the current params and geometry. */
+/* Whether product `kind` of `method` is produced by eng->plan. */
 bool oct_product_wanted(const oct_engine *eng, int method, int kind);
 
-/* Gray mapping of SPEC 2.5 for class c, n pixels. */
+/* Gray mapping of SPEC 2.5 (formulas.h) for n pixels. */
 void oct_gray_map(const float *in, uint8_t *out, size_t n, uint32_t scale,
                   float gsc, float contrast, float brightness);
 

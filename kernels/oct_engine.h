@@ -95,26 +95,34 @@ enum oct_klin_source { OCT_KLIN_POLY = 0, OCT_KLIN_FILE = 1 };
 /* Gray-scale classes (index of gsc/contrast/brightness). */
 enum oct_class { OCT_CLASS_BSCAN = 0, OCT_CLASS_ENFACE = 1, OCT_CLASS_CONFOCAL = 2, OCT_CLASS_COUNT = 3 };
 
-/* Products; the bit of kind k in oct_params.products is 1u << k. */
+/* Products; the bit of kind k in oct_params.products is OCT_PRODUCT_BIT(k)
+ * (= oct_kind_bit(k)): bit k for kinds 0..7, bit k+1 from kind 8 on (bit 8
+ * is OCT_PRODUCT_F32).  Kinds 8..12 are reserved for the angiography
+ * products of SPEC 10.3 (struct, median, sv, decor, ssada: bits 9..13). */
 enum oct_kind {
-    OCT_KIND_BSCAN = 0,    /* L = 1: [D][N] */
-    OCT_KIND_ENFACE = 1,   /* L > 1: [Q][L][N] */
-    OCT_KIND_CONFOCAL = 2, /* L > 1: [L][N] */
-    OCT_KIND_XSEC_H = 3,   /* L > 1: [D][N] of line xsec_h */
-    OCT_KIND_XSEC_V = 4,   /* L > 1: [D][L] of A-scan column xsec_v */
-    OCT_KIND_VOLUME = 5,   /* L > 1: [L][N][D] */
-    OCT_KIND_COUNT = 6
+    OCT_KIND_BSCAN = 0,     /* L = 1: [D][N] */
+    OCT_KIND_ENFACE = 1,    /* L > 1: [Q][L][N] */
+    OCT_KIND_CONFOCAL = 2,  /* L > 1: [L][N] */
+    OCT_KIND_XSEC_H = 3,    /* L > 1: [D][N] of line xsec_h */
+    OCT_KIND_XSEC_V = 4,    /* L > 1: [D][L] of A-scan column xsec_v */
+    OCT_KIND_VOLUME = 5,    /* L > 1: [L][N][D] */
+    OCT_KIND_SLAB_MEAN = 6, /* L > 1: [L][N], mean over depths [slab_start, slab_end) (SPEC 10.2) */
+    OCT_KIND_SLAB_MAX = 7,  /* L > 1: [L][N], maximum over the same depths */
+    OCT_KIND_COUNT = 8
 };
-#define OCT_PRODUCT_BIT(k) (1u << (k))
+#define OCT_PRODUCT_BIT(k) ((k) < 8 ? 1u << (k) : 1u << ((k) + 1))
 #define OCT_PRODUCT_F32 (1u << 8) /* also deliver float32 intensities */
-#define OCT_PRODUCTS_KNOWN (0x3fu | OCT_PRODUCT_F32)
+#define OCT_PRODUCTS_KNOWN (0xffu | OCT_PRODUCT_F32)
 
 /* Names used in topics, files and profiles: "cfd", "msi"; "bscan", "enface", ... */
 const char *oct_method_name(int method);
 const char *oct_kind_name(int kind);
 const char *oct_window_name(int window);
-/* Gray class of a product kind (bscan, xsec_h, xsec_v, volume -> OCT_CLASS_BSCAN). */
+/* Gray class of a product kind (bscan, xsec_h, xsec_v, volume -> OCT_CLASS_BSCAN;
+ * slab_mean, slab_max -> OCT_CLASS_ENFACE). */
 int oct_kind_class(int kind);
+/* Bit of a kind in oct_params.products (0 for an unknown kind). */
+uint32_t oct_kind_bit(int kind);
 
 /* ---- live control values: a mirror of the control block (SPEC 3.2) ---- */
 typedef struct oct_params {
@@ -145,7 +153,9 @@ typedef struct oct_params {
     float disp_k0;            /* centre, as a fraction of M */
     /* ABI 1.2 (control block 296..335) */
     int32_t slab_start;       /* SPEC 10.2: d0, clamped to [0, D] */
-    int32_t slab_end;         /* d1, clamped to [0, D]; INT32_MAX = D */
+    int32_t slab_end;         /* d1, clamped to [0, D]; INT32_MAX = D.  With slab
+                               * products asked for, d1 <= d0 after clamping is
+                               * rejected; the images' indices are {d0, d1}. */
     uint32_t angio_metrics;   /* SPEC 10.3: OCT_ANGIO_* bits of oct_ipc.h */
     int32_t angio_bands;      /* ssada K */
     float angio_band_width;   /* fraction of M/K */
@@ -165,7 +175,9 @@ void oct_params_default(oct_params *p);
 
 /* Validates a whole set of values against a geometry and what the engine was
  * set up with (mask_count: R, 0 = no masks; have_reference).  Every rule of
- * SPEC 3.2/2 is checked; the message names the field and the allowed range. */
+ * SPEC 3.2/2 is checked; the message names the operator key (SPEC 10.1:
+ * "window: tukey parameter 1.5 is outside [0, 1]", "enface.step: 0 must be
+ * >= 1") and the allowed range. */
 oct_err oct_params_validate(const oct_params *p, const oct_geometry *g,
                             uint32_t mask_count, bool have_reference, oct_error *e);
 struct oct_setup;
@@ -185,8 +197,18 @@ typedef enum oct_msi_path { OCT_MSI_AUTO = 0, OCT_MSI_FFT = 1, OCT_MSI_GEMM = 2 
 #define OCT_SETUP_QUICK_PLAN 1u /* plan FFTs without measuring (tests, tools) */
 /* CUDA, precision fp32: the MSI matrix product on the fp32 SIMT cores
  * (cublasSgemm) instead of the default split-TF32 ("3xTF32") tensor-core
- * product of the same accuracy class (relative L2 ~1e-5 vs ~1e-7).  Also forced by env OCT_CUDA_SGEMM=1 (OCT_CUDA_GEMM=sgemm|3xtf32 forces either). */
+ * product of the same accuracy class (relative L2 ~1e-5 vs ~1e-7); the same
+ * as cuda.gemm = OCT_CUDA_GEMM_SGEMM. */
 #define OCT_SETUP_PLAIN_SGEMM 2u
+
+/* CUDA tuning (octbench flags, tests); 0 everywhere = the defaults. */
+enum oct_cuda_gemm { OCT_CUDA_GEMM_AUTO = 0, OCT_CUDA_GEMM_SGEMM = 1, OCT_CUDA_GEMM_3XTF32 = 2 };
+typedef struct oct_cuda_tuning {
+    int gemm;              /* enum oct_cuda_gemm (precision fp32 only) */
+    double gemm_chunk_mb;  /* MSI GEMM output chunk: 0 = ~3/4 of L2, < 0 = the whole frame */
+    int parts;             /* intra-frame pipeline parts of a volume: 0 = auto, 1 = off, <= 8 */
+    int64_t c2r_batch;     /* FFT-path MSI C2R batch (spectra x masks): 0 = ~64 MiB */
+} oct_cuda_tuning;
 
 typedef struct oct_setup {
     oct_geometry geom;
@@ -220,9 +242,18 @@ typedef struct oct_setup {
     const double *cms_depths; /* K depths of the calibration spectra */
     double cms_start, cms_step;
     uint32_t cms_count;       /* R of CMS; 0 = no CMS */
+    oct_cuda_tuning cuda;     /* ignored by the CPU backend */
 } oct_setup;
 
 void oct_setup_default(oct_setup *s);
+
+/* Process-wide settings a program makes once at start, before it starts
+ * threads or creates engines (the library itself never touches the
+ * environment): on AMD family 0x1a (Zen 5) with AVX-512 it sets
+ * OPENBLAS_CORETYPE=SkylakeX unless the user set it (Debian 12's OpenBLAS
+ * falls back to its AVX2 kernels there; measured on a 2-core Zen 5, sgemm
+ * 500x1024x10752: 55 ms -> 30 ms).  Safe to call more than once. */
+void oct_engine_process_init(void);
 
 /* ---- products: caller-owned result buffers, grown by the engine as needed ---- */
 typedef struct oct_image {

@@ -72,6 +72,7 @@ frames = $N-frames
 control = $N-control
 status = $N-status
 policy = latest
+zero_copy = ${OCTD_ZERO_COPY:-auto}
 [publish]
 endpoint = ipc://$T/pub
 [profile]

@@ -15,7 +15,7 @@ set -u
 BUILD=${BUILD:-build}
 BIN=${BIN:-bin}
 PYTHON=${PYTHON:-/usr/bin/python3}
-PROGS="octd octctl octgrab octsim octproc octbench"
+PROGS="octd octctl octgrab octsim octproc octbench octweb"
 for p in $PROGS; do
     [ -x "$BIN/$p" ] || { echo "SKIP e2e_docs: $BIN/$p not built"; exit 77; }
 done

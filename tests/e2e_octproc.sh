@@ -67,7 +67,7 @@ window: {type: blackman}
 freq_cutoff: 2
 enface: {start: 2, step: 3, count: 3}
 xsec: {h_index: 3, v_index: 5}
-products: [enface, confocal, xsec_h, xsec_v, volume, f32]
+products: [enface, confocal, xsec_h, xsec_v, volume, slab_mean, slab_max, f32]
 EOF
 
 # ---- good runs ----
@@ -150,14 +150,22 @@ L, N, M = 4, 6, 128
 D = M // 2 + 1
 vol = {f"enface_cfd_{q}.png": (L, N) for q in range(3)}
 vol.update({"confocal_cfd.png": (L, N), "xsec_h_cfd.png": (D, N), "xsec_v_cfd.png": (D, L),
-            "volume_cfd.png": (L * N, D)})
+            "volume_cfd.png": (L * N, D), "slab_mean_cfd.png": (L, N), "slab_max_cfd.png": (L, N)})
 vnp = {"enface_cfd.npy": (3, L, N), "confocal_cfd.npy": (L, N), "xsec_h_cfd.npy": (D, N),
-       "xsec_v_cfd.npy": (D, L), "volume_cfd.npy": (L, N, D)}
+       "xsec_v_cfd.npy": (D, L), "volume_cfd.npy": (L, N, D), "slab_mean_cfd.npy": (L, N),
+       "slab_max_cfd.npy": (L, N)}
 expect(f"{t}/out_v/new/dir", vol, vnp)
 volume = np.load(f"{t}/out_v/new/dir/volume_cfd.npy")
 enface = np.load(f"{t}/out_v/new/dir/enface_cfd.npy")
 if not np.array_equal(enface, np.moveaxis(volume[:, :, [2, 5, 8]], 2, 0)):
     fail("en-face slices are not the volume at depths 2, 5, 8")
+# slabs (SPEC 10.2), default range: every depth [0, D)
+smean = np.load(f"{t}/out_v/new/dir/slab_mean_cfd.npy")
+smax = np.load(f"{t}/out_v/new/dir/slab_max_cfd.npy")
+if np.linalg.norm(smean - volume.astype(np.float64).mean(axis=2)) > 1e-5 * np.linalg.norm(smean):
+    fail("slab_mean is not the mean of the volume over its depths")
+if not np.array_equal(smax, volume.max(axis=2)):
+    fail("slab_max is not the maximum of the volume over its depths")
 # the stack: one numbered directory per frame, the first equal to the single frame
 if sorted(os.listdir(f"{t}/out_s")) != ["000000", "000001"]:
     fail(f"stack output: {sorted(os.listdir(t + '/out_s'))}")
@@ -195,9 +203,9 @@ printf 'methods: [cfd]\n\nfreq_cutoff: 100\n' >"$T/fc.yaml"
 expect_fail 1 "fc.yaml:3: freq_cutoff: freq_cutoff = 100" --profile "$T/fc.yaml" --input "$T/volume.npy" --output "$T/x"
 printf 'methods: [cfd]\nwindow: {type: hann, size: 3}\n' >"$T/badkey.yaml"
 expect_fail 1 "badkey.yaml:2: window.size" --profile "$T/badkey.yaml" --input "$T/bscan.npy" --output "$T/x"
-expect_fail 2 "required" --input "$T/bscan.npy" --output "$T/x"
-expect_fail 2 "--backend" $P --input "$T/bscan.npy" --output "$T/x" --backend gpu
-expect_fail 2 "unrecognized" $P --input "$T/bscan.npy" --output "$T/x" --frobnicate
+expect_fail 64 "required" --input "$T/bscan.npy" --output "$T/x"
+expect_fail 64 "--backend" $P --input "$T/bscan.npy" --output "$T/x" --backend gpu
+expect_fail 64 "--frobnicate" $P --input "$T/bscan.npy" --output "$T/x" --frobnicate
 [ ! -e "$T/x" ] || fail "a failed run created its output directory"
 # CUDA: works on a GPU machine, else a clear refusal
 out=$("$OCTPROC" $P --input "$T/bscan.npy" --output "$T/out_cuda" --backend cuda 2>&1); rc=$?

@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include "oct_config.h"
+#include "oct_control_keys.h"
+#include "oct_options.h"
 
 /* ---------------- helpers ---------------- */
 
@@ -489,7 +491,42 @@ static const prof_case prof_cases[] = {
      OCT_EPARSE, "p.yaml:4:", "cms.grid.stride"},
     {"cms:\n  calibration: c.npy\n  sample_type: f64\n", OCT_EINVAL, "p.yaml:3:", "cms.sample_type"},
     {"cms:\n  calibration: [c.npy]\n", OCT_EPARSE, "p.yaml:2:", "cms.calibration"},
+    /* issue 16: geometry.spacing_um */
+    {"geometry:\n  samples: 64\n  ascans: 10\n  lines: 1\n  spacing_um: {depth: 0, ascan: 1, line: 1}\n",
+     OCT_EINVAL, "p.yaml:5:", "geometry.spacing_um.depth"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {depth: 1, ascan: -2}}\n",
+     OCT_EINVAL, "p.yaml:1:", "geometry.spacing_um.ascan"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {line: .inf}}\n",
+     OCT_EINVAL, "p.yaml:1:", "geometry.spacing_um.line"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: {x: 1}}\n",
+     OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um.x"},
+    {"geometry: {samples: 64, ascans: 10, lines: 1, spacing_um: 3}\n",
+     OCT_EPARSE, "p.yaml:1:", "geometry.spacing_um"},
+    /* the option table's rules (SPEC 10.1, issue 14), named by the profile key */
+    {"enface: {strat: 3}\n", OCT_EPARSE, "p.yaml:1:", "did you mean 'start'?"},
+    {"products: []\n", OCT_EINVAL, "p.yaml:1:", "products: the list is empty"},
+    {"products: [f32]\n", OCT_EINVAL, "p.yaml:1:", "products: 'f32' names no image"},
+    {"display:\n  bscan: {contrast: 2}\n  enface:\n    gsc: 0\n", OCT_EINVAL, "p.yaml:4:",
+     "display.enface.gsc: 0 must be > 0"},
+    {"window: {type: hann, param: -1}\n", OCT_EINVAL, "p.yaml:1:", "window.param: -1 is outside"},
+    {"msi:\n  lag_window: [-5000, 0]\n", OCT_EINVAL, "p.yaml:2:", "-4095 to 4095"},
+    {"enface: {count: 70000}\n", OCT_EINVAL, "p.yaml:1:", "enface.count"},
 };
+
+/* issue 16: the pixel spacing for displays, carried into image headers */
+START_TEST(profile_spacing)
+{
+    oct_profile p;
+    oct_error e = {{0}};
+    const char *t = "geometry: {samples: 64, ascans: 10, lines: 2,\n"
+                    "  spacing_um: {depth: 3.5, ascan: 10, line: 20.25}}\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert(p.spacing_um[0] == 3.5f && p.spacing_um[1] == 10.0f && p.spacing_um[2] == 20.25f);
+    t = "geometry: {samples: 64, ascans: 10, lines: 2}\n";
+    ck_assert_msg(oct_profile_parse(&p, t, strlen(t), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert(p.spacing_um[0] == 0 && p.spacing_um[1] == 0 && p.spacing_um[2] == 0);
+}
+END_TEST
 
 START_TEST(profile_errors)
 {
@@ -1210,6 +1247,296 @@ START_TEST(atomic_write_failures)
 }
 END_TEST
 
+
+/* ---------------- the option table (SPEC 10.1) ---------------- */
+
+/* Every default of the table is the engine's default. */
+START_TEST(options_defaults_are_engine_defaults)
+{
+    oct_control_values v;
+    oct_options_default(&v);
+    oct_params fromtable, engine;
+    oct_params_from_control(&fromtable, &v);
+    oct_params_default(&engine);
+    ck_assert_msg(memcmp(&fromtable, &engine, sizeof engine) == 0,
+                  "the option table's defaults differ from oct_params_default()");
+    /* and each default passes the table's own check */
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        oct_error e;
+        ck_assert_msg(oct_option_check(oct_option_at(i), &v, &e) == OCT_OK, "%s", e.msg);
+    }
+}
+END_TEST
+
+/* Each key: its value reaches the engine's field and comes back (control
+ * values -> oct_params -> control values), and differs from a changed one. */
+START_TEST(options_params_round_trip)
+{
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        oct_control_values v, w;
+        oct_options_default(&v);
+        char text[200];
+        switch (o->kind) {
+        case OCT_OPT_INT: snprintf(text, sizeof text, "%.0f", o->min + 1); break;
+        case OCT_OPT_PAIR: snprintf(text, sizeof text, "%.0f,%.0f", o->min + 1, o->min + 3); break;
+        case OCT_OPT_FLOAT:
+            snprintf(text, sizeof text, "%.9g", o->max < 1e6 ? (o->min + o->max) / 3 : 0.375);
+            break;
+        case OCT_OPT_ENUM: snprintf(text, sizeof text, "%s", o->values[(size_t)o->def ? 0 : 1]); break;
+        case OCT_OPT_SET: snprintf(text, sizeof text, "%s", o->values[1]); break;
+        case OCT_OPT_BOOL: snprintf(text, sizeof text, "true"); break;
+        }
+        oct_error e;
+        ck_assert_msg(oct_option_parse(o, text, &v, &e) == OCT_OK, "%s=%s: %s", o->key, text, e.msg);
+        oct_control_values d;
+        oct_options_default(&d);
+        ck_assert_msg(memcmp(&d, &v, sizeof v) != 0, "%s=%s changed nothing", o->key, text);
+        oct_params p;
+        oct_params_from_control(&p, &v);
+        oct_options_default(&w);
+        oct_control_from_params(&w, &p);
+        ck_assert_msg(memcmp(&w, &v, sizeof v) == 0, "%s: lost between control values and params",
+                      o->key);
+    }
+}
+END_TEST
+
+/* Every rejection names the key and leaves the values alone. */
+START_TEST(options_rejections_name_key)
+{
+    int cases = 0;
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        char bad[8][64];
+        int n = 0;
+        snprintf(bad[n++], 64, "%s", "");
+        snprintf(bad[n++], 64, "%s", "nan");
+        switch (o->kind) {
+        case OCT_OPT_INT:
+            snprintf(bad[n++], 64, "%.0f", o->min - 1);
+            snprintf(bad[n++], 64, "%.0f", o->max + 1);
+            snprintf(bad[n++], 64, "1.5");
+            break;
+        case OCT_OPT_PAIR:
+            snprintf(bad[n++], 64, "%.0f,0", o->min - 1);
+            snprintf(bad[n++], 64, "0,%.0f", o->max + 1);
+            snprintf(bad[n++], 64, "3,2");
+            snprintf(bad[n++], 64, "3");
+            break;
+        case OCT_OPT_FLOAT:
+            snprintf(bad[n++], 64, "1e400");
+            snprintf(bad[n++], 64, "inf");
+            if (o->min > -1e30)
+                snprintf(bad[n++], 64, "%.17g", (o->flags & OCT_OPTF_MIN_OPEN) ? o->min : o->min - 1);
+            if (o->max < 1e30)
+                snprintf(bad[n++], 64, "%.17g", o->max + 1);
+            break;
+        case OCT_OPT_ENUM: snprintf(bad[n++], 64, "nosuch"); break;
+        case OCT_OPT_SET:
+            snprintf(bad[n++], 64, "%s,nosuch", o->values[0]);
+            snprintf(bad[n++], 64, "%s,,%s", o->values[0], o->values[0]);
+            break;
+        case OCT_OPT_BOOL: snprintf(bad[n++], 64, "maybe"); break;
+        }
+        for (int k = 0; k < n; k++) {
+            if (o->kind == OCT_OPT_SET && !(o->flags & OCT_OPTF_NONEMPTY) && !bad[k][0])
+                continue; /* an empty set is a value (angio.metrics: none) */
+            oct_control_values v, before;
+            oct_options_default(&v);
+            before = v;
+            oct_error e = {{0}};
+            char want[80];
+            snprintf(want, sizeof want, "%s: ", o->key);
+            /* the single-value check (profile, UIs) */
+            ck_assert_msg(oct_option_parse(o, bad[k], &v, &e) == OCT_EINVAL, "%s='%s' accepted",
+                          o->key, bad[k]);
+            ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "%s='%s': message '%s'",
+                          o->key, bad[k], e.msg);
+            ck_assert_msg(memcmp(&v, &before, sizeof v) == 0, "%s='%s' changed values", o->key,
+                          bad[k]);
+            /* octctl set: syntax now, the range in octd's check of the generation */
+            e.msg[0] = '\0';
+            if (oct_control_key_set(&v, o->key, bad[k], &e) == OCT_OK) {
+                ck_assert_msg(oct_options_check_values(&v, &e) == OCT_EINVAL,
+                              "%s='%s' passes the generation check", o->key, bad[k]);
+                ck_assert_msg(strncmp(e.msg, o->key, strlen(o->key)) == 0,
+                              "%s='%s': generation message '%s'", o->key, bad[k], e.msg);
+            } else {
+                ck_assert_msg(strncmp(e.msg, want, strlen(want)) == 0, "%s='%s': message '%s'",
+                              o->key, bad[k], e.msg);
+                ck_assert(memcmp(&v, &before, sizeof v) == 0);
+            }
+            cases++;
+        }
+    }
+    ck_assert_int_gt(cases, 150);
+    /* the rules of issue 14: gsc <= 0 gives black images; products with no image;
+     * octctl set writes them, octd's generation check names the key */
+    static const struct { const char *set, *msg; } gen[] = {
+        {"display.bscan.gsc=0", "display.bscan.gsc: 0 must be > 0 (gsc <= 0 gives black images)"},
+        {"display.confocal.gsc=-1", "display.confocal.gsc: -1 must be > 0"},
+        {"products=", "products: the list is empty: give at least one of bscan, enface"},
+        {"products=f32", "products: 'f32' names no image: give at least one of bscan"},
+        {"methods=", "methods: the list is empty: give at least one of cfd, msi, cms"},
+        {"window=tukey:1.5", "window: tukey parameter 1.5 is outside [0, 1]"},
+        {"window=gaussian:0", "window: gaussian parameter 0 must be > 0"},
+        {"background=rolling:2000", "background: rolling parameter 2000 is outside [1, 1024]"},
+        {"background=fpn:1", "background: fpn parameter 1 is outside [2, 65536]"},
+        {"klin_taps=99", "klin.taps: 99 is outside [2, 64]"},
+        {"lag_window=3,-3", "lag_window: 3 > -3"},
+        {"reg.search_xy=0", "reg.search_xy: 0 is outside (0, 0.5]"},
+        {"slab.end=-1", "slab.end: -1 is outside [0, 2147483647]"},
+    };
+    for (size_t i = 0; i < sizeof gen / sizeof *gen; i++) {
+        oct_control_values v;
+        oct_options_default(&v);
+        oct_error e;
+        ck_assert_msg(oct_control_assign(&v, gen[i].set, &e) == OCT_OK, "%s: %s", gen[i].set, e.msg);
+        ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_EINVAL);
+        ck_assert_msg(strstr(e.msg, gen[i].msg) == e.msg, "%s: '%s'", gen[i].set, e.msg);
+    }
+    oct_control_values v;
+    oct_options_default(&v);
+    oct_error e;
+    ck_assert_int_eq(oct_control_assign(&v, "angio.metrics=", &e), OCT_OK); /* none */
+    ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_OK);
+    /* a whole generation: the first bad value named */
+    oct_options_default(&v);
+    v.gsc[2] = 0.0f;
+    ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_EINVAL);
+    ck_assert_msg(strncmp(e.msg, "display.confocal.gsc: ", 22) == 0, "%s", e.msg);
+    oct_options_default(&v);
+    v.products = 0;
+    ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_EINVAL);
+    ck_assert_msg(strncmp(e.msg, "products: ", 10) == 0, "%s", e.msg);
+    oct_options_default(&v);
+    v.window = 9;
+    ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_EINVAL);
+    ck_assert_msg(strncmp(e.msg, "window = 9: not a value", 23) == 0, "%s", e.msg);
+    oct_options_default(&v);
+    v.methods = 0xffffffffu; /* a raw block value: shown as it is */
+    ck_assert_int_eq(oct_options_check_values(&v, &e), OCT_EINVAL);
+    ck_assert_msg(strncmp(e.msg, "methods = 0xffffffff: unknown bits", 34) == 0, "%s", e.msg);
+}
+END_TEST
+
+START_TEST(options_did_you_mean)
+{
+    static const struct { const char *typo, *want; } cases[] = {
+        {"enface.strat", "enface.start"}, {"windw", "window"},
+        {"display.bscan.gcs", "display.bscan.gsc"}, {"lag-window", "lag_window"},
+        {"products.", "products"}, {"slab.begin", NULL}, {"reg.serach_z", "reg.search_z"},
+        {"klin.interpp", "klin"}, {"disp_a4", "dispersion.a2"}, {"zzzzzzzz", NULL},
+        {"start", "enface.start"}, {"Window", "window"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *got = oct_option_suggest(cases[i].typo);
+        if (!cases[i].want)
+            ck_assert_msg(got == NULL, "%s: suggested %s", cases[i].typo, got);
+        else
+            ck_assert_msg(got && !strcmp(got, cases[i].want), "%s: suggested %s, want %s",
+                          cases[i].typo, got ? got : "nothing", cases[i].want);
+    }
+    oct_control_values v;
+    oct_options_default(&v);
+    oct_error e;
+    ck_assert_int_eq(oct_control_assign(&v, "enface.strat=3", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "unknown key 'enface.strat'") &&
+                      strstr(e.msg, "did you mean 'enface.start'"), "%s", e.msg);
+    ck_assert_int_eq(oct_control_assign(&v, "qqqqqqqq=3", &e), OCT_EINVAL);
+    ck_assert_msg(!strstr(e.msg, "did you mean"), "%s", e.msg);
+    char buf[64];
+    ck_assert_int_eq(oct_control_key_get(&v, "windw", buf, sizeof buf, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "did you mean 'window'"), "%s", e.msg);
+    /* every alias finds its key */
+    ck_assert_str_eq(oct_option_find("klin.interp")->key, "klin");
+    ck_assert_str_eq(oct_option_find("background.segment")->key, "background.param");
+    ck_assert_str_eq(oct_option_find("msi.lag_window")->key, "lag_window");
+    ck_assert_ptr_null(oct_option_find("nosuch"));
+}
+END_TEST
+
+/* The JSON lists every key once, with the fields a UI builds controls from
+ * (parsed by python3 in tests/e2e_cli.sh; here: structure and content). */
+START_TEST(options_json_lists_every_key)
+{
+    char *json;
+    oct_error e;
+    ck_assert_int_eq(oct_options_json(&json, &e), OCT_OK);
+    ck_assert(!strncmp(json, "{\"schema\":\"octd-options-1\",\"abi\":{\"major\":1,\"minor\":2}", 53));
+    for (size_t i = 0; i < oct_options_count(); i++) {
+        const oct_option *o = oct_option_at(i);
+        char pat[120];
+        snprintf(pat, sizeof pat, "{\"key\":\"%s\",", o->key);
+        const char *at = strstr(json, pat);
+        ck_assert_msg(at != NULL, "%s not in the JSON", o->key);
+        ck_assert_msg(strstr(at + 1, pat) == NULL, "%s twice", o->key);
+        const char *end = strchr(at, '\n');
+        char off[40];
+        snprintf(off, sizeof off, "\"offset\":%u,", o->offset);
+        ck_assert_msg(strstr(at, off) && (!end || strstr(at, off) < end), "%s: offset", o->key);
+        ck_assert_msg(strstr(at, "\"default\":") && strstr(at, "\"help\":"), "%s", o->key);
+    }
+    ck_assert(strstr(json, "{\"name\":\"record_stop\",\"code\":7}") != NULL);
+    ck_assert(strstr(json, "\"max_rule\":\"samples/2\"") != NULL);
+    ck_assert(strstr(json, "{\"key\":\"lag_window\",\"kind\":\"pair\",\"min\":-4095,\"max\":4095,") != NULL);
+    ck_assert(strstr(json, "\"default\":[\"bscan\",\"enface\",\"confocal\",\"xsec_h\",\"xsec_v\"]") != NULL);
+    free(json);
+}
+END_TEST
+
+/* Issue 14 item 7: the example profile works with the geometry its comments
+ * suggest; index checks apply to the products asked for. */
+START_TEST(profile_example_geometries)
+{
+    FILE *f = fopen("systemd/profile.yaml", "rb");
+    ck_assert_msg(f != NULL, "run from the source tree");
+    static char text[16384];
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    /* the B-scan geometry of the comment, in place of the volume one */
+    char *c = strstr(text, "A B-scan system: {");
+    ck_assert_ptr_nonnull(c);
+    char bgeom[120];
+    sscanf(c + strlen("A B-scan system: "), "%119[^}]}", bgeom);
+    char *g = strstr(text, "\ngeometry: {");
+    ck_assert_ptr_nonnull(g);
+    char *gend = strchr(g + 1, '\n');
+    static char variant[16384];
+    snprintf(variant, sizeof variant, "%.*s\ngeometry: %s, sample_type: u16}%s", (int)(g - text),
+             text, bgeom, gend);
+    const char *texts[] = {text, variant};
+    for (int i = 0; i < 2; i++) {
+        oct_profile *p = calloc(1, sizeof *p);
+        oct_error e = {{0}};
+        ck_assert_msg(oct_profile_parse(p, texts[i], strlen(texts[i]), "profile.yaml", &e) == OCT_OK,
+                      "variant %d: %s", i, e.msg);
+        ck_assert_msg(oct_params_validate(&p->params, &p->geom, 0, false, &e) == OCT_OK,
+                      "variant %d: %s", i, e.msg);
+        ck_assert_uint_eq(p->geom.lines, i == 0 ? 192u : 1u);
+        free(p);
+    }
+    /* a volume: xsec indices are checked only when that product is asked for */
+    const char *vol = "geometry: {samples: 64, ascans: 10, lines: 4}\nxsec: {h_index: 9, v_index: 3}\n"
+                      "products: [bscan, enface, xsec_v]\n";
+    oct_profile *p = calloc(1, sizeof *p);
+    oct_error e = {{0}};
+    ck_assert_msg(oct_profile_parse(p, vol, strlen(vol), "v.yaml", &e) == OCT_OK, "%s", e.msg);
+    oct_geometry geo = p->geom;
+    ck_assert_int_eq(oct_params_validate(&p->params, &geo, 0, false, &e), OCT_OK);
+    p->params.products |= OCT_PRODUCT_BIT(OCT_KIND_XSEC_H);
+    ck_assert_int_eq(oct_params_validate(&p->params, &geo, 0, false, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "xsec.h_index") != NULL, "%s", e.msg);
+    const char *vol2 = "geometry: {samples: 64, ascans: 10, lines: 4}\nxsec: {h_index: 9}\n"
+                       "products: [xsec_h]\n";
+    expect_err(oct_profile_parse(p, vol2, strlen(vol2), "v.yaml", &e), OCT_EINVAL, &e, "xsec",
+               "v.yaml:2:", "xsec.h_index", "products has xsec_h", NULL);
+    free(p);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -1226,10 +1553,17 @@ static Suite *config_suite(void)
     tcase_add_test(tc, profile_full);
     tcase_add_test(tc, profile_defaults);
     tcase_add_loop_test(tc, profile_errors, 0, (int)(sizeof prof_cases / sizeof *prof_cases));
+    tcase_add_test(tc, profile_spacing);
     tcase_add_test(tc, profile_files_and_data);
     tcase_add_test(tc, profile_data_errors_name_line);
     tcase_add_test(tc, profile_abi_1_1_keys);
     tcase_add_test(tc, profile_mutations);
+    tcase_add_test(tc, profile_example_geometries);
+    tcase_add_test(tc, options_defaults_are_engine_defaults);
+    tcase_add_test(tc, options_params_round_trip);
+    tcase_add_test(tc, options_rejections_name_key);
+    tcase_add_test(tc, options_did_you_mean);
+    tcase_add_test(tc, options_json_lists_every_key);
     suite_add_tcase(s, tc);
     tc = tcase_create("npy");
     tcase_set_timeout(tc, 60);

@@ -180,8 +180,8 @@ typedef struct tcase_cfg {
     uint32_t R;
     oct_msi_path path;
     oct_precision prec;
-    const char *chunk_mb;  /* OCT_CUDA_GEMM_CHUNK_MB, NULL = default */
-    const char *c2r_batch; /* OCT_CUDA_C2R_BATCH, NULL = default */
+    const char *chunk_mb;  /* setup.cuda.gemm_chunk_mb, NULL = default */
+    const char *c2r_batch; /* setup.cuda.c2r_batch, NULL = default */
     uint32_t flags;        /* OCT_SETUP_* (OCT_SETUP_PLAIN_SGEMM) */
 } tcase_cfg;
 
@@ -201,6 +201,8 @@ static void fixture_make(fixture *f, const tcase_cfg *c, uint64_t seed)
     oct_setup_default(&f->setup);
     f->setup.geom = c->g;
     f->setup.flags = OCT_SETUP_QUICK_PLAN | c->flags;
+    f->setup.cuda.gemm_chunk_mb = c->chunk_mb ? atof(c->chunk_mb) : 0.0;
+    f->setup.cuda.c2r_batch = c->c2r_batch ? atoll(c->c2r_batch) : 0;
     f->setup.msi_path = c->path;
     f->setup.precision = c->prec;
     f->masks = tu_masks_random(c->g.samples, c->R, seed + 1);
@@ -235,7 +237,8 @@ static void fixture_make(fixture *f, const tcase_cfg *c, uint64_t seed)
         p->contrast[k] = p->scale == OCT_SCALE_LOG ? 3.0f : 1.0f;
         p->brightness[k] = p->scale == OCT_SCALE_LOG ? -200.0f : 2.0f;
     }
-    p->products = 0x3fu | OCT_PRODUCT_F32;
+    p->products = OCT_PRODUCTS_KNOWN; /* every kind, the slabs too, and f32 */
+    p->slab_start = 1, p->slab_end = 12; /* inside D of every configuration (R >= 16) */
 }
 
 static void fixture_free(fixture *f)
@@ -245,11 +248,9 @@ static void fixture_free(fixture *f)
     free(f->frame);
 }
 
-static void set_env(const char *name, const char *v)
-{
-    if (v) setenv(name, v, 1);
-    else unsetenv(name);
-}
+/* Intra-frame pipeline parts for the engines make_engine() creates
+ * (setup.cuda.parts; 0 = the engine's choice). */
+static int g_parts;
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -323,6 +324,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
 {
     oct_setup s = f->setup;
     s.backend = b;
+    s.cuda.parts = g_parts;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -352,8 +354,6 @@ static const tcase_cfg g_cfgs[] = {
 START_TEST(t_agree)
 {
     const tcase_cfg *c = &g_cfgs[_i];
-    set_env("OCT_CUDA_GEMM_CHUNK_MB", c->chunk_mb);
-    set_env("OCT_CUDA_C2R_BATCH", c->c2r_batch);
     fixture f;
     fixture_make(&f, c, 1000 + 17 * (uint64_t)_i);
     double tol = c->prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
@@ -403,8 +403,6 @@ START_TEST(t_agree)
     oct_engine_destroy(gpu);
     oct_engine_destroy(cpu);
     fixture_free(&f);
-    unsetenv("OCT_CUDA_GEMM_CHUNK_MB");
-    unsetenv("OCT_CUDA_C2R_BATCH");
 }
 END_TEST
 
@@ -606,16 +604,12 @@ static double msi_rel_l2(uint32_t M, oct_precision prec, uint32_t flags, const c
 
 START_TEST(t_gemm_accuracy)
 {
-    unsetenv("OCT_CUDA_SGEMM");
-    unsetenv("OCT_CUDA_GEMM");
     double split = msi_rel_l2(1024, OCT_PRECISION_FP32, 0, "3xtf32");
     double sgemm = msi_rel_l2(1024, OCT_PRECISION_FP32, OCT_SETUP_PLAIN_SGEMM, "sgemm");
     double tf32 = msi_rel_l2(1024, OCT_PRECISION_TF32, 0, "tf32");
     /* large M: K = 3M tensor-core steps; measured not to lose accuracy */
     double big_split = msi_rel_l2(8192, OCT_PRECISION_FP32, 0, "3xtf32");
-    setenv("OCT_CUDA_GEMM", "sgemm", 1);
-    double big_sgemm = msi_rel_l2(8192, OCT_PRECISION_FP32, 0, "sgemm");
-    unsetenv("OCT_CUDA_GEMM");
+    double big_sgemm = msi_rel_l2(8192, OCT_PRECISION_FP32, OCT_SETUP_PLAIN_SGEMM, "sgemm");
     printf("cuda: MSI B-scan 64 spectra R=128 lags [-10,10] relative L2 vs float64: M=1024: "
            "sgemm %.3g, 3xtf32 %.3g, tf32 %.3g; M=8192: sgemm %.3g, 3xtf32 %.3g\n", sgemm, split,
            tf32, big_sgemm, big_split);
@@ -752,12 +746,12 @@ END_TEST
  * sample found in a later part. */
 START_TEST(t_parts)
 {
-    setenv("OCT_CUDA_PARTS", "4", 1);
+    g_parts = 4;
     const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
     fixture f;
     fixture_make(&f, c, 4711);
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
-    unsetenv("OCT_CUDA_PARTS");
+    g_parts = 0;
     size_t total = (f.bytes + 4095) & ~(size_t)4095;
     uint8_t *buf = NULL;
     ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
@@ -797,13 +791,13 @@ START_TEST(t_parts)
     fixture_free(&f);
 
     /* f32 input, 9 x 7 = 63 spectra: 3 parts of 21; a NaN in spectrum 50 (part 2) */
-    setenv("OCT_CUDA_PARTS", "4", 1); /* not a divisor of 63: 3 parts are used */
+    g_parts = 4; /* not a divisor of 63: 3 parts are used */
     tcase_cfg c6 = g_cfgs[6];
     c6.prec = OCT_PRECISION_FP32;
     fixture g;
     fixture_make(&g, &c6, 4712);
     gpu = make_engine(&g, OCT_BACKEND_CUDA);
-    unsetenv("OCT_CUDA_PARTS");
+    g_parts = 0;
     total = (g.bytes + 4095) & ~(size_t)4095;
     ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
     memcpy(buf, g.frame, g.bytes);

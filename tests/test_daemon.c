@@ -217,7 +217,7 @@ START_TEST(keys_abi_1_1)
     /* get lists the profile-style names, not the aliases */
     char all[4096];
     oct_control_format_all(&v, all, sizeof all);
-    ck_assert(strstr(all, "\nklin.interp=cubic\n") && strstr(all, "\ndispersion.a2=1\n") &&
+    ck_assert(strstr(all, "\nklin=cubic\n") && strstr(all, "\ndispersion.a2=1\n") &&
               strstr(all, "\nbackground.param=64\n") && !strstr(all, "disp_a2"));
     ck_assert_int_eq(oct_control_key_abi_minor("klin_c2"), 1);
     ck_assert_int_eq(oct_control_key_abi_minor("dispersion.k0"), 1);
@@ -370,13 +370,14 @@ START_TEST(nogeom_params_cases)
     oct_params_default(&p);
     ck_assert_int_eq(nogeom(&p, &prof, m, sizeof m), OCT_OK);
     static const struct { const char *what, *reason; } cases[] = {
-        {"lag order", "lag_lo = 2 > lag_hi = -2"},   {"lag bound", "lag_lo = -5000"},
+        /* the engine's messages name the operator keys (SPEC 10.1) */
+        {"lag order", "lag_lo = 2 > lag_hi = -2"},       {"lag bound", "lag_lo = -5000"},
         {"F < 0", "freq_cutoff = -5"},               {"F too big", "freq_cutoff = 5000"},
-        {"tukey", "window_param = 2"},               {"msi", "msi needs masks"},
+        {"tukey", "window: tukey parameter 2"},      {"msi", "msi needs masks"},
         {"cms", "cms needs a calibration"},          {"reference", "no reference spectrum"},
-        {"gsc nan", "gsc[0] (bscan) = nan"},          {"xsec", "xsec_h = -1"},
-        {"klin file", "klin_source = 1 (file)"},      {"window enum", "window = 9"},
-        {"enface", "enface_step = 0"},
+        {"gsc nan", "display.bscan.gsc: nan"},        {"xsec", "xsec_h = -1"},
+        {"klin file", "klin_source = 1 (file)"},      {"window enum", "window: 9"},
+        {"enface", "enface.step: 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         oct_params_default(&p);
@@ -400,7 +401,7 @@ START_TEST(nogeom_params_cases)
     }
     /* what the engine accepts for some geometry is accepted */
     oct_params_default(&p);
-    p.gsc[0] = -1.0f; /* the engine only wants gsc finite */
+    p.gsc[0] = 1e-30f; /* the engine only wants gsc finite and > 0 */
     p.lag_lo = -4095;
     p.lag_hi = 4095;
     p.freq_cutoff = 4096;
@@ -432,6 +433,9 @@ START_TEST(nogeom_params_mirror_engine)
     for (int it = 0; it < 20000; it++) {
         oct_control_values v;
         random_values(&v, &seed);
+        for (int c = 0; c < 3; c++) /* mostly positive gsc (<= 0 is rejected) */
+            if (rand_r(&seed) % 8)
+                v.gsc[c] = fabsf(v.gsc[c]);
         switch (rand_r(&seed) % 8) { /* and some out of range */
         case 0: v.freq_cutoff -= 60; break;
         case 1: { int32_t t = v.msi_lag_lo; v.msi_lag_lo = v.msi_lag_hi + 1; v.msi_lag_hi = t; break; }
@@ -516,6 +520,30 @@ START_TEST(profile_files_checked_without_geometry)
 }
 END_TEST
 
+/* octd.ini [ring] zero_copy (issue 13.4: it was the OCTD_ZERO_COPY env). */
+START_TEST(ini_zero_copy)
+{
+    static const struct { const char *v; int want; } ok[] = {
+        {"auto", OCT_ZERO_COPY_AUTO}, {"on", OCT_ZERO_COPY_ON}, {"OFF", OCT_ZERO_COPY_OFF}};
+    oct_daemon_config c;
+    oct_error e;
+    char text[256];
+    oct_daemon_config_default(&c);
+    ck_assert_int_eq(c.zero_copy, OCT_ZERO_COPY_AUTO);
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        snprintf(text, sizeof text, "[ring]\npolicy = all\nzero_copy = %s\n[profile]\npath = p.yaml\n",
+                 ok[i].v);
+        ck_assert_msg(oct_daemon_config_parse(&c, text, strlen(text), "t.ini", &e) == OCT_OK, "%s",
+                      e.msg);
+        ck_assert_int_eq(c.zero_copy, ok[i].want);
+    }
+    snprintf(text, sizeof text, "[ring]\nzero_copy = 1\n");
+    ck_assert_int_ne(oct_daemon_config_parse(&c, text, strlen(text), "t.ini", &e), OCT_OK);
+    ck_assert_msg(strstr(e.msg, "t.ini:2") && strstr(e.msg, "[ring] zero_copy: '1' is not auto, on or off"),
+                  "%s", e.msg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("daemon");
@@ -525,6 +553,7 @@ int main(void)
     tcase_add_test(tc, keys_operator_examples);
     tcase_add_test(tc, keys_abi_1_1);
     tcase_add_test(tc, params_control_conversion);
+    tcase_add_test(tc, ini_zero_copy);
     suite_add_tcase(s, tc);
     tc = tcase_create("json");
     tcase_set_timeout(tc, 60);

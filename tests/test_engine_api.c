@@ -109,21 +109,31 @@ MUT(m_a2_inf, p->disp_a2 = INFINITY)
 MUT(m_a3_nan, p->disp_a3 = NAN)
 MUT(m_k0_big, p->disp_k0 = 2.5f)
 MUT(m_k0_nan, p->disp_k0 = NAN)
+/* gsc <= 0 gives all-black images; slabs (SPEC 10.2) */
+MUT(m_gsc0, p->gsc[0] = 0.0f)
+MUT(m_gsc_neg, p->gsc[2] = -1.0f)
+MUT(m_slab_empty, p->products |= OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN); p->slab_start = 10; p->slab_end = 10)
+MUT(m_slab_past, p->products |= OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX); p->slab_start = 65; p->slab_end = 80)
 
+/* messages name the operator keys (SPEC 10.1) */
 static const rule rules[] = {
     {"methods", m_methods0},      {"methods", m_methods4},       {"msi", m_msi_nomask},
-    {"window", m_window6},        {"window_param", m_wparam_nan}, {"sigma", m_gauss0},
-    {"alpha", m_tukey_big},       {"alpha", m_tukey_neg},         {"freq_cutoff", m_F_neg},
-    {"freq_cutoff", m_F_big},     {"lag_lo", m_lo_low},           {"lag_hi", m_hi_high},
-    {"lag_lo", m_lo_gt_hi},       {"scale", m_scale2},            {"background", m_bg3},
-    {"reference", m_bg_ref},      {"enface_start", m_start_neg},  {"enface_step", m_step0},
-    {"enface_count", m_count0},   {"enface_count", m_count_big},  {"xsec_h", m_xh_L},
-    {"xsec_h", m_xh_neg},         {"xsec_v", m_xv_N},             {"gsc[1]", m_gsc_inf},
-    {"contrast[2]", m_contrast_nan}, {"brightness[0]", m_bright_inf}, {"products", m_products},
-    {"background_param", m_roll0}, {"background_param", m_roll_big}, {"background_param", m_fpn1},
-    {"background_param", m_fpn_big}, {"klin", m_klin4}, {"klin_taps", m_taps1},
-    {"klin_taps", m_taps65}, {"klin_source", m_ksrc2}, {"klin_coef[2]", m_coef_nan},
-    {"disp_a2", m_a2_inf}, {"disp_a3", m_a3_nan}, {"disp_k0", m_k0_big}, {"disp_k0", m_k0_nan},
+    {"window", m_window6},        {"window.param", m_wparam_nan}, {"sigma", m_gauss0},
+    {"window: tukey parameter 1.5 is outside [0, 1]", m_tukey_big},
+    {"window: tukey parameter", m_tukey_neg}, {"freq_cutoff", m_F_neg},
+    {"freq_cutoff", m_F_big},     {"lag_window", m_lo_low},       {"lag_window", m_hi_high},
+    {"lag_window", m_lo_gt_hi},   {"scale", m_scale2},            {"background", m_bg3},
+    {"reference", m_bg_ref},      {"enface.start", m_start_neg},  {"enface.step", m_step0},
+    {"enface.count", m_count0},   {"enface.count", m_count_big},  {"xsec.h_index", m_xh_L},
+    {"xsec.h_index", m_xh_neg},   {"xsec.v_index", m_xv_N},       {"display.enface.gsc", m_gsc_inf},
+    {"display.confocal.contrast", m_contrast_nan}, {"display.bscan.brightness", m_bright_inf},
+    {"products", m_products},
+    {"background.param", m_roll0}, {"background.param", m_roll_big}, {"background.param", m_fpn1},
+    {"background.param", m_fpn_big}, {"klin", m_klin4}, {"klin.taps", m_taps1},
+    {"klin.taps", m_taps65}, {"klin.source", m_ksrc2}, {"klin.c2", m_coef_nan},
+    {"dispersion.a2", m_a2_inf}, {"dispersion.a3", m_a3_nan}, {"dispersion.k0", m_k0_big},
+    {"dispersion.k0", m_k0_nan}, {"display.bscan.gsc", m_gsc0}, {"display.confocal.gsc", m_gsc_neg},
+    {"slab.end must be > slab.start", m_slab_empty}, {"slab.start", m_slab_past},
 };
 #define NRULES ((int)(sizeof rules / sizeof rules[0]))
 
@@ -329,7 +339,7 @@ START_TEST(test_set_params_keeps_old)
     oct_params bad = p;
     bad.xsec_v = 6;
     ck_assert_int_eq(oct_engine_set_params(eng, &bad, &e), OCT_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.msg, "xsec_v"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "xsec.v_index"));
     /* a good change is adopted */
     p.enface_start = 2;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
@@ -794,7 +804,7 @@ START_TEST(test_params_check)
     /* validate's rules apply */
     p.disp_k0 = -1.5f;
     ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.msg, "disp_k0"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "dispersion.k0"));
     oct_params_default(&p);
     /* cms without a calibration */
     p.methods = OCT_METHOD_BIT(OCT_METHOD_CMS);
@@ -825,7 +835,7 @@ START_TEST(test_params_check)
     oct_params_default(&p);
     p.klin = OCT_KLIN_SINC, p.klin_source = OCT_KLIN_FILE;
     ck_assert_int_eq(oct_params_check(&p, &s, &e), OCT_EINVAL);
-    ck_assert_ptr_nonnull(strstr(e.msg, "klin_source"));
+    ck_assert_ptr_nonnull(strstr(e.msg, "klin.source"));
     double pos[64];
     for (int n = 0; n < 64; n++) pos[n] = n * 0.98 + 0.5;
     s.klin_positions = pos;
@@ -970,9 +980,9 @@ START_TEST(test_recompute_options)
     ck_assert_uint_eq(oct_engine_depths(eng, OCT_METHOD_CMS), 10);
     typeof(eng->rebuilds) r0 = eng->rebuilds;
     ck_assert_uint_eq(r0.cms, 1);
-    ck_assert_ptr_nonnull(eng->cms_q);
-    ck_assert_ptr_null(eng->disp);
-    ck_assert_uint_eq(eng->klin_T, 0);
+    ck_assert_ptr_nonnull(eng->plan->cms_q);
+    ck_assert_ptr_null(eng->plan->disp);
+    ck_assert_uint_eq(eng->plan->klin_T, 0);
 #define SAME(f) ck_assert_uint_eq(eng->rebuilds.f, r0.f)
 #define PLUS1(f) ck_assert_uint_eq(eng->rebuilds.f, r0.f + 1)
     /* background K: nothing rebuilt */
@@ -985,28 +995,28 @@ START_TEST(test_recompute_options)
     p.klin = OCT_KLIN_SINC, p.klin_taps = 9, p.klin_source = OCT_KLIN_FILE;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
     PLUS1(klin); SAME(cms); SAME(disp); SAME(window); SAME(masks); SAME(enface);
-    ck_assert_uint_eq(eng->klin_T, 9);
-    ck_assert_int_eq(eng->klin_idx[0], 0); /* clamped at the left edge */
-    ck_assert_float_eq_tol(eng->klin_w[4], (float)(sin(M_PI * 0.25) / (M_PI * 0.25)), 1e-6f); /* m = 0 */
+    ck_assert_uint_eq(eng->plan->klin_T, 9);
+    ck_assert_int_eq(eng->plan->klin_idx[0], 0); /* clamped at the left edge */
+    ck_assert_float_eq_tol(eng->plan->klin_w[4], (float)(sin(M_PI * 0.25) / (M_PI * 0.25)), 1e-6f); /* m = 0 */
     r0 = eng->rebuilds;
     p.klin_taps = 10;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
     PLUS1(klin); SAME(cms); SAME(disp);
-    ck_assert_uint_eq(eng->klin_T, 10);
+    ck_assert_uint_eq(eng->plan->klin_T, 10);
     r0 = eng->rebuilds;
     /* dispersion: only the phase */
     p.disp_a2 = 3.0f;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
     PLUS1(disp); SAME(klin); SAME(cms); SAME(window);
-    ck_assert_ptr_nonnull(eng->disp);
+    ck_assert_ptr_nonnull(eng->plan->disp);
     /* theta(0) = a2 k0^2 = 0.75: (cos, -sin) */
-    ck_assert_float_eq_tol(eng->disp[0], (float)cos(0.75), 1e-6f);
-    ck_assert_float_eq_tol(eng->disp[1], (float)-sin(0.75), 1e-6f);
+    ck_assert_float_eq_tol(eng->plan->disp[0], (float)cos(0.75), 1e-6f);
+    ck_assert_float_eq_tol(eng->plan->disp[1], (float)-sin(0.75), 1e-6f);
     r0 = eng->rebuilds;
     p.disp_a2 = 0.0f;
     ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_OK);
     PLUS1(disp);
-    ck_assert_ptr_null(eng->disp);
+    ck_assert_ptr_null(eng->plan->disp);
     r0 = eng->rebuilds;
     /* window and cut-off: CMS masks too; en-face: not the CMS masks */
     p.window = OCT_WINDOW_BLACKMAN;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "oct_ipc.h"
+#include "oct_options.h"
 
 static char g_name[64];
 
@@ -280,6 +281,50 @@ START_TEST(ring_peek_verify)
 }
 END_TEST
 
+/* Copy again (snapshots of frames read in place): the frame asked for while
+ * its slot holds it, else ETORN; the newest; neither moves the consumer. */
+START_TEST(ring_copy_again)
+{
+    oct_geometry g = {64, 8, 1, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 2, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *c;
+    const char *name = shm_name("copy");
+    size_t bytes = oct_geometry_frame_bytes(&g);
+    void *buf = malloc(bytes);
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    oct_frame_info info;
+    ck_assert_int_eq(oct_ring_consumer_copy(c, OCT_RING_NEWEST, buf, bytes, &info, &e), OCT_ENOENT);
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes - 1, &info, &e), OCT_ESIZE);
+    produce(p, &g, 0);
+    const void *f;
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 100, &f, &info, &e), OCT_OK);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_OK);
+    produce(p, &g, 1);
+    oct_frame_info ci;
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes, &ci, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g, 0));
+    ck_assert_uint_eq(ci.seq, 0);
+    ck_assert_uint_eq(ci.frame_id, 1000); /* produce(): frame_id = 1000 + n */
+    produce(p, &g, 2); /* frame 0's slot rewritten */
+    ck_assert_int_eq(oct_ring_consumer_copy(c, 0, buf, bytes, &ci, &e), OCT_ETORN);
+    ck_assert_msg(strstr(e.msg, "frame 0 was overwritten") != NULL, "%s", e.msg);
+    ck_assert_int_eq(oct_ring_consumer_copy(c, OCT_RING_NEWEST, buf, bytes, &ci, &e), OCT_OK);
+    ck_assert(check_frame(buf, &g, 2));
+    ck_assert_uint_eq(ci.seq, 2);
+    /* the consumer's position did not move: it is at frame 1, so taking the
+     * latest (2) skips one */
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, bytes, 100, &info, &e), OCT_OK);
+    ck_assert_uint_eq(info.seq, 2);
+    ck_assert_uint_eq(info.skipped, 1);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+    free(buf);
+}
+END_TEST
+
 /* Lapping and skipping are counted exactly. */
 START_TEST(ring_lapped_and_latest_counts)
 {
@@ -440,6 +485,9 @@ START_TEST(ring_reattach)
     double t0 = now_s();
     ck_assert_int_eq(oct_ring_consumer_reattach(c, 60, &e), OCT_ETIMEDOUT);
     ck_assert(now_s() - t0 >= 0.05 && now_s() - t0 < 1.0);
+    /* the ring is named once, not "ring X: ring X: ..." (issue 21.5) */
+    ck_assert_msg(strstr(e.msg, name) && !strstr(strstr(e.msg, name) + strlen(name), name), "%s",
+                  e.msg);
     oct_ring_consumer_geometry(c, &cg);
     ck_assert_mem_eq(&cg, &g1, sizeof g1); /* unchanged */
     ck_assert_uint_eq(oct_ring_consumer_header(c)->epoch, epoch1);
@@ -908,7 +956,7 @@ START_TEST(control_abi_1_1)
     init.disp_k0 = 0.4995f;
     oct_control *c, *r;
     ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
-    ck_assert_uint_eq(oct_control_abi_minor(c), 1);
+    ck_assert_uint_eq(oct_control_abi_minor(c), OCT_CONTROL_ABI_MINOR);
     /* raw bytes at the SPEC offsets, independent of the struct */
     int fd = shm_open(name, O_RDWR, 0);
     ck_assert_int_ge(fd, 0);
@@ -919,7 +967,7 @@ START_TEST(control_abi_1_1)
     double d;
     float f;
     memcpy(&u, raw + 12, 4);
-    ck_assert_uint_eq(u, 1);
+    ck_assert_uint_eq(u, OCT_CONTROL_ABI_MINOR);
     memcpy(&i32, raw + 236, 4);
     ck_assert_int_eq(i32, 12);
     memcpy(&u, raw + 240, 4);
@@ -968,16 +1016,307 @@ START_TEST(control_abi_1_1)
     ck_assert_msg(oct_control_open(&r, name, false, &e) == OCT_OK, "%s", e.msg);
     oct_control_close(r, false);
     memcpy(raw + 12, &zero, 4);
-    /* a new octd re-creates it: 1.1, with its values */
+    /* a new octd re-creates it: the current minor, with its values */
     ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
     memcpy(&u, raw + 12, 4);
-    ck_assert_uint_eq(u, 1);
+    ck_assert_uint_eq(u, OCT_CONTROL_ABI_MINOR);
     ck_assert_int_eq(oct_control_read(c, 4, &v, &gen), OCT_OK);
     ck_assert_int_eq(v.klin_taps, 31);
     ck_assert(v.disp_k0 == 0.4995f);
     oct_control_close(c, true);
     munmap(raw, 4096);
     close(fd);
+}
+END_TEST
+
+
+/* ------------------------------------------------------------------ */
+/* option table (SPEC 10.1) against the block                          */
+/* ------------------------------------------------------------------ */
+
+/* Offsets and C types of SPEC 3.2 / 9.1 / 10, written here independently
+ * of the table: every key the table lists must be here and agree. */
+static const struct {
+    const char *key;
+    uint32_t offset;
+    const char *ctype;
+    uint32_t abi_minor;
+} spec_fields[] = {
+    {"methods", 128, "u32", 0}, {"window", 132, "u32", 0}, {"window.param", 136, "f32", 0},
+    {"freq_cutoff", 140, "i32", 0}, {"lag_window", 144, "i32", 0}, {"scale", 152, "u32", 0},
+    {"background", 156, "u32", 0}, {"enface.start", 160, "i32", 0}, {"enface.step", 164, "i32", 0},
+    {"enface.count", 168, "i32", 0}, {"xsec.h_index", 172, "i32", 0},
+    {"xsec.v_index", 176, "i32", 0}, {"display.bscan.gsc", 180, "f32", 0},
+    {"display.enface.gsc", 184, "f32", 0}, {"display.confocal.gsc", 188, "f32", 0},
+    {"display.bscan.contrast", 192, "f32", 0}, {"display.enface.contrast", 196, "f32", 0},
+    {"display.confocal.contrast", 200, "f32", 0}, {"display.bscan.brightness", 204, "f32", 0},
+    {"display.enface.brightness", 208, "f32", 0}, {"display.confocal.brightness", 212, "f32", 0},
+    {"products", 216, "u32", 0}, {"background.param", 236, "i32", 1}, {"klin", 240, "u32", 1},
+    {"klin.taps", 244, "i32", 1}, {"klin.c0", 248, "f64", 1}, {"klin.c1", 256, "f64", 1},
+    {"klin.c2", 264, "f64", 1}, {"klin.c3", 272, "f64", 1}, {"klin.source", 280, "u32", 1},
+    {"dispersion.a2", 284, "f32", 1}, {"dispersion.a3", 288, "f32", 1},
+    {"dispersion.k0", 292, "f32", 1}, {"slab.start", 296, "i32", 2}, {"slab.end", 300, "i32", 2},
+    {"angio.metrics", 304, "u32", 2}, {"angio.bands", 308, "i32", 2},
+    {"angio.band_width", 312, "f32", 2}, {"angio.align", 316, "u32", 2},
+    {"reg.average", 320, "i32", 2}, {"reg.stripe", 324, "i32", 2},
+    {"reg.search_xy", 328, "f32", 2}, {"reg.search_z", 332, "i32", 2},
+};
+
+START_TEST(options_offsets_match_spec)
+{
+    static const char *const ct[] = {"u32", "i32", "f32", "f64"};
+    size_t n = sizeof spec_fields / sizeof *spec_fields;
+    ck_assert_uint_eq(oct_options_count(), n);
+    for (size_t i = 0; i < n; i++) {
+        const oct_option *o = oct_option_find(spec_fields[i].key);
+        ck_assert_msg(o != NULL, "%s: not in the table", spec_fields[i].key);
+        ck_assert_str_eq(o->key, spec_fields[i].key);
+        ck_assert_msg(o->offset == spec_fields[i].offset, "%s: offset %u, SPEC %u", o->key,
+                      o->offset, spec_fields[i].offset);
+        ck_assert_str_eq(ct[o->ctype], spec_fields[i].ctype);
+        ck_assert_uint_eq(o->abi_minor, spec_fields[i].abi_minor);
+        ck_assert(o->offset + o->fields * (o->ctype == OCT_CTYPE_F64 ? 8u : 4u) <= 336u);
+    }
+    ck_assert_ptr_null(oct_option_at(n));
+}
+END_TEST
+
+/* A random value text of option o within its static range. */
+static void random_text(const oct_option *o, unsigned *seed, char *buf, size_t len)
+{
+    double u = (double)rand_r(seed) / RAND_MAX;
+    size_t names = 0;
+    while (o->values && o->values[names])
+        names++;
+    switch (o->kind) {
+    case OCT_OPT_INT: {
+        double span = o->max - o->min;
+        long long x = (long long)o->min + (long long)(u * span);
+        snprintf(buf, len, "%lld", x);
+        break;
+    }
+    case OCT_OPT_PAIR: {
+        long long a = (long long)o->min + rand_r(seed) % 100, b = a + rand_r(seed) % 100;
+        snprintf(buf, len, "%lld,%lld", a, b);
+        break;
+    }
+    case OCT_OPT_FLOAT: {
+        double lo = o->min < -1e6 ? -1e6 : o->min, hi = o->max > 1e6 ? 1e6 : o->max;
+        double x = lo + u * (hi - lo);
+        if ((o->flags & OCT_OPTF_MIN_OPEN) && x <= o->min)
+            x = hi;
+        snprintf(buf, len, "%.9g", x);
+        break;
+    }
+    case OCT_OPT_ENUM: snprintf(buf, len, "%s", o->values[rand_r(seed) % names]); break;
+    case OCT_OPT_SET: {
+        size_t pos = 0;
+        buf[0] = '\0';
+        for (size_t i = 0; i < names; i++)
+            if (rand_r(seed) % 2 || (i == 0 && (o->flags & OCT_OPTF_NONEMPTY)))
+                pos += (size_t)snprintf(buf + pos, len - pos, "%s%s", pos ? "," : "", o->values[i]);
+        break;
+    }
+    case OCT_OPT_BOOL: snprintf(buf, len, "%s", rand_r(seed) % 2 ? "true" : "false"); break;
+    }
+}
+
+typedef struct { const oct_control_values *v; } copy_arg;
+static void copy_values(oct_control_values *v, void *arg)
+{
+    const copy_arg *a = arg;
+    uint64_t cs = v->command_seq;
+    uint32_t c = v->command;
+    *v = *a->v;
+    v->command_seq = cs, v->command = c;
+}
+
+/* Every key: a value set by its text reaches the block at the SPEC offset
+ * (decoded here from the raw bytes) and reads back as the same text. */
+START_TEST(options_block_round_trip)
+{
+    const char *name = shm_name("opts");
+    oct_error e;
+    oct_control_values init;
+    oct_options_default(&init);
+    oct_control *c;
+    ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
+    int fd = shm_open(name, O_RDONLY, 0);
+    ck_assert_int_ge(fd, 0);
+    const unsigned char *raw = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert(raw != MAP_FAILED);
+    unsigned seed = 4242;
+    for (int it = 0; it < 20; it++)
+        for (size_t i = 0; i < oct_options_count(); i++) {
+            const oct_option *o = oct_option_at(i);
+            char text[256], back[256];
+            random_text(o, &seed, text, sizeof text);
+            oct_control_values v;
+            ck_assert_int_eq(oct_control_read(c, 4, &v, NULL), OCT_OK);
+            ck_assert_msg(oct_option_parse(o, text, &v, &e) == OCT_OK, "%s=%s: %s", o->key, text,
+                          e.msg);
+            copy_arg a = {&v};
+            ck_assert_int_eq(oct_control_write(c, copy_values, &a, NULL, &e), OCT_OK);
+            /* the raw bytes, decoded independently of the table's value offsets */
+            for (uint32_t f = 0; f < o->fields; f++) {
+                const unsigned char *q = raw + o->offset + f * (o->ctype == OCT_CTYPE_F64 ? 8 : 4);
+                double got, want;
+                uint32_t u32;
+                int32_t i32;
+                float f32;
+                switch (o->ctype) {
+                case OCT_CTYPE_U32: memcpy(&u32, q, 4); got = u32; break;
+                case OCT_CTYPE_I32: memcpy(&i32, q, 4); got = i32; break;
+                case OCT_CTYPE_F32: memcpy(&f32, q, 4); got = f32; break;
+                default: memcpy(&got, q, 8); break;
+                }
+                if (o->kind == OCT_OPT_ENUM) {
+                    size_t k = 0;
+                    while (strcmp(o->values[k], text) != 0)
+                        k++;
+                    want = (double)k;
+                } else if (o->kind == OCT_OPT_SET) {
+                    uint32_t bits = 0;
+                    for (size_t k = 0; o->values[k]; k++) {
+                        char pat[40];
+                        snprintf(pat, sizeof pat, ",%s,", o->values[k]);
+                        char wrapped[300];
+                        snprintf(wrapped, sizeof wrapped, ",%s,", text);
+                        if (strstr(wrapped, pat))
+                            bits |= o->bits ? o->bits[k] : 1u << k;
+                    }
+                    want = bits;
+                } else if (o->kind == OCT_OPT_PAIR) {
+                    long long a0, a1;
+                    ck_assert_int_eq(sscanf(text, "%lld,%lld", &a0, &a1), 2);
+                    want = (double)(f ? a1 : a0);
+                } else if (o->ctype == OCT_CTYPE_F32) {
+                    want = strtof(text, NULL);
+                } else {
+                    want = strtod(text, NULL);
+                }
+                ck_assert_msg(got == want, "%s=%s: block holds %.17g at %u, want %.17g", o->key,
+                              text, got, o->offset, want);
+            }
+            oct_control_values r;
+            ck_assert_int_eq(oct_control_read(c, 4, &r, NULL), OCT_OK);
+            oct_option_format(o, &r, back, sizeof back);
+            oct_control_values again = r;
+            /* the text `get` prints reads back as the same value */
+            ck_assert_msg(oct_option_parse_unchecked(o, back, &again, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_msg(memcmp(&again, &r, sizeof r) == 0, "%s: '%s' -> '%s' not stable",
+                          o->key, text, back);
+        }
+    munmap((void *)raw, 4096);
+    close(fd);
+    oct_control_close(c, true);
+}
+END_TEST
+
+/* Commands with arguments: one generation holds command, seq and arguments. */
+START_TEST(control_command_args)
+{
+    const char *name = shm_name("cmdargs");
+    oct_error e;
+    oct_control_values init;
+    oct_options_default(&init);
+    oct_control *c;
+    ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
+    uint64_t seq = 0, gen0 = oct_control_generation(c);
+    ck_assert_int_eq(oct_control_command_args(c, OCT_CMD_RECORD, OCT_RECORD_RAW | OCT_RECORD_PRODUCTS,
+                                              500, 2.5, &seq, &e), OCT_OK);
+    ck_assert_uint_eq(oct_control_generation(c), gen0 + 1); /* one generation */
+    oct_control_values v;
+    ck_assert_int_eq(oct_control_read(c, 4, &v, NULL), OCT_OK);
+    ck_assert_uint_eq(v.command, OCT_CMD_RECORD);
+    ck_assert_uint_eq(v.command_seq, seq);
+    ck_assert_uint_eq(v.cmd_flags, 3);
+    ck_assert_uint_eq(v.cmd_frames, 500);
+    ck_assert(v.cmd_seconds == 2.5);
+    /* raw bytes at 336/340/344 */
+    int fd = shm_open(name, O_RDONLY, 0);
+    const unsigned char *raw = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
+    ck_assert(raw != MAP_FAILED);
+    uint32_t u;
+    double d;
+    memcpy(&u, raw + 232, 4);
+    ck_assert_uint_eq(u, OCT_CMD_RECORD);
+    memcpy(&u, raw + 336, 4);
+    ck_assert_uint_eq(u, 3);
+    memcpy(&u, raw + 340, 4);
+    ck_assert_uint_eq(u, 500);
+    memcpy(&d, raw + 344, 8);
+    ck_assert(d == 2.5);
+    /* the next command clears the arguments of the last */
+    uint64_t seq2;
+    ck_assert_int_eq(oct_control_command_args(c, OCT_CMD_REFERENCE, OCT_REFERENCE_AUTO, 0, 0, &seq2, &e),
+                     OCT_OK);
+    ck_assert_uint_eq(seq2, seq + 1);
+    ck_assert_int_eq(oct_control_read(c, 4, &v, NULL), OCT_OK);
+    ck_assert_uint_eq(v.command, OCT_CMD_REFERENCE);
+    ck_assert_uint_eq(v.cmd_flags, OCT_REFERENCE_AUTO);
+    ck_assert_uint_eq(v.cmd_frames, 0);
+    ck_assert(v.cmd_seconds == 0);
+    ck_assert_int_eq(oct_control_command(c, OCT_CMD_RECORD_STOP, &seq2, &e), OCT_OK);
+    ck_assert_int_eq(oct_control_read(c, 4, &v, NULL), OCT_OK);
+    ck_assert_uint_eq(v.command, OCT_CMD_RECORD_STOP);
+    ck_assert_uint_eq(v.cmd_flags, 0);
+    /* refused: each names what is wrong, nothing written */
+    uint64_t g = oct_control_generation(c);
+    struct { uint32_t cmd, flags, frames; double sec; const char *frag; } bad[] = {
+        {9, 0, 0, 0, "command = 9"},          {0, 0, 0, 0, "command = 0"},
+        {OCT_CMD_RECORD, 4, 0, 0, "flags"},   {OCT_CMD_REFERENCE, 3, 0, 0, "operation 3"},
+        {OCT_CMD_RECORD, 1, 0, -1, "seconds"}, {OCT_CMD_RECORD, 1, 0, NAN, "seconds"},
+        {OCT_CMD_SNAPSHOT, 1, 0, 0, "snapshot: takes no arguments"},
+        {OCT_CMD_REFERENCE, 0, 5, 0, "record arguments"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        e.msg[0] = '\0';
+        ck_assert_int_ne(oct_control_command_args(c, bad[i].cmd, bad[i].flags, bad[i].frames,
+                                                  bad[i].sec, NULL, &e), OCT_OK);
+        ck_assert_msg(strstr(e.msg, bad[i].frag) != NULL, "case %zu: '%s'", i, e.msg);
+    }
+    ck_assert_uint_eq(oct_control_generation(c), g);
+    /* a 1.1 block (an older octd) does not get commands it does not know */
+    uint32_t one = 1;
+    int wfd = shm_open(name, O_RDWR, 0);
+    unsigned char *w = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, wfd, 0);
+    memcpy(w + 12, &one, 4);
+    ck_assert_int_eq(oct_control_command_args(c, OCT_CMD_RECORD, 1, 0, 0, NULL, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "1.2") != NULL);
+    ck_assert_int_eq(oct_control_command(c, OCT_CMD_SNAPSHOT, NULL, &e), OCT_OK);
+    munmap(w, 4096);
+    close(wfd);
+    munmap((void *)raw, 4096);
+    close(fd);
+    oct_control_close(c, true);
+}
+END_TEST
+
+/* The defaults that an older block means come from the table. */
+START_TEST(options_defaults_for_old_blocks)
+{
+    oct_control_values d, v;
+    oct_options_default(&d);
+    memset(&v, 0x5a, sizeof v);
+    oct_control_values_default_1_2(&v);
+    ck_assert_int_eq(v.slab_start, 0);
+    ck_assert_int_eq(v.slab_end, INT32_MAX);
+    ck_assert_int_eq(v.angio_bands, 4);
+    ck_assert(v.angio_band_width == 1.0f && v.reg_search_xy == 0.25f);
+    ck_assert_int_eq(v.reg_average, 10);
+    ck_assert_int_eq(v.reg_stripe, 3);
+    ck_assert_int_eq(v.reg_search_z, 15);
+    ck_assert_uint_eq(v.cmd_flags, 0);
+    ck_assert_int_eq(v.klin_taps, 0x5a5a5a5a); /* 1.1 fields untouched */
+    oct_control_values_default_1_1(&v);
+    ck_assert_int_eq(v.background_param, 16);
+    ck_assert_int_eq(v.klin_taps, 21);
+    ck_assert(v.disp_k0 == 0.5f);
+    ck_assert_uint_eq(v.methods, 0x5a5a5a5a); /* 1.0 fields untouched */
+    ck_assert_uint_eq(d.methods, 1);
+    ck_assert_uint_eq(d.window, 1);
+    ck_assert_uint_eq(d.products, 0x1f);
 }
 END_TEST
 
@@ -1073,6 +1412,7 @@ static Suite *ipc_suite(void)
     tcase_add_loop_test(tc, ring_two_process_all_types, 0, 3);
     tcase_add_test(tc, ring_torn_always_detected);
     tcase_add_test(tc, ring_peek_verify);
+    tcase_add_test(tc, ring_copy_again);
     tcase_add_test(tc, ring_lapped_and_latest_counts);
     tcase_add_test(tc, ring_restart_new_geometry);
     tcase_add_test(tc, ring_reattach);
@@ -1084,6 +1424,10 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc2, control_dead_writer);
     tcase_add_test(tc2, control_bad_header);
     tcase_add_test(tc2, control_abi_1_1);
+    tcase_add_test(tc2, options_offsets_match_spec);
+    tcase_add_test(tc2, options_block_round_trip);
+    tcase_add_test(tc2, control_command_args);
+    tcase_add_test(tc2, options_defaults_for_old_blocks);
     tcase_add_test(tc2, status_round_trip);
     tcase_add_test(tc2, object_modes);
     suite_add_tcase(s, tc2);

@@ -21,6 +21,7 @@
 #include "fuzz_common.h"
 #include "oct_config.h"
 #include "oct_control_keys.h"
+#include "oct_options.h"
 #include "oct_engine.h"
 #include "oct_ipc.h"
 
@@ -174,14 +175,38 @@ static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint3
     if (v->enface_start < 0 || v->enface_step < 1 || v->enface_count < 1 ||
         v->enface_count > 65536)
         return false;
-    if (v->xsec_h_index < 0 || (uint32_t)v->xsec_h_index >= g->lines)
+    /* indices >= 0; below lines/ascans when that cross-section is asked for
+     * and exists (volume frames: issue 14) */
+    bool vol = g->lines > 1;
+    if (v->xsec_h_index < 0 ||
+        (vol && (v->products & 8u) && (uint32_t)v->xsec_h_index >= g->lines))
         return false;
-    if (v->xsec_v_index < 0 || (uint32_t)v->xsec_v_index >= g->ascans)
+    if (v->xsec_v_index < 0 ||
+        (vol && (v->products & 16u) && (uint32_t)v->xsec_v_index >= g->ascans))
         return false;
+    /* gsc > 0 (SPEC 10.1 rejects a gsc that makes every image black) */
     for (int c = 0; c < 3; c++)
-        if (!isfinite(v->gsc[c]) || !isfinite(v->contrast[c]) || !isfinite(v->brightness[c]))
+        if (!isfinite(v->gsc[c]) || !(v->gsc[c] > 0) || !isfinite(v->contrast[c]) ||
+            !isfinite(v->brightness[c]))
             return false;
-    return (v->products & ~0x13fu) == 0;
+    /* kinds 0..7 (6, 7: slabs) and bit 8 (f32) */
+    if (v->products & ~0x1ffu)
+        return false;
+    /* SPEC 10.2: with a slab asked for on a volume, [start, end) clamped to
+     * [0, D] must not be empty for cfd (D = M/2 + 1) and msi (D = masks) */
+    if (g->lines > 1 && (v->products & 0xc0u)) {
+        const int64_t Ds[2] = {half + 1, masks};
+        for (int m = 0; m < 2; m++) {
+            if (!(v->methods & (1u << m)))
+                continue;
+            int64_t d0 = v->slab_start, d1 = v->slab_end;
+            d0 = d0 < 0 ? 0 : d0 > Ds[m] ? Ds[m] : d0;
+            d1 = d1 < 0 ? 0 : d1 > Ds[m] ? Ds[m] : d1;
+            if (d1 <= d0)
+                return false;
+        }
+    }
+    return true;
 }
 
 /* octctl's view: every key printed by `get` and read back by `set` gives
@@ -258,7 +283,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     bool want = spec_valid(&v, &g, masks, have_ref);
     FUZZ_CHECK((err == OCT_OK) == want, "validate says %s (%s), the SPEC says %s",
                err ? "invalid" : "valid", err ? e.msg : "", want ? "valid" : "invalid");
-    if (err == OCT_OK)
+    /* what octd applies: the option table's check (oct_options.h) and the engine's */
+    if (err == OCT_OK && oct_options_check_values(&v, NULL) == OCT_OK)
         check_text_round_trip(&v);
 out:
     free(blk);

@@ -244,17 +244,28 @@ def cmd_ctl_die(a):
     os.kill(os.getpid(), signal.SIGKILL)  # ... and gone
 
 
-def status_read(st):
-    """A consistent (seqlock) view of applied_gen, rejected_gen, reason."""
-    for _ in range(1000):
+def status_read(st, seconds=10.0):
+    """A consistent (seqlock) view of applied_gen, rejected_gen, reason.
+    Retries with back-off (a few tight tries, then sleeps doubling up to
+    10 ms): on a busy machine octd, or this reader, may be preempted inside
+    the write; only a block odd or changing for `seconds` is an error."""
+    end = time.monotonic() + seconds
+    pause = 0.0
+    tries = 0
+    while True:
         s0 = struct.unpack_from("<Q", st, STATUS_SEQ)[0]
-        if s0 & 1:
-            continue
-        ap, rj = struct.unpack_from("<QQ", st, STATUS_APPLIED)
-        reason = st[STATUS_REASON:STATUS_REASON + 128].split(b"\0")[0].decode(errors="replace")
-        if struct.unpack_from("<Q", st, STATUS_SEQ)[0] == s0:
-            return ap, rj, reason
-    raise RuntimeError("status block never consistent")
+        if not s0 & 1:
+            ap, rj = struct.unpack_from("<QQ", st, STATUS_APPLIED)
+            reason = st[STATUS_REASON:STATUS_REASON + 128].split(b"\0")[0].decode(errors="replace")
+            if struct.unpack_from("<Q", st, STATUS_SEQ)[0] == s0:
+                return ap, rj, reason
+        tries += 1
+        if time.monotonic() > end:
+            raise RuntimeError("status block never consistent in %.0f s (%d tries, seq %d)"
+                               % (seconds, tries, s0))
+        if tries > 10:
+            pause = min(max(pause * 2, 0.0001), 0.01)
+            time.sleep(pause)
 
 
 def cmd_ctl_random(a):

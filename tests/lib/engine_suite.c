@@ -25,7 +25,7 @@ static double tol_f32(void) { return g_precision == OCT_PRECISION_TF32 ? TU_TOL_
 
 enum { GRAY_AUTO = 0, GRAY_LINEAR_CB, GRAY_LOG };
 
-#define PRODUCTS_ALL (0x3fu | OCT_PRODUCT_F32)
+#define PRODUCTS_ALL (0xffu | OCT_PRODUCT_F32) /* every kind (slabs too) and f32 */
 #define BOTH (OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI))
 #define CFD_ONLY OCT_METHOD_BIT(OCT_METHOD_CFD)
 #define CMS_ONLY OCT_METHOD_BIT(OCT_METHOD_CMS)
@@ -57,6 +57,7 @@ typedef struct ecase {
     uint32_t cms_K, cms_R; /* CMS calibration spectra, depths */
     double cms_start, cms_step;
     bool fpn_frame;      /* a frame of segments of clearly different variance */
+    int32_t slab0, slab1; /* SPEC 10.2 slab depths (slab1 0: INT32_MAX, all depths) */
 } ecase;
 
 /* clang-format off */
@@ -146,6 +147,13 @@ static const ecase opt_cases[] = {
     {.name = "cms_K2_m2048_negstep", .M = 2048, .N = 2, .L = 1, F32, .methods = CMS_ONLY, .window = OCT_WINDOW_HANN, .cms_K = 2, .cms_R = 8, .cms_start = 300.0, .cms_step = -3.5, .gain_method = OCT_METHOD_CMS, .seed = 234},
     {.name = "cms_vol_rolling_enface_only", .M = 64, .N = 4, .L = 3, U16, .methods = CMS_ONLY, .window = OCT_WINDOW_HANN, .bg = OCT_BG_ROLLING, .bgp = 4, .cms_K = 2, .cms_R = 10, .cms_start = 3, .cms_step = 2, .es = 2, .est = 3, .ec = 3,
      .products = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32, .gain_method = OCT_METHOD_CMS, .seed = 235},
+    /* en-face slabs (SPEC 10.2): a range inside D, one clamped at D (MSI: R = 6), one depth */
+    {.name = "slab_cfd_msi_range_clamped", .M = 128, .N = 5, .L = 3, U16, .R = 6, .window = OCT_WINDOW_HANN, .F = 2, .W1 = -1, .W2 = 1, .es = 1, .est = 2, .ec = 3, .slab0 = 2, .slab1 = 30,
+     .products = OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX) | OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) | OCT_PRODUCT_F32, .gain_method = OCT_METHOD_CFD, .seed = 241},
+    {.name = "slab_only_log_frame_mean", .M = 256, .N = 4, .L = 5, I16, .shift = 1, .R = 5, .window = OCT_WINDOW_BLACKMAN, .W1 = 0, .W2 = 2, .bg = OCT_BG_FRAME_MEAN, .slab0 = 4, .slab1 = 5,
+     .products = OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX), .gray = GRAY_LOG, .seed = 242},
+    {.name = "slab_cms_klin_xsec", .M = 128, .N = 3, .L = 4, F32, .methods = CFD_ONLY | CMS_ONLY, .window = OCT_WINDOW_HANN, .F = 1, .klin = OCT_KLIN_CUBIC, .cms_K = 3, .cms_R = 9, .cms_start = 4.0, .cms_step = 1.5, .xh = 3, .xv = 1, .slab0 = 3, .slab1 = 40,
+     .products = OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) | OCT_PRODUCT_F32, .gain_method = OCT_METHOD_CMS, .seed = 243},
 };
 /* clang-format on */
 
@@ -400,6 +408,8 @@ static void fixture_init(fixture *fx, const ecase *c, oct_msi_path path)
     p->disp_a2 = c->a2;
     p->disp_a3 = c->a3;
     if (c->k0 != 0.0f) p->disp_k0 = c->k0;
+    p->slab_start = c->slab0;
+    p->slab_end = c->slab1 ? c->slab1 : INT32_MAX;
     /* all kinds are asked for: the engine must make only those of the frame type */
     p->products = c->products ? c->products : PRODUCTS_ALL;
     expect_build(fx);
@@ -598,9 +608,11 @@ static void change_params(oct_params *p, int step)
     case 7: p->products &= ~(uint32_t)(OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_VOLUME)); break;
     case 8: p->methods = OCT_METHOD_BIT(OCT_METHOD_MSI); p->products = PRODUCTS_ALL; break;
     case 9: p->methods = BOTH; p->freq_cutoff = 0; p->lag_lo = -5; p->lag_hi = -5; break;
+    case 10: p->slab_start = 2; p->slab_end = 7; break; /* slabs: MSI clamped to [2, 6) */
+    case 11: p->products = OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL); p->slab_start = 5; p->slab_end = 6; break;
     }
 }
-#define SET_PARAMS_STEPS 10
+#define SET_PARAMS_STEPS 12
 
 START_TEST(test_set_params)
 {

@@ -111,7 +111,9 @@ uint8_t ref64_gray_level(double v)
 int ref64_kind_class(int kind)
 {
     switch (kind) {
-    case OCT_KIND_ENFACE: return OCT_CLASS_ENFACE;
+    case OCT_KIND_ENFACE:
+    case OCT_KIND_SLAB_MEAN:
+    case OCT_KIND_SLAB_MAX: return OCT_CLASS_ENFACE; /* SPEC 10.2: slabs are of class enface */
     case OCT_KIND_CONFOCAL: return OCT_CLASS_CONFOCAL;
     default: return OCT_CLASS_BSCAN;
     }
@@ -120,7 +122,8 @@ int ref64_kind_class(int kind)
 bool ref64_product_wanted(const oct_geometry *g, const oct_params *p, int method, int kind)
 {
     if (!(p->methods & (1u << method))) return false;
-    if (!(p->products & (1u << kind))) return false;
+    /* product bits: kind k for k < 8, k + 1 above (bit 8 is f32) */
+    if (!(p->products & (kind < 8 ? 1u << kind : 1u << (kind + 1)))) return false;
     /* SPEC 2.4: a B-scan frame gives bscan only, a volume frame the others. */
     return g->lines == 1 ? kind == OCT_KIND_BSCAN : kind != OCT_KIND_BSCAN;
 }
@@ -590,8 +593,14 @@ int ref64_product(ref64 *r, int method, int kind, ref64_image *img)
     case OCT_KIND_XSEC_H: img->ndim = 2; img->shape[0] = D; img->shape[1] = N; break;
     case OCT_KIND_XSEC_V: img->ndim = 2; img->shape[0] = D; img->shape[1] = L; break;
     case OCT_KIND_VOLUME: img->ndim = 3; img->shape[0] = L; img->shape[1] = N; img->shape[2] = D; break;
+    case OCT_KIND_SLAB_MEAN:
+    case OCT_KIND_SLAB_MAX: img->ndim = 2; img->shape[0] = L; img->shape[1] = N; break;
     default: free(idx); return -1;
     }
+    /* slab depths (SPEC 10.2): [d0, d1) clamped to [0, D] */
+    int64_t d0 = p->slab_start, d1 = p->slab_end;
+    d0 = d0 < 0 ? 0 : d0 > (int64_t)D ? (int64_t)D : d0;
+    d1 = d1 < 0 ? 0 : d1 > (int64_t)D ? (int64_t)D : d1;
     img->count = 1;
     for (int i = 0; i < img->ndim; i++) img->count *= img->shape[i];
     size_t cnt = img->count ? img->count : 1;
@@ -642,8 +651,30 @@ int ref64_product(ref64 *r, int method, int kind, ref64_image *img)
             for (uint32_t a = 0; a < N; a++)
                 for (uint32_t d = 0; d < D; d++) img->I[i++] = ref64_intensity(r, method, l * N + a, d);
         break;
+    case OCT_KIND_SLAB_MEAN:
+    case OCT_KIND_SLAB_MAX:
+        for (uint32_t l = 0; l < L; l++)
+            for (uint32_t a = 0; a < N; a++) {
+                double sum = 0.0, mx = -INFINITY;
+                for (int64_t d = d0; d < d1; d++) {
+                    double v = ref64_intensity(r, method, l * N + a, (uint32_t)d);
+                    sum += v;
+                    mx = v > mx ? v : mx;
+                }
+                img->I[i++] = kind == OCT_KIND_SLAB_MAX ? mx : (d1 > d0 ? sum / (double)(d1 - d0) : NAN);
+            }
+        break;
     }
     free(idx);
+    if (kind == OCT_KIND_SLAB_MEAN || kind == OCT_KIND_SLAB_MAX) {
+        img->indices = malloc(2 * sizeof(int32_t));
+        if (!img->indices) {
+            ref64_image_free(img);
+            return -1;
+        }
+        img->indices[0] = (int32_t)d0, img->indices[1] = (int32_t)d1;
+        img->n_indices = 2;
+    }
     if (kind == OCT_KIND_XSEC_H || kind == OCT_KIND_XSEC_V) {
         img->indices = malloc(sizeof(int32_t));
         if (!img->indices) {

@@ -36,12 +36,18 @@ test)
     echo "test_engine_api (cuda) exit $?"
     grep -E '^[0-9]+%|SKIP' "$OUT/test_engine_api_cuda.log"
     grep -E ':[EF]:' "$OUT/test_engine_api_cuda.log" | head -20
+    # the planner's failed-prepare re-sync on the device (issue 13)
+    if [ -x "$B/tests/test_engine_plan" ]; then
+        OCT_TEST_BACKEND=cuda "$B/tests/test_engine_plan" >"$OUT/test_engine_plan_cuda.log" 2>&1
+        echo "test_engine_plan (cuda) exit $?"
+        grep -E '^[0-9]+%|SKIP|:[EF]:' "$OUT/test_engine_plan_cuda.log" | head -20
+    fi
     ;;
 bench)
     log bench fp32 "(3xTF32 GEMM, seed baseline, GPU stream)"
     "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --json "$OUT/bench_fp32.json" 2>&1 | tee "$OUT/bench_fp32.log"
     log bench fp32 plain SGEMM
-    OCT_CUDA_SGEMM=1 OCTBENCH_STREAM=0 "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed 2>&1 | tee "$OUT/bench_sgemm.log"
+    OCTBENCH_STREAM=0 "$B/bin/octbench" --backend cuda --gemm sgemm --warmup 3 --reps ${REPS:-20} --no-seed 2>&1 | tee "$OUT/bench_sgemm.log"
     log bench tf32
     OCTBENCH_STREAM=${TF32_STREAM:-0} "$B/bin/octbench" --backend cuda --warmup 3 --reps ${REPS:-20} --no-seed --precision tf32 2>&1 | tee "$OUT/bench_tf32.log"
     ;;

@@ -1,17 +1,18 @@
 #!/bin/bash
 # install.sh - `make install` (PREFIX, DESTDIR, BUILD, BIN, VERSION from make).
 #   $PREFIX/bin/                 octd octctl octgrab octsim octproc octbench
-#   $PREFIX/include/octd/        oct_ipc.h oct_ipc_types.h (the shared-memory ABI;
-#                                it stands alone), oct_types.h (the same types)
+#   $PREFIX/include/octd/        oct_ipc.h oct_ipc_types.h oct_options.h (the shared-memory
+#                                ABI; oct_ipc.h stands alone), oct_types.h (the same types)
 #   $PREFIX/lib/                 liboctipc.so.$IPC_LIBVERSION (+ .so.1, .so links), liboctipc.a
 #   $PREFIX/lib/pkgconfig/       octipc.pc
 #   $PREFIX/share/doc/octd/      README, PROTOCOL.md, CONFIGURATION.md, MATH.md,
-#                                examples/ (octd.ini, profile.yaml)
+#                                examples/ (octd.ini, profile.yaml, octweb.ini)
 #   $PREFIX/share/man/man1, man8 the man pages (make man: help2man from --help)
+#   $PREFIX/share/octd/octweb/   the console's page (octweb); $PREFIX/lib/octd/octweb-tls.so
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
 #     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
 #     (SYSTEMD_PREFIX= overrides where: e.g. /usr/lib)
-#   /etc/octd/octd.ini, /etc/octd/profile.yaml: the examples, only when absent
+#   /etc/octd/octd.ini, profile.yaml, octweb.ini: the examples, only when absent
 #     (an operator's configuration is never overwritten)
 # The unit's /usr/local/bin/octd becomes $PREFIX/bin/octd.  Everything goes
 # under DESTDIR when set (packaging); nothing is started or enabled.
@@ -34,11 +35,11 @@ inst() { # mode src dst
     say "$3"
 }
 
-for p in octd octctl octgrab octsim octproc octbench; do
+for p in octd octctl octgrab octsim octproc octbench octweb; do
     [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
     inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
 done
-for h in ipc/oct_ipc.h ipc/oct_ipc_types.h kernels/oct_types.h; do
+for h in ipc/oct_ipc.h ipc/oct_ipc_types.h ipc/oct_options.h kernels/oct_types.h; do
     inst 0644 "$h" "$D$PREFIX/include/octd/$(basename "$h")"
 done
 SO="$BUILD/liboctipc.so.$IPC_LIBVERSION"
@@ -58,6 +59,16 @@ sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/
     -e "s#/etc/octd/#$SYSCONF/#g" systemd/octd.service >"$D$SD/systemd/system/octd.service"
 chmod 0644 "$D$SD/systemd/system/octd.service"
 say "$D$SD/systemd/system/octd.service"
+# octweb: the console's page, its TLS helper, unit and example configuration
+inst 0755 "$BIN/octweb-tls.so" "$D$PREFIX/lib/octd/octweb-tls.so"
+for f in tools/octweb/www/*; do
+    inst 0644 "$f" "$D$PREFIX/share/octd/octweb/$(basename "$f")"
+done
+sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/#g" \
+    -e "s#/etc/octd/#$SYSCONF/#g" systemd/octweb.service >"$D$SD/systemd/system/octweb.service"
+chmod 0644 "$D$SD/systemd/system/octweb.service"
+say "$D$SD/systemd/system/octweb.service"
+inst 0644 systemd/octweb.ini "$D$PREFIX/share/doc/octd/examples/octweb.ini"
 inst 0644 systemd/octd.sysusers "$D$SD/sysusers.d/octd.conf"
 inst 0644 systemd/octd.tmpfiles "$D$SD/tmpfiles.d/octd.conf"
 
@@ -73,7 +84,7 @@ for m in "$BUILD"/man/*.[18]; do
     [ -f "$m" ] || { echo "install: no man pages in $BUILD/man: run make man" >&2; exit 1; }
     inst 0644 "$m" "$D$PREFIX/share/man/man${m##*.}/$(basename "$m")"
 done
-for f in octd.ini profile.yaml; do
+for f in octd.ini profile.yaml octweb.ini; do
     if [ -e "$D$SYSCONF/$f" ]; then
         say "$D$SYSCONF/$f exists: kept (the example is in $PREFIX/share/doc/octd/examples/)"
     else
@@ -90,4 +101,5 @@ install: done.  Next steps (as root, without DESTDIR):
   the example profile runs CFD; for MSI make masks (octsim masks --samples M --count R --output $SYSCONF/masks.npy) and enable them in $SYSCONF/profile.yaml
   $PREFIX/bin/octd --config $SYSCONF/octd.ini --check-config
   systemctl daemon-reload && systemctl enable --now octd
+  systemctl enable --now octweb    # the console: http://127.0.0.1:8080/ ($SYSCONF/octweb.ini)
 EOT

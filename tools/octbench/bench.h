@@ -22,7 +22,13 @@ typedef struct octbench_opts {
     /* --e2e only */
     double seconds;         /* --seconds S measured per phase (0 = default) */
     int policy;             /* --policy all|latest: 1 all, 0 latest, -1 default (all) */
-    double rate;            /* --rate FRAMES_PER_S: pace the producer (0 = find it) */
+    double rate;            /* --frame-rate FRAMES_PER_S: pace the producer (0 = find it) */
+    const char *producer;   /* --producer copy|commit|both (NULL = copy) */
+    const char *zero_copy;  /* --zero-copy auto|on|off: octd.ini [ring] zero_copy (NULL = auto) */
+    const char *hostile;    /* --hostile S:C[,S:C...]: stalled:churning subscribers (issue 21) */
+    /* CUDA tuning of the engine workloads (oct_setup.cuda): --gemm,
+     * --gemm-chunk-mb, --cuda-parts, --c2r-batch */
+    oct_cuda_tuning cuda;
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
@@ -35,6 +41,8 @@ double octbench_seed_cpu_msi(const octbench_opts *o, int samples, int ascans, in
  * 5.15); device ms per frame, or < 0 when not built / no device (seed_gpu.cu). */
 double octbench_seed_gpu_msi(const octbench_opts *o, int samples, int ascans, int lines,
                              int masks, int lag_lo, int lag_hi, const int *depths, int ndepths);
+/* The names --only accepts (groups, parts, workloads), NULL-terminated. */
+const char *const *octbench_only_names(void);
 /* Shared-memory ring throughput and latency (bench_ipc.c). */
 int octbench_ipc(const octbench_opts *o);
 /* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */

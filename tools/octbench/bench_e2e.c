@@ -17,6 +17,17 @@
  *     subscriber's image_seq gaps;
  *  4. with CUDA, the pinned (registered) host -> device rate of one frame,
  *     measured through the engine, is the ceiling the GB/s are compared to.
+ * Producers (--producer, issue 19.1): `copy` copies each frame into its slot
+ * (the acquisition program's own limit shows); `commit` fills every slot once
+ * and then only stamps and commits headers, as a digitizer's DMA would, so
+ * the table shows octd's own ceiling.  Unpaced, `commit` stays at most half
+ * the ring ahead of the last frame the subscriber received (else it would
+ * lap the ring millions of times a second and every frame would be torn).
+ * --hostile S:C (issue 21.2): per item an unpaced phase without and one with
+ * S stalled subscribers (connected, never read; the first with ZeroMQ's
+ * default options, the others RCVHWM 16 to bound this process's memory) and
+ * C churning ones (each re-connects every 200 ms), and with policy all one
+ * paced at 90 % of the rate without them; the ratios are printed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,6 +53,8 @@
 
 #define MAX_TOPICS 32
 #define MAX_COPY_THREADS 8
+#define MAX_HOSTILE 1024
+#define CHURN_PERIOD_MS 200.0 /* each churning subscriber re-connects this often */
 
 typedef struct workload {
     const char *name;
@@ -175,16 +188,31 @@ typedef struct producer {
     atomic_bool stop;
     double rate; /* frames/s, 0 = unpaced */
     uint64_t produced;
+    /* commit producer: headers only after the first fill */
+    bool commit;
+    const _Atomic uint64_t *rx_id; /* unpaced commit: last frame id received, +1 */
+    uint64_t window;               /* ... and stay at most this far ahead of it */
 } producer;
 
 static void producer_one(producer *p)
 {
     void *dst = oct_ring_producer_begin(p->ring);
-    copy_pool_run(&p->pool, dst, p->frames + (p->next_id % (uint64_t)p->nsrc) * p->frame_bytes,
-                  p->frame_bytes);
+    if (!p->commit)
+        copy_pool_run(&p->pool, dst, p->frames + (p->next_id % (uint64_t)p->nsrc) * p->frame_bytes,
+                      p->frame_bytes);
     oct_ring_producer_commit(p->ring, p->next_id, now_rt());
     p->next_id++;
     p->produced++;
+}
+
+/* Fills every slot with a real frame (the commit producer's data from then on). */
+static void producer_fill(producer *p, uint32_t slots)
+{
+    for (uint32_t i = 0; i < slots; i++) {
+        void *dst = oct_ring_producer_begin(p->ring);
+        memcpy(dst, p->frames + (p->next_id % (uint64_t)p->nsrc) * p->frame_bytes, p->frame_bytes);
+        oct_ring_producer_commit(p->ring, p->next_id++, now_rt());
+    }
 }
 
 static void *producer_thread(void *arg)
@@ -201,6 +229,12 @@ static void *producer_thread(void *arg)
                 sleep_ms(wait > 50000000ull ? 50.0 : (double)wait / 1e6);
                 continue;
             }
+        } else if (p->commit && p->rx_id) {
+            /* as fast as octd takes them, a bounded distance ahead (2 ms at most:
+             * octd may skip or drop frames the subscriber then never sees) */
+            for (int i = 0; i < 100 && p->next_id > atomic_load(p->rx_id) + p->window &&
+                            !atomic_load(&p->stop); i++)
+                sleep_ms(0.02);
         }
         producer_one(p);
     }
@@ -265,6 +299,7 @@ typedef struct subscriber {
     uint64_t cur_id, cur_tacq, cur_last_rx;
     int cur_parts;
     bool cur_valid;
+    _Atomic uint64_t rx_id; /* last frame id received + 1 (0: none yet) */
 } subscriber;
 
 static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
@@ -365,6 +400,8 @@ static void *sub_thread(void *arg)
         }
         s->cur_parts++;
         s->cur_last_rx = rx;
+        if (fid + 1 > atomic_load(&s->rx_id))
+            atomic_store(&s->rx_id, fid + 1);
         pthread_mutex_unlock(&s->mu);
     }
     return NULL;
@@ -396,6 +433,128 @@ static void sub_stop(subscriber *s)
     zmq_ctx_term(s->ctx);
     free(s->lat);
     pthread_mutex_destroy(&s->mu);
+}
+
+/* ---------------- hostile subscribers (issue 21) ---------------- */
+typedef struct hostile {
+    void *ctx;                     /* the stalled ones' */
+    void *stalled[MAX_HOSTILE];
+    int nstalled, nchurn;
+    const char *endpoint;
+    pthread_t th;
+    bool churning;
+    atomic_bool stop;
+    _Atomic uint64_t reconnects;
+} hostile;
+
+static void *sub_connect(void *ctx, const char *endpoint, int rcvhwm)
+{
+    void *s = zmq_socket(ctx, ZMQ_SUB);
+    int linger = 0;
+    if (!s)
+        return NULL;
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    if ((rcvhwm > 0 && zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm)) ||
+        zmq_setsockopt(s, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(s, endpoint)) {
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+static void *churn_thread(void *arg)
+{
+    hostile *h = arg;
+    void *ctx = zmq_ctx_new();
+    void **socks = calloc((size_t)h->nchurn, sizeof *socks);
+    if (!ctx || !socks) {
+        free(socks);
+        return NULL;
+    }
+    for (int i = 0; i < h->nchurn; i++)
+        socks[i] = sub_connect(ctx, h->endpoint, 16);
+    double gap_ms = CHURN_PERIOD_MS / h->nchurn;
+    for (uint64_t k = 0; !atomic_load(&h->stop); k++) {
+        int i = (int)(k % (uint64_t)h->nchurn);
+        if (socks[i])
+            zmq_close(socks[i]);
+        socks[i] = sub_connect(ctx, h->endpoint, 16);
+        atomic_fetch_add(&h->reconnects, 1);
+        sleep_ms(gap_ms);
+    }
+    for (int i = 0; i < h->nchurn; i++)
+        if (socks[i])
+            zmq_close(socks[i]);
+    zmq_ctx_term(ctx);
+    free(socks);
+    return NULL;
+}
+
+static bool hostile_start(hostile *h, const char *endpoint, int nstalled, int nchurn)
+{
+    memset(h, 0, sizeof *h);
+    h->endpoint = endpoint;
+    h->nchurn = nchurn;
+    if (nstalled > 0 && !(h->ctx = zmq_ctx_new()))
+        return false;
+    for (int i = 0; i < nstalled; i++) {
+        /* the first as an application would open it; the others with a small
+         * receive queue (each would hold up to 1000 images of this process) */
+        void *s = sub_connect(h->ctx, endpoint, i == 0 ? 0 : 16);
+        if (!s) {
+            fprintf(stderr, "octbench e2e: stalled subscriber %d: %s\n", i, zmq_strerror(zmq_errno()));
+            return false;
+        }
+        h->stalled[h->nstalled++] = s;
+    }
+    if (nchurn > 0) {
+        if (pthread_create(&h->th, NULL, churn_thread, h) != 0)
+            return false;
+        h->churning = true;
+    }
+    return true;
+}
+
+static void hostile_stop(hostile *h)
+{
+    atomic_store(&h->stop, true);
+    if (h->churning)
+        pthread_join(h->th, NULL);
+    for (int i = 0; i < h->nstalled; i++)
+        zmq_close(h->stalled[i]);
+    if (h->ctx)
+        zmq_ctx_term(h->ctx);
+    h->churning = false;
+    h->ctx = NULL;
+    h->nstalled = 0;
+}
+
+/* Parses "S:C[,S:C...]" into pairs; false with a message on bad input. */
+static int parse_hostile(const char *text, int (*pairs)[2], int max)
+{
+    int n = 0;
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10);
+        if (end == p || *end != ':')
+            goto bad;
+        p = end + 1;
+        long b = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',') || a < 0 || b < 0 || a > MAX_HOSTILE ||
+            b > MAX_HOSTILE || n == max)
+            goto bad;
+        pairs[n][0] = (int)a;
+        pairs[n][1] = (int)b;
+        n++;
+        p = *end ? end + 1 : end;
+    }
+    if (n > 0)
+        return n;
+bad:
+    fprintf(stderr, "octbench --e2e: --hostile %s: must be STALLED:CHURNING[,...], each 0..%d "
+                    "(at most %d items)\n", text, MAX_HOSTILE, max);
+    return 0;
 }
 
 /* ---------------- octd child ---------------- */
@@ -450,7 +609,28 @@ typedef struct phase_result {
     double p50, p99, pmax; /* ms */
     uint64_t produced, processed, skipped, torn, drops, gaps, partial, frames;
     int64_t lost;
+    double octd_cpu_s; /* octd's user + system CPU time during the phase */
 } phase_result;
+
+static pid_t octd_pid; /* the octd child of the workload being run */
+
+/* CPU seconds (user + system) a process has used, from /proc; 0 if unknown. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may contain spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
 
 static void status_now(oct_status *st, oct_status_block *b)
 {
@@ -494,12 +674,14 @@ static void run_phase(const workload *w, producer *pr, subscriber *sub, oct_stat
 
     producer_phase_start(pr, rate);
     sleep_ms(warm_s * 1000);
+    double cpu0 = proc_cpu_s(octd_pid);
     uint64_t t0 = now_rt();
     pthread_mutex_lock(&sub->mu);
     sub->win_lo = t0;
     pthread_mutex_unlock(&sub->mu);
     sleep_ms(meas_s * 1000);
     uint64_t t1 = now_rt();
+    r->octd_cpu_s = proc_cpu_s(octd_pid) - cpu0;
     pthread_mutex_lock(&sub->mu);
     sub->win_hi = t1;
     pthread_mutex_unlock(&sub->mu);
@@ -532,26 +714,29 @@ static void run_phase(const workload *w, producer *pr, subscriber *sub, oct_stat
     r->lost = (int64_t)r->produced - (int64_t)r->processed;
 }
 
-static void print_phase(const workload *w, const char *backend, const char *policy,
-                        const phase_result *r, FILE *json)
+/* One row; subs: the hostile subscribers ("-" none). */
+static void print_phase(const workload *w, const char *backend, const char *prod,
+                        const char *policy, const char *subs, const phase_result *r, FILE *json)
 {
     char rate[32];
     if (r->rate_asked > 0)
         snprintf(rate, sizeof rate, "%.0f/s", r->rate_asked);
     else
         snprintf(rate, sizeof rate, "unpaced");
-    printf("%-7s %-4s %-6s %-9s %9.1f %8.2fM %7.2f %8.3f %8.3f %8.3f %8" PRIu64 " %8" PRIu64
-           " %6" PRIu64 " %5" PRIu64 " %5" PRIu64 " %5" PRIu64 " %6" PRId64 "\n",
-           w->name, backend, policy, rate, r->fps, r->ascans_s / 1e6, r->gbs, r->p50, r->p99,
-           r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops, r->gaps, r->lost);
+    printf("%-7s %-4s %-6s %-6s %-9s %-9s %9.1f %8.2fM %7.2f %8.3f %8.3f %8.3f %8" PRIu64
+           " %8" PRIu64 " %6" PRIu64 " %5" PRIu64 " %5" PRIu64 " %5" PRIu64 " %6" PRId64 "\n",
+           w->name, backend, prod, policy, rate, subs, r->fps, r->ascans_s / 1e6, r->gbs, r->p50,
+           r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops, r->gaps,
+           r->lost);
     if (json)
         fprintf(json,
-                "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"policy\":\"%s\","
+                "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"producer\":\"%s\","
+                "\"subscribers\":\"%s\",\"policy\":\"%s\","
                 "\"rate\":%.1f,\"seconds\":%.3f,\"frames_s\":%.2f,\"ascans_s\":%.0f,\"gb_s\":%.3f,"
                 "\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,\"produced\":%" PRIu64
                 ",\"processed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"torn\":%" PRIu64
                 ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64 "}\n",
-                w->name, backend, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
+                w->name, backend, prod, subs, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
                 r->p50, r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops,
                 r->gaps, r->lost);
 }
@@ -586,8 +771,14 @@ static double measure_producer(producer *p, const char *name, const oct_ring_con
     return fps;
 }
 
-static int run_workload(const octbench_opts *o, const workload *w, const char *octd_path,
-                        const char *tmp, FILE *json, double *best_gbs, double *sust_gbs)
+static void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
+                           subscriber *sub, oct_status *st, const char *endpoint,
+                           const char *backend, const char *prod, const char *policy, double warm,
+                           double meas, FILE *json);
+
+static int run_workload(const octbench_opts *o, const workload *w, bool commit,
+                        const char *octd_path, const char *tmp, FILE *json, double *best_gbs,
+                        double *sust_gbs)
 {
     pid_t me = getpid();
     char ring[64], ctl[64], stn[64], ring_alone[64], ini[PATH_MAX], prof[PATH_MAX],
@@ -603,6 +794,7 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
     snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
     const char *backend = o->backend == OCT_BACKEND_CPU ? "cpu" : o->backend == OCT_BACKEND_CUDA ? "cuda" : "auto";
     const char *policy = o->policy == 0 ? "latest" : "all";
+    const char *prod = commit ? "commit" : "copy";
     const oct_geometry *g = &w->g;
     size_t fb = oct_geometry_frame_bytes(g);
     int rc_out = 1;
@@ -649,9 +841,11 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(prof, text))
         return 1;
     tl = snprintf(text, sizeof text,
-             "[engine]\nbackend = %s\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
-             "[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n[log]\nlevel = info\n",
-             backend, ring, ctl, stn, policy, endpoint, prof);
+             "[engine]\nbackend = %s\nthreads = %d\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
+             "%s%s%s[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n"
+             "[log]\nlevel = info\n",
+             backend, o->threads, ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
+             o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;
 
@@ -677,22 +871,28 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
         return 1;
     }
     oct_ring_config rcfg = {.geom = *g, .slot_count = fb >= (16u << 20) ? 8 : 32, .mode = 0600};
+    pr.commit = commit;
+    pr.window = rcfg.slot_count / 4 > 4 ? rcfg.slot_count / 4 : 4;
     double alone = measure_producer(&pr, ring_alone, &rcfg, o->quick ? 0.3 : 1.0);
-    printf("# %s %ux%ux%u u16, %.1f MB/frame: producer alone (%d copy thread(s), %u slots): %.0f "
-           "frames/s = %.2f GB/s\n",
-           w->name, g->lines, g->ascans, g->samples, fb / 1e6, helpers + 1, rcfg.slot_count,
-           alone, alone * (double)fb / 1e9);
+    if (commit)
+        printf("# %s %ux%ux%u u16, %.1f MB/frame: commit producer alone (headers only, %u "
+               "slots): %.0f frames/s = %.2f GB/s\n",
+               w->name, g->lines, g->ascans, g->samples, fb / 1e6, rcfg.slot_count, alone,
+               alone * (double)fb / 1e9);
+    else
+        printf("# %s %ux%ux%u u16, %.1f MB/frame: producer alone (%d copy thread(s), %u slots): "
+               "%.0f frames/s = %.2f GB/s\n",
+               w->name, g->lines, g->ascans, g->samples, fb / 1e6, helpers + 1, rcfg.slot_count,
+               alone, alone * (double)fb / 1e9);
 
     oct_error e;
     if (oct_ring_producer_create(&pr.ring, ring, &rcfg, &e) != OCT_OK) {
         fprintf(stderr, "octbench e2e: %s\n", e.msg);
         goto out;
     }
-    for (uint32_t i = 0; i < rcfg.slot_count; i++) { /* fault the pages in, frames ids from 0 */
-        (void)oct_ring_producer_begin(pr.ring);
-        oct_ring_producer_commit(pr.ring, pr.next_id++, now_rt());
-    }
-    pid = start_octd(octd_path, ini, log);
+    /* fault the pages in, frame ids from 0; the commit producer's data */
+    producer_fill(&pr, rcfg.slot_count);
+    pid = octd_pid = start_octd(octd_path, ini, log);
     if (pid < 0) {
         fprintf(stderr, "octbench e2e: fork: %s\n", strerror(errno));
         goto out;
@@ -732,6 +932,7 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
     if (!sub_start(&sub, endpoint))
         goto out;
     sub_on = true;
+    pr.rx_id = &sub.rx_id;
     /* slow joiner: the subscription must reach the PUB socket; and one
      * untimed frame through octd (engine warm-up, pinned pools) */
     for (int i = 0; i < 6; i++) {
@@ -746,11 +947,18 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
     double warm = o->quick ? 0.3 : 1.0;
     double meas = o->seconds > 0 ? o->seconds : o->quick ? 1.0 : 4.0;
     phase_result r, first;
-    printf("%-7s %-4s %-6s %-9s %9s %9s %7s %8s %8s %8s %8s %8s %6s %5s %5s %5s %6s\n", "work",
-           "be", "policy", "rate", "frames/s", "A-scans/s", "GB/s", "p50 ms", "p99 ms", "max ms",
-           "produced", "process", "skip", "torn", "drops", "gaps", "lost");
+    printf("%-7s %-4s %-6s %-6s %-9s %-9s %9s %9s %7s %8s %8s %8s %8s %8s %6s %5s %5s %5s %6s\n",
+           "work", "be", "prod", "policy", "rate", "subs", "frames/s", "A-scans/s", "GB/s",
+           "p50 ms", "p99 ms", "max ms", "produced", "process", "skip", "torn", "drops", "gaps",
+           "lost");
+    if (o->hostile) {
+        hostile_phases(o, w, &pr, &sub, st, endpoint, backend, prod, policy, warm, meas, json);
+        *best_gbs = *sust_gbs = 0;
+        rc_out = 0;
+        goto out;
+    }
     run_phase(w, &pr, &sub, st, o->rate, warm, meas, &r);
-    print_phase(w, backend, policy, &r, json);
+    print_phase(w, backend, prod, policy, "-", &r, json);
     first = r;
     double best = no_loss(&r) ? r.gbs : 0;
     if (o->policy != 0 && o->rate <= 0 && !no_loss(&r) && r.fps > 0) {
@@ -761,18 +969,19 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
         bool found = false;
         for (int i = 0; i < nsteps && !found; i++) {
             run_phase(w, &pr, &sub, st, first.fps * steps[i], warm, meas, &r);
-            print_phase(w, backend, policy, &r, json);
+            print_phase(w, backend, prod, policy, "-", &r, json);
             if (no_loss(&r)) {
                 found = true;
                 best = r.gbs;
-                printf("# %s: highest measured rate without loss (policy all): %.0f frames/s = "
-                       "%.2f GB/s\n", w->name, r.rate_asked, r.gbs);
+                printf("# %s: highest measured rate without loss (policy all, %s producer): %.0f "
+                       "frames/s = %.2f GB/s\n", w->name, prod, r.rate_asked, r.gbs);
             }
         }
         if (!found)
             printf("# %s: frames were lost at every rate tried\n", w->name);
     } else if (o->policy != 0 && no_loss(&r)) {
-        printf("# %s: no frame lost at %s\n", w->name, o->rate > 0 ? "the asked rate" : "the unpaced rate");
+        printf("# %s: no frame lost at %s (%s producer)\n", w->name,
+               o->rate > 0 ? "the asked rate" : "the unpaced rate", prod);
     }
     *best_gbs = best;
     *sust_gbs = first.gbs;
@@ -781,9 +990,9 @@ static int run_workload(const octbench_opts *o, const workload *w, const char *o
         FILE *f = fopen(log, "r");
         char line[512];
         while (f && fgets(line, sizeof line, f))
-            if (strstr(line, "pipelined") || strstr(line, "no direct DMA"))
-                printf("# octd: %s", strstr(line, "pipelined") ? strstr(line, "pipelined")
-                                                                : strstr(line, "ring"));
+            if (strstr(line, "frame path:") || strstr(line, "no direct DMA"))
+                printf("# octd: %s", strstr(line, "frame path:") ? strstr(line, "frame path:")
+                                                                  : strstr(line, "ring"));
         if (f)
             fclose(f);
     }
@@ -921,11 +1130,24 @@ int octbench_e2e(const octbench_opts *o)
            date, o->quick ? " (quick: small geometries)" : "");
     int rc = 0;
     double best[2] = {0, 0}, sust[2] = {0, 0};
+    int pairs[16][2];
+    if (o->hostile && !parse_hostile(o->hostile, pairs, 16))
+        return 1;
+    /* default: the copying producer alone (the time existing scripts budget) */
+    bool copy = !o->producer || strcmp(o->producer, "commit"),
+         commit = o->producer && strcmp(o->producer, "copy");
     for (int i = 0; i < 2; i++) {
         if (o->only && strcmp(o->only, "e2e") && strcmp(o->only, wl[i].name))
             continue;
-        if (run_workload(o, &wl[i], octd_path, tmp, json, &best[i], &sust[i]))
+        double b = 0, su = 0;
+        if (copy && run_workload(o, &wl[i], false, octd_path, tmp, json, &best[i], &sust[i]))
             rc = 1;
+        if (commit && run_workload(o, &wl[i], true, octd_path, tmp, json, &b, &su))
+            rc = 1;
+        if (!copy) {
+            best[i] = b;
+            sust[i] = su;
+        }
     }
     /* CUDA only now: every octd child has been forked already. */
     if (o->backend != OCT_BACKEND_CPU && oct_cuda_built()) {
@@ -948,4 +1170,68 @@ int octbench_e2e(const octbench_opts *o)
         fclose(json);
     rmdir(tmp);
     return rc;
+}
+
+/* --hostile: per S:C item, unpaced without and with the subscribers, then
+ * (policy all) paced at 90 % of the rate without them, with them. */
+static void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
+                           subscriber *sub, oct_status *st, const char *endpoint,
+                           const char *backend, const char *prod, const char *policy, double warm,
+                           double meas, FILE *json)
+{
+    int pairs[16][2];
+    int n = parse_hostile(o->hostile, pairs, 16);
+    for (int i = 0; i < n; i++) {
+        int ns = pairs[i][0], nc = pairs[i][1];
+        char subs[32];
+        snprintf(subs, sizeof subs, "%ds+%dc", ns, nc);
+        phase_result base, with, paced;
+        run_phase(w, pr, sub, st, 0, warm, meas, &base);
+        print_phase(w, backend, prod, policy, "-", &base, json);
+        hostile h;
+        if (!hostile_start(&h, endpoint, ns, nc)) {
+            hostile_stop(&h);
+            printf("# hostile %s %d:%d: cannot start the subscribers\n", w->name, ns, nc);
+            continue;
+        }
+        sleep_ms(200); /* connected (slow joiners) before the warm-up */
+        run_phase(w, pr, sub, st, 0, warm, meas, &with);
+        print_phase(w, backend, prod, policy, subs, &with, json);
+        bool all = o->policy != 0;
+        if (all && base.fps > 0) {
+            run_phase(w, pr, sub, st, 0.9 * base.fps, warm, meas, &paced);
+            print_phase(w, backend, prod, policy, subs, &paced, json);
+        }
+        uint64_t reconnects = atomic_load(&h.reconnects);
+        hostile_stop(&h);
+        double rr = base.fps > 0 ? with.fps / base.fps : 0;
+        double pr99 = base.p99 > 0 ? with.p99 / base.p99 : 0;
+        /* octd's CPU time per frame: its own work, apart from the CPU the
+         * subscribers (in this process) take from it on a small machine */
+        double cpf0 = base.frames ? 1e3 * base.octd_cpu_s / (double)base.frames : 0;
+        double cpf1 = with.frames ? 1e3 * with.octd_cpu_s / (double)with.frames : 0;
+        printf("# %s: %d stalled + %d churning subscribers (%" PRIu64 " re-connects): unpaced "
+               "%.0f%% of the rate without them (%.0f vs %.0f frames/s), p99 %.0f%% (%.3f vs "
+               "%.3f ms); octd CPU %.3f vs %.3f ms per frame, %.2f vs %.2f cores",
+               w->name, ns, nc, reconnects, 100 * rr, with.fps, base.fps, 100 * pr99, with.p99,
+               base.p99, cpf1, cpf0, with.octd_cpu_s / with.seconds,
+               base.octd_cpu_s / base.seconds);
+        if (all && base.fps > 0)
+            printf("; at 90%% of it: lost %" PRId64 ", skipped %" PRIu64 ", gaps %" PRIu64,
+                   paced.lost, paced.skipped, paced.gaps);
+        printf("\n");
+        /* one line for scripts */
+        printf("# hostile %s %s %d:%d rate_ratio %.4f p99_ratio %.4f cpu_per_frame_ratio %.4f "
+               "lost90 %" PRId64 " gaps %" PRIu64 "\n",
+               w->name, prod, ns, nc, rr, pr99, cpf0 > 0 ? cpf1 / cpf0 : 0,
+               all && base.fps > 0 ? paced.lost : -1, with.gaps);
+        if (json)
+            fprintf(json,
+                    "{\"part\":\"e2e-hostile\",\"workload\":\"%s\",\"backend\":\"%s\","
+                    "\"producer\":\"%s\",\"stalled\":%d,\"churning\":%d,\"fps_without\":%.2f,"
+                    "\"fps_with\":%.2f,\"rate_ratio\":%.4f,\"p99_without_ms\":%.4f,"
+                    "\"p99_with_ms\":%.4f,\"p99_ratio\":%.4f,\"lost_at_90\":%" PRId64 "}\n",
+                    w->name, backend, prod, ns, nc, base.fps, with.fps, rr, base.p99, with.p99,
+                    pr99, all && base.fps > 0 ? paced.lost : -1);
+    }
 }

@@ -154,6 +154,7 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
     su.geom.sample_type = OCT_SAMPLE_U16;
     su.masks = masks, su.mask_count = w.R;
     su.backend = o->backend, su.threads = o->threads, su.precision = o->precision;
+    su.cuda = o->cuda;
     oct_params p;
     oct_params_default(&p);
     p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;
@@ -320,6 +321,7 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     su.geom.sample_type = OCT_SAMPLE_U16;
     su.masks = masks, su.mask_count = w.R;
     su.backend = OCT_BACKEND_CUDA, su.precision = o->precision;
+    su.cuda = o->cuda;
     oct_params p;
     oct_params_default(&p);
     p.methods = w.methods, p.lag_lo = w.lag_lo, p.lag_hi = w.lag_hi, p.products = w.products;
@@ -427,6 +429,29 @@ static int octbench_stream(const octbench_opts *o, FILE *json)
     return rc;
 }
 #endif
+
+const char *const *octbench_only_names(void)
+{
+    /* groups and parts, then the workloads: what --only accepts */
+    static const char *names[64 + sizeof workloads / sizeof workloads[0]] = {
+        "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan"};
+    if (!names[8]) {
+        size_t n = 8;
+        for (size_t i = 0; i < sizeof workloads / sizeof workloads[0] && n + 1 < sizeof names / sizeof *names; i++)
+            names[n++] = workloads[i].name;
+#ifdef OCT_HAVE_CUDA
+        for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0] && n + 1 < sizeof names / sizeof *names; i++) {
+            bool dup = false;
+            for (size_t k = 0; k < n; k++)
+                dup = dup || !strcmp(names[k], stream_workloads[i].name);
+            if (!dup)
+                names[n++] = stream_workloads[i].name;
+        }
+#endif
+        names[n] = NULL;
+    }
+    return names;
+}
 
 int octbench_engine(const octbench_opts *o)
 {

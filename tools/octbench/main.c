@@ -7,6 +7,7 @@
 
 #include "oct_docs.h"
 #include "bench.h"
+#include "cli.h"
 
 /* Fallbacks for parts that live in other files (a strong definition there
  * overrides these): seed_gpu.cu is only built with nvcc. */
@@ -39,7 +40,7 @@ static void usage(FILE *f)
             "  --backend auto|cpu|cuda  engine backend (default auto)\n"
             "  --warmup N               untimed runs first (default 2, --quick 1)\n"
             "  --reps N                 timed runs, the median is reported (default 10, --quick 3)\n"
-            "  --threads N              CPU threads (default 0 = all cores)\n"
+            "  --threads N              CPU threads (default 0 = all cores; --e2e: octd's)\n"
             "  --precision fp32|tf32    GPU GEMM precision (default fp32)\n"
             "  --only NAME              one workload (bscan-cfd, bscan-msi, volume-cfd,\n"
             "                           volume-msi, volume-cfd+msi, msi-volume-full;\n"
@@ -55,8 +56,25 @@ static void usage(FILE *f)
             "  --ipc                    also run the shared-memory ring benchmark\n"
             "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
             "                           -> subscriber (--only volume|bscan, --seconds S,\n"
-            "                           --policy all|latest, --rate FRAMES_PER_S)\n"
+            "                           --policy all|latest, --frame-rate FRAMES_PER_S;\n"
+            "                           the old spelling --rate works, with a warning)\n"
+            "  --version                the version\n"
+            "  --producer copy|commit|both  --e2e producer: copy each frame into its slot\n"
+            "                           (copy), or fill every slot once and then only stamp\n"
+            "                           and commit headers, as a digitizer's DMA (commit:\n"
+            "                           octd's own ceiling); both: one after the other;\n"
+            "                           default copy\n"
+            "  --zero-copy auto|on|off  --e2e: octd.ini [ring] zero_copy (default auto)\n"
+            "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
+            "                           with S stalled + C churning subscribers, then (policy\n"
+            "                           all) one paced at 90%% of the rate without them\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
+            "CUDA tuning of the engine workloads (defaults: the engine's own choice):\n"
+            "  --gemm sgemm|3xtf32      fp32 MSI matrix product (default 3xtf32)\n"
+            "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
+            "                           negative = the whole frame in one chunk)\n"
+            "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
+            "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
 }
@@ -66,7 +84,8 @@ int main(int argc, char **argv)
     octbench_opts o = {.backend = OCT_BACKEND_AUTO, .warmup = -1, .reps = 0, .threads = 0,
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
-           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE };
+           O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -75,12 +94,55 @@ int main(int argc, char **argv)
         {"ipc", no_argument, 0, O_IPC},               {"e2e", no_argument, 0, O_E2E},
         {"json", required_argument, 0, O_JSON},       {"help", no_argument, 0, O_HELP},
         {"seconds", required_argument, 0, O_SECONDS}, {"policy", required_argument, 0, O_POLICY},
-        {"rate", required_argument, 0, O_RATE},
+        {"frame-rate", required_argument, 0, O_RATE},
+        {"producer", required_argument, 0, O_PRODUCER},
+        {"zero-copy", required_argument, 0, O_ZEROCOPY}, {"hostile", required_argument, 0, O_HOSTILE},
+        {"gemm", required_argument, 0, O_GEMM},
+        {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
+        {"cuda-parts", required_argument, 0, O_PARTS},
+        {"c2r-batch", required_argument, 0, O_C2R},
         {0, 0, 0, 0}};
-    int c;
+    static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
+    int c = oct_cli_start("octbench", argc, argv, renames);
     char *end;
+    if (c >= 0)
+        return c;
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
+        case O_GEMM:
+            if (!strcmp(optarg, "sgemm"))
+                o.cuda.gemm = OCT_CUDA_GEMM_SGEMM;
+            else if (!strcmp(optarg, "3xtf32"))
+                o.cuda.gemm = OCT_CUDA_GEMM_3XTF32;
+            else {
+                fprintf(stderr, "octbench: --gemm %s: must be sgemm or 3xtf32\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_CHUNK: {
+            double v = strtod(optarg, &end);
+            if (*optarg == '\0' || *end || !(v > -1e6 && v < 1e6)) {
+                fprintf(stderr, "octbench: --gemm-chunk-mb %s: not a number of MiB\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.cuda.gemm_chunk_mb = v;
+            break;
+        }
+        case O_PARTS:
+        case O_C2R: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || (c == O_PARTS && v > 8) || v > (1ll << 40)) {
+                fprintf(stderr, "octbench: --%s %s: must be %s\n", c == O_PARTS ? "cuda-parts" : "c2r-batch",
+                        optarg, c == O_PARTS ? "in [1, 8]" : "a positive count");
+                return OCT_EX_USAGE;
+            }
+            if (c == O_PARTS)
+                o.cuda.parts = (int)v;
+            else
+                o.cuda.c2r_batch = v;
+            break;
+        }
         case O_BACKEND:
             if (!strcmp(optarg, "auto"))
                 o.backend = OCT_BACKEND_AUTO;
@@ -90,7 +152,7 @@ int main(int argc, char **argv)
                 o.backend = OCT_BACKEND_CUDA;
             else {
                 fprintf(stderr, "octbench: --backend %s: must be auto, cpu or cuda\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case O_WARMUP:
@@ -100,7 +162,7 @@ int main(int argc, char **argv)
             if (*optarg == '\0' || *end || v < 0 || v > 100000 || (c == O_REPS && v < 1)) {
                 fprintf(stderr, "octbench: --%s %s: not a valid count\n",
                         c == O_WARMUP ? "warmup" : c == O_REPS ? "reps" : "threads", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             if (c == O_WARMUP)
                 o.warmup = (int)v;
@@ -117,7 +179,7 @@ int main(int argc, char **argv)
                 o.precision = OCT_PRECISION_TF32;
             else {
                 fprintf(stderr, "octbench: --precision %s: must be fp32 or tf32\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case O_ONLY: o.only = optarg; break;
@@ -131,8 +193,8 @@ int main(int argc, char **argv)
             double v = strtod(optarg, &end);
             if (*optarg == '\0' || *end || !(v > 0 && v < 1e7)) {
                 fprintf(stderr, "octbench: --%s %s: must be a positive number\n",
-                        c == O_SECONDS ? "seconds" : "rate", optarg);
-                return 2;
+                        c == O_SECONDS ? "seconds" : "frame-rate", optarg);
+                return OCT_EX_USAGE;
             }
             if (c == O_SECONDS)
                 o.seconds = v;
@@ -147,17 +209,34 @@ int main(int argc, char **argv)
                 o.policy = 0;
             else {
                 fprintf(stderr, "octbench: --policy %s: must be all or latest\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
+        case O_PRODUCER:
+            if (strcmp(optarg, "copy") && strcmp(optarg, "commit") && strcmp(optarg, "both")) {
+                fprintf(stderr, "octbench: --producer %s: must be copy, commit or both\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.producer = optarg;
+            break;
+        case O_ZEROCOPY:
+            if (strcmp(optarg, "auto") && strcmp(optarg, "on") && strcmp(optarg, "off")) {
+                fprintf(stderr, "octbench: --zero-copy %s: must be auto, on or off\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.zero_copy = optarg;
+            break;
+        case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
         case O_HELP: usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: usage(stderr); return OCT_EX_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "octbench: unexpected argument '%s'\n", argv[optind]);
-        return 2;
+        return OCT_EX_USAGE;
     }
+    if (o.only && !oct_cli_known("octbench", "--only", o.only, octbench_only_names()))
+        return OCT_EX_USAGE;
     if (o.json) { /* parts append JSON lines to it */
         FILE *f = fopen(o.json, "w");
         if (!f) {

@@ -2,7 +2,9 @@
  * octd (SPEC 3.2, 3.3, 4, 8); `octctl ring` inspects a frame ring.
  *
  * Exit status: 0 done / applied; 1 rejected, refused or failed (the reason
- * is printed); 2 octd did not answer in time or is not running; 64 usage.
+ * is printed); 2 octd did not answer in time or is not running; 64 usage
+ * (the argument named).  A mode already in effect (online when online,
+ * review in review) answers ok, "already ...". 
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,6 +20,8 @@
 #include "oct_docs.h"
 #include "oct_control_keys.h"
 #include "oct_ipc.h"
+#include "oct_options.h"
+#include "cli.h"
 #include "ring.h"
 
 #define EX_USAGE 64
@@ -35,37 +39,35 @@ static void usage(FILE *f)
             "  get [KEY...]          control values, one key=value a line\n"
             "  set KEY=VALUE ...     change values in one generation; waits for octd to apply\n"
             "                        or reject them (exit 1 with the reason on rejection)\n"
+            "  help [KEY...]         the keys: kind, range or names, default, unit, help\n"
+            "  schema                the option table as JSON (schema octd-options-1)\n"
             "  snapshot              keep the current frame (online mode)\n"
             "  review                re-process the kept frame on every change (post-processing)\n"
             "  online                back to processing ring frames\n"
             "  save raw|images       save the kept frame or its images (review mode)\n"
+            "  record [--frames N] [--seconds S] [raw] [products]\n"
+            "                        start a recording (default: raw; 0 or no limit: until\n"
+            "                        `record stop`)\n"
+            "  record stop           end the recording in progress\n"
+            "  reference set|clear|auto   the registration reference (set: the next frame)\n"
             "  status                the status block\n"
             "  watch [--count N] [--interval SEC]   live counters\n"
             "  ring [...]            inspect a frame ring (octctl ring --help)\n"
+            "  --version             the version\n"
             "Options: --control (default %s), --status (default %s), --timeout (default 10 s)\n"
-            "Keys: ",
+            "Keys (octctl help KEY for one): ",
             OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT);
     for (size_t i = 0; i < oct_control_key_count(); i++)
         fprintf(f, "%s%s", i ? " " : "", oct_control_key_name(i));
     fprintf(f,
-            "\nValues:\n"
-            "  methods          cfd,msi,cms (any of them, comma-separated)\n"
-            "  window           rect|hann|hamming|blackman|gaussian:SIGMA|tukey:ALPHA\n"
-            "  background       none|reference|frame_mean|rolling[:K]|fpn[:G]  (ABI 1.1: rolling,\n"
-            "                   fpn; background.param = K frames of the rolling mean [1, 1024] or\n"
-            "                   G spectra per fpn segment [2, 65536])\n"
-            "  klin.interp      off|linear|cubic|sinc  k-linearisation of CFD (ABI 1.1)\n"
-            "  klin.taps        sinc cut-off length T [2, 64]\n"
-            "  klin.source      poly (klin.coefs) | file (the profile's klin.positions)\n"
-            "  klin.coefs       c0,c1,c2,c3: p[n] = c0 + c1 t + c2 t^2 + c3 t^3, t = n/M\n"
-            "                   (identity: 0,M,0,0); one at a time: klin.c0 .. klin.c3\n"
-            "  dispersion.a2, dispersion.a3, dispersion.k0   CFD dispersion compensation\n"
-            "                   theta[n] = a2 (n/M - k0)^2 + a3 (n/M - k0)^3 radians\n"
-            "  Also accepted by set: background_param, klin, klin_taps, klin_source,\n"
-            "  klin_c0..klin_c3, disp_a2, disp_a3, disp_k0.\n"
+            "\nValue forms: window=tukey:0.5 (name:param), background=rolling:8, lag_window=-8,8,\n"
+            "  methods=cfd,msi (sets: comma-separated), klin.coefs=c0,c1,c2,c3 (all four).\n"
+            "  Old spellings still accepted: klin.interp, klin_taps, klin_source, klin_c0..3,\n"
+            "  background_param, background.frames|segment, disp_a2|a3|k0, msi.lag_window.\n"
             "Examples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
             "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi,cms\n"
-            "          octctl set klin.interp=sinc klin.taps=21 dispersion.a2=-12.5\n"
+            "          octctl set klin=sinc klin.taps=21 dispersion.a2=-12.5\n"
+            "          octctl record --seconds 10 raw products\n"
             OCT_DOCS_HINT);
 }
 
@@ -208,21 +210,24 @@ static int cmd_set(const ctl_opts *o, int argc, char **argv)
         oct_status_close(s, false);
         return 2;
     }
-    if (oct_control_abi_minor(c) < 1) {
-        /* an older octd: it would apply the generation without these */
-        for (int i = 1; i < argc; i++) {
-            char key[64];
-            const char *eq = strchr(argv[i], '=');
-            size_t len = (size_t)(eq - argv[i]);
-            snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1),
-                     argv[i]);
-            if (oct_control_key_abi_minor(key) >= 1) {
-                fprintf(stderr, "octctl: %s: control block %s is ABI 1.0 (an older octd), "
-                                "%s needs 1.1\n", key, o->control, key);
-                oct_control_close(c, false);
-                oct_status_close(s, false);
-                return 1;
-            }
+    /* an older octd would apply the generation without keys newer than its block */
+    uint32_t minor = oct_control_abi_minor(c);
+    for (int i = 1; i < argc; i++) {
+        char key[64];
+        const char *eq = strchr(argv[i], '=');
+        size_t len = (size_t)(eq - argv[i]);
+        snprintf(key, sizeof key, "%.*s", (int)(len < sizeof key ? len : sizeof key - 1), argv[i]);
+        size_t kl = strlen(key);
+        while (kl && (key[kl - 1] == ' ' || key[kl - 1] == '\t'))
+            key[--kl] = '\0';
+        const char *k = key + strspn(key, " \t");
+        int need = oct_control_key_abi_minor(k);
+        if (need > (int)minor) {
+            fprintf(stderr, "octctl: %s: control block %s is ABI 1.%u (an older octd), %s needs "
+                            "1.%d\n", k, o->control, minor, k, need);
+            oct_control_close(c, false);
+            oct_status_close(s, false);
+            return 1;
         }
     }
     set_args a = {argc - 1, argv + 1, false};
@@ -268,7 +273,8 @@ static int cmd_set(const ctl_opts *o, int argc, char **argv)
 }
 
 /* ---------------- commands ---------------- */
-static int cmd_command(const ctl_opts *o, uint32_t cmd, const char *name)
+static int cmd_command_args(const ctl_opts *o, uint32_t cmd, uint32_t flags, uint32_t frames,
+                            double seconds, const char *name)
 {
     oct_status *s = open_status(o);
     if (!s)
@@ -281,10 +287,10 @@ static int cmd_command(const ctl_opts *o, uint32_t cmd, const char *name)
         return 2;
     }
     uint64_t seq;
-    oct_err rc = oct_control_command(c, cmd, &seq, &e);
+    oct_err rc = oct_control_command_args(c, cmd, flags, frames, seconds, &seq, &e);
     oct_control_close(c, false);
     if (rc != OCT_OK) {
-        fprintf(stderr, "octctl: %s: %s\n", name, e.msg);
+        fprintf(stderr, "octctl: %s\n", e.msg); /* the library names the command */
         oct_status_close(s, false);
         return 1;
     }
@@ -318,6 +324,161 @@ static int cmd_command(const ctl_opts *o, uint32_t cmd, const char *name)
         fprintf(stderr, "octctl: %s: octd did not answer within %.1f s\n", name, o->timeout_s);
     oct_status_close(s, false);
     return ret;
+}
+
+/* ---------------- help / schema ---------------- */
+static void print_option(const oct_option *o)
+{
+    static const char *const kinds[] = {"int", "float", "enum", "set", "pair", "bool"};
+    oct_control_values d;
+    oct_options_default(&d);
+    char def[160];
+    oct_option_format(o, &d, def, sizeof def);
+    printf("%s (%s", o->key, kinds[o->kind]);
+    if (o->kind == OCT_OPT_ENUM || o->kind == OCT_OPT_SET) {
+        printf(":");
+        for (size_t i = 0; o->values[i]; i++)
+            printf("%s%s", i ? (o->kind == OCT_OPT_SET ? "," : "|") : " ", o->values[i]);
+    } else if (o->kind != OCT_OPT_BOOL) {
+        bool f = o->kind == OCT_OPT_FLOAT;
+        if (f && o->min <= -3.0e38 && o->max >= 3.0e38)
+            printf(", finite");
+        else if (f && o->max >= 3.0e38)
+            printf(", %s %g", (o->flags & OCT_OPTF_MIN_OPEN) ? ">" : ">=", o->min);
+        else if (f)
+            printf(", %s%g, %g]", (o->flags & OCT_OPTF_MIN_OPEN) ? "(" : "[", o->min, o->max);
+        else
+            printf(", [%.0f, %.0f]", o->min, o->max);
+    }
+    if (o->max_rule)
+        printf(", max %s", o->max_rule);
+    printf(", default %s%s%s, ABI 1.%u)\n    %s\n", *def ? def : "(none)", *o->unit ? " " : "", o->unit,
+           o->abi_minor, o->help);
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    if (argc <= 1) {
+        for (size_t i = 0; i < oct_options_count(); i++)
+            print_option(oct_option_at(i));
+        return 0;
+    }
+    int ret = 0;
+    for (int i = 1; i < argc; i++) {
+        const oct_option *o = oct_option_find(argv[i]);
+        if (!o) {
+            oct_error e;
+            oct_control_unknown_key(argv[i], &e);
+            fprintf(stderr, "octctl help: %s\n", e.msg);
+            ret = EX_USAGE;
+            continue;
+        }
+        print_option(o);
+    }
+    return ret;
+}
+
+static int cmd_schema(int argc, char **argv)
+{
+    if (argc > 1)
+        return extra_argument("schema", argv[1]);
+    char *json;
+    oct_error e;
+    if (oct_options_json(&json, &e) != OCT_OK) {
+        fprintf(stderr, "octctl schema: %s\n", e.msg);
+        return 1;
+    }
+    fputs(json, stdout);
+    free(json);
+    return 0;
+}
+
+static int cmd_command(const ctl_opts *o, uint32_t cmd, const char *name)
+{
+    return cmd_command_args(o, cmd, 0, 0, 0.0, name);
+}
+
+/* record [--frames N] [--seconds S] [raw] [products] | record stop */
+static int cmd_record(const ctl_opts *o, int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "stop")) {
+        if (argc > 2)
+            return extra_argument("record stop", argv[2]);
+        return cmd_command(o, OCT_CMD_RECORD_STOP, "record stop");
+    }
+    uint32_t flags = 0, frames = 0;
+    double seconds = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        bool is_frames = !strncmp(a, "--frames", 8) && (a[8] == '\0' || a[8] == '=');
+        bool is_seconds = !strncmp(a, "--seconds", 9) && (a[9] == '\0' || a[9] == '=');
+        if (is_frames || is_seconds) {
+            const char *eq = strchr(a, '=');
+            if (eq)
+                val = eq + 1;
+            else if (i + 1 < argc)
+                val = argv[++i];
+            else {
+                fprintf(stderr, "octctl record: %s needs a value\n", a);
+                return EX_USAGE;
+            }
+            char *end;
+            errno = 0;
+            if (is_frames) {
+                unsigned long long n = strtoull(val, &end, 10);
+                if (end == val || *end || errno || *val == '-' || n > UINT32_MAX) {
+                    fprintf(stderr, "octctl record: --frames: '%s' is not a count 0..%u\n", val,
+                            UINT32_MAX);
+                    return EX_USAGE;
+                }
+                frames = (uint32_t)n;
+            } else {
+                seconds = strtod(val, &end);
+                if (end == val || *end || !isfinite(seconds) || seconds < 0) {
+                    fprintf(stderr, "octctl record: --seconds: '%s' is not a number of seconds >= 0\n",
+                            val);
+                    return EX_USAGE;
+                }
+            }
+        } else if (!strcmp(a, "raw")) {
+            flags |= OCT_RECORD_RAW;
+        } else if (!strcmp(a, "products")) {
+            flags |= OCT_RECORD_PRODUCTS;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("usage: octctl record [--frames N] [--seconds S] [raw] [products]\n"
+                   "       octctl record stop\n"
+                   "raw: the ring frames; products: the published images; neither: raw.\n"
+                   "--frames/--seconds: stop after that many (0 or absent: until record stop).\n");
+            return 0;
+        } else {
+            fprintf(stderr, "octctl record: unexpected argument '%s' (raw, products, --frames N, "
+                            "--seconds S or stop)\n", a);
+            return EX_USAGE;
+        }
+    }
+    if (!flags)
+        flags = OCT_RECORD_RAW;
+    return cmd_command_args(o, OCT_CMD_RECORD, flags, frames, seconds, "record");
+}
+
+/* reference set|clear|auto */
+static int cmd_reference(const ctl_opts *o, int argc, char **argv)
+{
+    static const char *const ops[] = {"set", "clear", "auto"}; /* = enum oct_reference_op */
+    if (argc != 2) {
+        if (argc > 2)
+            return extra_argument("reference", argv[2]);
+        fprintf(stderr, "usage: octctl reference set|clear|auto\n");
+        return EX_USAGE;
+    }
+    for (uint32_t i = 0; i < 3; i++)
+        if (!strcmp(argv[1], ops[i])) {
+            char name[32];
+            snprintf(name, sizeof name, "reference %s", ops[i]);
+            return cmd_command_args(o, OCT_CMD_REFERENCE, i, 0, 0.0, name);
+        }
+    fprintf(stderr, "octctl reference: '%s' is not set, clear or auto\n", argv[1]);
+    return EX_USAGE;
 }
 
 /* ---------------- status / watch ---------------- */
@@ -456,7 +617,9 @@ int main(int argc, char **argv)
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     ctl_opts o = {OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT, 10.0};
-    int c;
+    int c = oct_cli_start("octctl", argc, argv, NULL);
+    if (c >= 0)
+        return c;
     /* '+': options end at the command, so commands have options of their own */
     while ((c = getopt_long(argc, argv, "+c:s:t:h", opts, NULL)) != -1) {
         switch (c) {
@@ -487,10 +650,20 @@ int main(int argc, char **argv)
         return octctl_ring_main(cargc, cargv);
     if (!strcmp(cmd, "watch"))
         return cmd_watch(&o, cargc, cargv);
+    if (!strcmp(cmd, "record") && help)
+        return cmd_record(&o, cargc, cargv);
+    if (!strcmp(cmd, "reference") && !help)
+        return cmd_reference(&o, cargc, cargv);
     if (help) {
         usage(stdout);
         return 0;
     }
+    if (!strcmp(cmd, "help"))
+        return cmd_help(cargc, cargv);
+    if (!strcmp(cmd, "schema"))
+        return cmd_schema(cargc, cargv);
+    if (!strcmp(cmd, "record"))
+        return cmd_record(&o, cargc, cargv);
     if (!strcmp(cmd, "get"))
         return cmd_get(&o, cargc, cargv);
     if (!strcmp(cmd, "set"))

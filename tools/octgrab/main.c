@@ -16,6 +16,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "cli.h"
 #include "oct_docs.h"
 #include "jsonhdr.h"
 #include "oct_config.h"
@@ -66,9 +67,11 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: octgrab [--endpoint E] [--topic PREFIX]... [--count N] [--timeout SEC]\n"
             "               [--output DIR] [--save-max N] [--quiet] [--headers]\n"
+            "       octgrab --version | --help\n"
             "Subscribes to octd's images and prints one line per message and a summary.\n"
             "  -e, --endpoint E    default tcp://127.0.0.1:5556\n"
-            "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd\n"
+            "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd;\n"
+            "                      an unknown kind or method is a usage error (exit 64)\n"
             "  -n, --count N       stop after N image messages (status messages do not count)\n"
             "  -T, --timeout SEC   stop when nothing arrived for SEC seconds (exit 1 if --count\n"
             "                      was not reached)\n"
@@ -260,6 +263,48 @@ static void summary(grab *g, double elapsed)
            g->save_errors ? " (some saves failed)" : "");
 }
 
+/* A --topic names something octd publishes (SPEC 6, 10): its first part is
+ * (a prefix of) a kind or "status", a second part a method or metric. */
+static bool topic_known(const char *t)
+{
+    static const char *const kinds[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v",
+                                        "volume", "slab_mean", "slab_max", "motion",
+                                        "registered", "average", "angio", "struct", "median",
+                                        "sv", "decor", "ssada", "status", NULL};
+    static const char *const methods[] = {"cfd", "msi", "cms", "struct", "median", "sv",
+                                          "decor", "ssada", NULL};
+    const char *slash = strchr(t, '/');
+    size_t len = slash ? (size_t)(slash - t) : strlen(t);
+    char kind[32];
+    if (len >= sizeof kind)
+        len = sizeof kind - 1;
+    memcpy(kind, t, len);
+    kind[len] = '\0';
+    bool ok = false;
+    for (int i = 0; kinds[i] && !ok; i++)
+        ok = slash ? !strcmp(kinds[i], kind) : !strncmp(kinds[i], kind, len);
+    if (!ok)
+        return oct_cli_known("octgrab", "--topic", kind, kinds);
+    if (!slash || !slash[1])
+        return true;
+    const char *m = slash + 1, *s2 = strchr(m, '/');
+    size_t ml = s2 ? (size_t)(s2 - m) : strlen(m);
+    char meth[32];
+    if (ml >= sizeof meth)
+        ml = sizeof meth - 1;
+    memcpy(meth, m, ml);
+    meth[ml] = '\0';
+    for (int i = 0; methods[i]; i++)
+        if (s2 ? !strcmp(methods[i], meth) : !strncmp(methods[i], meth, ml))
+        {
+            if (!s2 || !s2[1] || !strncmp(s2 + 1, "f32", strlen(s2 + 1)))
+                return true;
+            oct_cli_usage("octgrab", "--topic '%s': only /f32 may follow the method", t);
+            return false;
+        }
+    return oct_cli_known("octgrab", "--topic method", meth, methods);
+}
+
 static bool parse_long(const char *opt, const char *s, long min, long *out)
 {
     char *end;
@@ -288,7 +333,9 @@ int main(int argc, char **argv)
     g->count = -1;
     g->save_max = -1;
     g->timeout_s = 0;
-    int c;
+    int c = oct_cli_start("octgrab", argc, argv, NULL);
+    if (c >= 0)
+        return c;
     while ((c = getopt_long(argc, argv, "e:t:n:T:o:s:qHh", opts, NULL)) != -1) {
         switch (c) {
         case 'e': g->endpoint = optarg; break;
@@ -297,6 +344,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "octgrab: at most %d --topic\n", MAX_PREFIXES);
                 return 64;
             }
+            if (!topic_known(optarg))
+                return OCT_EX_USAGE;
             g->prefixes[g->nprefixes++] = optarg;
             break;
         case 'n':

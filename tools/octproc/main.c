@@ -14,6 +14,7 @@
 #include "oct_docs.h"
 #include "oct_config.h"
 #include "oct_control_keys.h"
+#include "cli.h"
 #include "oct_engine.h"
 
 /* A stack of at least this many frames is worth measured FFT plans. */
@@ -51,14 +52,15 @@ static void usage(FILE *f)
             "  cms: {calibration: cal.npy, depths: [z1, z2, ...], grid: {start, step, count}}\n"
             "\n"
             "Files per frame, for each method (cfd, msi, cms) and product of the profile:\n"
-            "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v)\n"
+            "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v,\n"
+            "                             slab_mean, slab_max: depths [slab.start, slab.end))\n"
             "  enface_<method>_<q>.png    one per en-face depth q = 0..Q-1 (indices past the\n"
             "                             last depth are cut; a line says how many were used)\n"
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
             "\n"
-            "Exit status: 0 success, 1 bad input or processing error, 2 usage error.\n"
+            "Exit status: 0 success, 1 bad input or processing error, 64 usage error.\n"
             OCT_DOCS_HINT);
 }
 
@@ -171,6 +173,7 @@ static oct_err write_products(const oct_products *pr, bool want_f32, const char 
 
 int main(int argc, char **argv)
 {
+    oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
     const char *profile_path = NULL, *input = NULL, *output = NULL;
     oct_backend backend = OCT_BACKEND_AUTO;
     int threads = 0;
@@ -188,7 +191,9 @@ int main(int argc, char **argv)
         {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
     };
-    int c;
+    int c = oct_cli_start("octproc", argc, argv, NULL);
+    if (c >= 0)
+        return c;
     while ((c = getopt_long(argc, argv, "p:i:o:b:t:m:s:hV", opts, NULL)) != -1) {
         switch (c) {
         case 'm': method = optarg; break;
@@ -202,7 +207,7 @@ int main(int argc, char **argv)
             else if (!strcasecmp(optarg, "cuda")) backend = OCT_BACKEND_CUDA;
             else {
                 fprintf(stderr, "octproc: --backend '%s': must be auto, cpu or cuda\n", optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             break;
         case 't': {
@@ -212,26 +217,20 @@ int main(int argc, char **argv)
             if (errno || !*optarg || *end || v < 0 || v > 4096) {
                 fprintf(stderr, "octproc: --threads '%s': must be an integer from 0 to 4096\n",
                         optarg);
-                return 2;
+                return OCT_EX_USAGE;
             }
             threads = (int)v;
             break;
         }
         case 'h': usage(stdout); return 0;
         case 'V': printf("octproc %s\n", OCT_VERSION); return 0;
-        default: usage(stderr); return 2;
+        default: return oct_cli_usage("octproc", "bad option %s", argv[optind - 1]);
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "octproc: unexpected argument '%s'\n", argv[optind]);
-        usage(stderr);
-        return 2;
-    }
-    if (!profile_path || !input || !output) {
-        fprintf(stderr, "octproc: --profile, --input and --output are required\n");
-        usage(stderr);
-        return 2;
-    }
+    if (optind < argc)
+        return oct_cli_usage("octproc", "unexpected argument '%s'", argv[optind]);
+    if (!profile_path || !input || !output)
+        return oct_cli_usage("octproc", "--profile, --input and --output are required");
 
     int rc = 1;
     oct_error e = {{0}};
@@ -256,15 +255,20 @@ int main(int argc, char **argv)
         oct_control_from_params(&v, &prof->params);
         if (method && (err = oct_control_key_set(&v, "methods", method, &e))) {
             fprintf(stderr, "octproc: --method: %s\n", e.msg);
-            rc = 2;
+            rc = OCT_EX_USAGE;
             goto out;
         }
         for (int i = 0; i < nsets; i++)
             if ((err = oct_control_assign(&v, sets[i], &e))) {
                 fprintf(stderr, "octproc: --set: %s\n", e.msg);
-                rc = 2;
+                rc = OCT_EX_USAGE;
                 goto out;
             }
+        if ((err = oct_options_check_values(&v, &e))) { /* the option table's rules */
+            fprintf(stderr, "octproc: --set: %s\n", e.msg);
+            rc = OCT_EX_USAGE;
+            goto out;
+        }
         oct_params_from_control(&prof->params, &v);
         if ((prof->params.methods & OCT_METHOD_BIT(OCT_METHOD_CMS)) && !prof->cms_path[0]) {
             fprintf(stderr, "octproc: method cms: %s has no cms: section (calibration, depths, "

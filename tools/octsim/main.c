@@ -13,6 +13,7 @@
 #include "oct_docs.h"
 #include "oct_config.h"
 #include "oct_ipc.h"
+#include "cli.h"
 #include "sim.h"
 
 static volatile sig_atomic_t g_stop;
@@ -27,13 +28,13 @@ static void usage_main(FILE *f)
 {
     fprintf(f,
         "usage: octsim [--ring NAME] --samples M --ascans N --lines L [--type u16|i16|f32]\n"
-        "              [--shift S] [--slots K] [--rate ASCANS_PER_S] [--frames COUNT]\n"
+        "              [--shift S] [--slots K] [--ascan-rate ASCANS_PER_S] [--frames COUNT]\n"
         "              [--seed S] [--profile P.yaml] [--sample layered|retina|laminate]\n"
         "              [--distinct D] [--kmap A] [--dispersion B] [--unlink] [--quiet]\n"
         "       octsim masks --samples M --count R --output FILE.npy [--seed S]\n"
         "       octsim masks --cms --samples M [--depths Z1,Z2,...] --output CAL.npy\n"
         "                    [--klin-out POS.npy] [--yaml SNIPPET.yaml] [--grid-count R]\n"
-        "       octsim replay FILE.npy [--ring NAME] [--rate ...] [--loop] [--shift S]\n"
+        "       octsim replay FILE.npy [--ring NAME] [--ascan-rate ...] [--loop] [--shift S]\n"
         "\n"
         "Creates the frame ring NAME (default %s) and writes simulated frames of\n"
         "L lines x N A-scans x M samples: a swept-source interferogram (Gaussian\n"
@@ -45,7 +46,8 @@ static void usage_main(FILE *f)
         "(default: up to 8, at most 256 MiB of them) and then cycles through them,\n"
         "frame_id counting on; each distinct frame has its own speckle, noise and a\n"
         "small axial motion.\n"
-        "--rate: A-scans per second (0 or absent = as fast as possible).\n"
+        "--ascan-rate: A-scans per second (0 or absent = as fast as possible; the old\n"
+        "spelling --rate still works, with a warning).  --version: the version.\n"
         "Runs until COUNT frames were written or SIGINT/SIGTERM; then marks the ring\n"
         "CLOSED (and removes it with --unlink) and exits 0.  Prints frames/s and\n"
         "A-scans/s once a second on stderr unless --quiet.\n" OCT_DOCS_HINT,
@@ -83,7 +85,7 @@ static bool parse_double(const char *s, double *v)
 static int bad_value(const char *opt, const char *val)
 {
     fprintf(stderr, "octsim: %s: bad value \"%s\"\n", opt, val);
-    return 2;
+    return OCT_EX_USAGE;
 }
 
 /* ---- producer loop shared by simulate and replay ---- */
@@ -210,7 +212,7 @@ static int cmd_simulate(int argc, char **argv)
     static const struct option opts[] = {
         {"ring", 1, 0, 'r'},    {"samples", 1, 0, 'M'}, {"ascans", 1, 0, 'N'},
         {"lines", 1, 0, 'L'},   {"type", 1, 0, 't'},    {"shift", 1, 0, 's'},
-        {"slots", 1, 0, 'k'},   {"rate", 1, 0, 'R'},    {"frames", 1, 0, 'F'},
+        {"slots", 1, 0, 'k'},   {"ascan-rate", 1, 0, 'R'}, {"frames", 1, 0, 'F'},
         {"seed", 1, 0, 'S'},    {"profile", 1, 0, 'p'}, {"sample", 1, 0, 'x'},
         {"distinct", 1, 0, 'D'}, {"kmap", 1, 0, 'a'},   {"dispersion", 1, 0, 'b'},
         {"quiet", 0, 0, 'q'},   {"unlink", 0, 0, 'u'},  {"help", 0, 0, 'h'},
@@ -233,7 +235,7 @@ static int cmd_simulate(int argc, char **argv)
         case 't': if (!(type = oct_sample_parse(optarg))) return bad_value("--type", optarg); break;
         case 's': if (!parse_u32(optarg, &shift)) return bad_value("--shift", optarg); break;
         case 'k': if (!parse_u32(optarg, &slots)) return bad_value("--slots", optarg); break;
-        case 'R': if (!parse_double(optarg, &rate) || rate < 0) return bad_value("--rate", optarg); break;
+        case 'R': if (!parse_double(optarg, &rate) || rate < 0) return bad_value("--ascan-rate", optarg); break;
         case 'F': if (!parse_u64(optarg, &frames)) return bad_value("--frames", optarg); break;
         case 'S': if (!parse_u64(optarg, &seed)) return bad_value("--seed", optarg); break;
         case 'p': profile = optarg; break;
@@ -249,12 +251,12 @@ static int cmd_simulate(int argc, char **argv)
         case 'q': quiet = true; break;
         case 'u': unlink_end = true; break;
         case 'h': usage_main(stdout); return 0;
-        default: usage_main(stderr); return 2;
+        default: usage_main(stderr); return OCT_EX_USAGE;
         }
     }
     if (optind < argc) {
         fprintf(stderr, "octsim: unexpected argument \"%s\" (see --help)\n", argv[optind]);
-        return 2;
+        return OCT_EX_USAGE;
     }
     oct_geometry g = {0, 0, 0, OCT_SAMPLE_U16, 0};
     if (profile) {
@@ -281,12 +283,12 @@ static int cmd_simulate(int argc, char **argv)
     if (!g.samples || !g.ascans || !g.lines) {
         fprintf(stderr, "octsim: --samples, --ascans and --lines are required (or a profile "
                         "with a geometry)\n");
-        return 2;
+        return OCT_EX_USAGE;
     }
     oct_error e;
     if (oct_geometry_check(&g, &e) != OCT_OK) {
         fprintf(stderr, "octsim: %s\n", e.msg);
-        return 2;
+        return OCT_EX_USAGE;
     }
     size_t fb = (size_t)oct_geometry_frame_bytes(&g);
     if (!distinct) {
@@ -296,7 +298,7 @@ static int cmd_simulate(int argc, char **argv)
     }
     if ((double)distinct * fb > 8.0 * (1u << 30)) {
         fprintf(stderr, "octsim: --distinct %u frames of %zu bytes exceed 8 GiB\n", distinct, fb);
-        return 2;
+        return OCT_EX_USAGE;
     }
     uint8_t *buf = malloc(fb * distinct);
     if (!buf) {
@@ -480,7 +482,7 @@ static int cmd_masks(int argc, char **argv)
                    "float64, a klin.positions file): linearised CFD then shows a mirror at\n"
                    "depth Z in bin Z exactly.  --yaml also writes the printed lines to a file.\n");
             return 0;
-        default: return 2;
+        default: return OCT_EX_USAGE;
         }
     }
     if (cms || (klin_out && !out)) {
@@ -488,19 +490,19 @@ static int cmd_masks(int argc, char **argv)
             fprintf(stderr, "octsim masks: %s\n",
                     R ? "--count is for MSI masks; --cms takes --depths"
                       : "--cms needs --samples and --output (--klin-out alone: --samples)");
-            return 2;
+            return OCT_EX_USAGE;
         }
         oct_geometry g = {M, 1, 1, OCT_SAMPLE_F32, 0};
         oct_error ge;
         if (oct_geometry_check(&g, &ge) != OCT_OK) {
             fprintf(stderr, "octsim masks: %s\n", ge.msg);
-            return 2;
+            return OCT_EX_USAGE;
         }
         return cmd_masks_cms(M, &opt, seed, out, depth_list, klin_out, yaml_out, grid_count, cms);
     }
     if (!M || !R || !out || optind < argc) {
         fprintf(stderr, "octsim masks: --samples, --count and --output are required\n");
-        return 2;
+        return OCT_EX_USAGE;
     }
     float *m = malloc(sizeof(float) * (size_t)M * R);
     if (!m) {
@@ -527,7 +529,7 @@ static int cmd_masks(int argc, char **argv)
 static int cmd_replay(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"ring", 1, 0, 'r'}, {"rate", 1, 0, 'R'}, {"loop", 0, 0, 'l'}, {"shift", 1, 0, 's'},
+        {"ring", 1, 0, 'r'}, {"ascan-rate", 1, 0, 'R'}, {"loop", 0, 0, 'l'}, {"shift", 1, 0, 's'},
         {"slots", 1, 0, 'k'}, {"quiet", 0, 0, 'q'}, {"unlink", 0, 0, 'u'},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     const char *ring = OCT_RING_DEFAULT;
@@ -538,25 +540,25 @@ static int cmd_replay(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'r': ring = optarg; break;
-        case 'R': if (!parse_double(optarg, &rate) || rate < 0) return bad_value("--rate", optarg); break;
+        case 'R': if (!parse_double(optarg, &rate) || rate < 0) return bad_value("--ascan-rate", optarg); break;
         case 'l': loop = true; break;
         case 's': if (!parse_u32(optarg, &shift)) return bad_value("--shift", optarg); break;
         case 'k': if (!parse_u32(optarg, &slots)) return bad_value("--slots", optarg); break;
         case 'q': quiet = true; break;
         case 'u': unlink_end = true; break;
         case 'h':
-            printf("usage: octsim replay FILE.npy [--ring NAME] [--rate ASCANS_PER_S] [--loop]\n"
+            printf("usage: octsim replay FILE.npy [--ring NAME] [--ascan-rate ASCANS_PER_S] [--loop]\n"
                    "                     [--shift S] [--slots K] [--quiet] [--unlink]\n"
                    "Feeds recorded frames: FILE.npy of shape (L, N, M) or (K, L, N, M),\n"
                    "dtype uint16, int16 or float32, into the ring, once (or forever with\n"
                    "--loop), then marks the ring CLOSED.\n");
             return 0;
-        default: return 2;
+        default: return OCT_EX_USAGE;
         }
     }
     if (optind + 1 != argc) {
         fprintf(stderr, "octsim replay: exactly one FILE.npy expected (see --help)\n");
-        return 2;
+        return OCT_EX_USAGE;
     }
     const char *path = argv[optind];
     oct_array a;
@@ -601,6 +603,10 @@ out:
 
 int main(int argc, char **argv)
 {
+    static const oct_cli_rename renames[] = {{"rate", "ascan-rate"}, {NULL, NULL}};
+    int rc = oct_cli_start("octsim", argc, argv, renames);
+    if (rc >= 0)
+        return rc;
     if (argc > 1 && !strcmp(argv[1], "masks"))
         return cmd_masks(argc - 1, argv + 1);
     if (argc > 1 && !strcmp(argv[1], "replay"))

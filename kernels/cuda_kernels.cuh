@@ -1,0 +1,498 @@
+/* cuda_kernels.cuh - the device code of the CUDA backend (kernels and the
+ * table-driven product sink), included by engine_cuda.cu, its host code:
+ * one translation unit, so that the sink's __constant__ layout tables and
+ * the kernels need no relocatable device code.  Per-element formulas shared
+ * with the CPU (gray levels, FPN statistics) come from formulas.h. */
+#ifndef OCT_CUDA_KERNELS_CUH
+#define OCT_CUDA_KERNELS_CUH
+
+#include <climits>
+#include <cstdint>
+
+#include "formulas.h"
+#include "plan.h"
+
+template <typename T> struct Raw;
+template <> struct Raw<uint16_t> {
+    typedef ushort4 V;
+    static __device__ __forceinline__ float cv(uint16_t v, int sh) { return (float)(v >> sh); }
+};
+template <> struct Raw<int16_t> {
+    typedef short4 V;
+    static __device__ __forceinline__ float cv(int16_t v, int sh) { return (float)((int)v >> sh); }
+};
+template <> struct Raw<float> {
+    typedef float4 V;
+    static __device__ __forceinline__ float cv(float v, int) { return v; }
+};
+
+/* Column sums of the converted raw samples for the frame-mean background. */
+template <typename T>
+__global__ void colsum_kernel(const T *__restrict__ raw, long long S, int M, int sh,
+                              double *__restrict__ sum)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= M) return;
+    float acc = 0.0f;
+    for (long long j = blockIdx.y; j < S; j += gridDim.y) acc += Raw<T>::cv(raw[j * M + n], sh);
+    atomicAdd(&sum[n], (double)acc);
+}
+
+/* Round to TF32 (10 explicit mantissa bits), to nearest, ties away: the
+ * result is exactly representable, so every tensor-core path uses it as is. */
+__device__ __forceinline__ float tf32_round(float x)
+{
+    uint32_t u;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+    return __uint_as_float(u);
+}
+
+/* x'[j][n] = x[j][n] - b[n], x~[j][n] = w[n] * x'[j][n]; four samples per
+ * thread.  b: background vector (NULL = none).  Outputs (any may be NULL):
+ * x (S x M: x~), x3 (S x 3M: per spectrum [hi | hi | lo] TF32 parts of x~
+ * for the split-TF32 MSI GEMM), xp (S x M: x', input of the k-linearisation
+ * and of the plain CMS GEMM), xp3 (S x 3M: TF32 parts of x' for the split CMS GEMM). */
+__device__ __forceinline__ void store_split(float *dst, long long j, int n, int M, float4 o)
+{
+    float4 hi, lo;
+    hi.x = tf32_round(o.x); lo.x = tf32_round(o.x - hi.x);
+    hi.y = tf32_round(o.y); lo.y = tf32_round(o.y - hi.y);
+    hi.z = tf32_round(o.z); lo.z = tf32_round(o.z - hi.z);
+    hi.w = tf32_round(o.w); lo.w = tf32_round(o.w - hi.w);
+    float4 *p = reinterpret_cast<float4 *>(dst + j * 3 * M + n);
+    int M4 = M / 4;
+    p[0] = hi;
+    p[M4] = hi;
+    p[2 * M4] = lo;
+}
+
+template <typename T>
+__global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
+                               float *__restrict__ x3, float *__restrict__ xp,
+                               float *__restrict__ xp3, long long n4, int M, int sh,
+                               const float *__restrict__ w, const float *__restrict__ bg,
+                               int *__restrict__ bad, long long jbase)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n4) return;
+    typename Raw<T>::V v = reinterpret_cast<const typename Raw<T>::V *>(raw)[i];
+    int n = (int)((i * 4) & (M - 1));
+    long long j = (i * 4) / M;
+    float r[4] = {Raw<T>::cv(v.x, sh), Raw<T>::cv(v.y, sh), Raw<T>::cv(v.z, sh),
+                  Raw<T>::cv(v.w, sh)};
+    float4 o, d;
+    float *op = &o.x, *dp = &d.x;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        float b = bg ? bg[n + k] : 0.0f;
+        if (!isfinite(r[k])) atomicMin(bad, (int)(jbase + j));
+        dp[k] = r[k] - b;
+        op[k] = w[n + k] * dp[k];
+    }
+    if (x) reinterpret_cast<float4 *>(x)[i] = o;
+    if (x3) store_split(x3, j, n, M, o);
+    if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
+    if (xp3) store_split(xp3, j, n, M, d);
+}
+
+/* Frame-mean background: b[n] = sum[n] / S (as float, the CPU's order of operations). */
+__global__ void bg_mean_kernel(const double *__restrict__ sum, double invS, int M, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < M) b[n] = (float)(sum[n] * invS);
+}
+
+/* Rolling background, step 1 (before the conversion): b = mean of the kept
+ * history rows and this frame's mean.  state[0] = rows filled f (<= K),
+ * state[1] = row w the next frame writes (when f = K it holds the oldest
+ * frame, which drops out now).  Writes state[2..4] = f', w', w for the
+ * commit step; nobody reads those here. */
+__global__ void roll_mean_kernel(const double *__restrict__ sum, double invS,
+                                 const double *__restrict__ ring, int M, int K,
+                                 int *__restrict__ state, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int f = state[0], w = state[1];
+    if (n < M) {
+        double acc = sum[n] * invS;
+        for (int i = 0; i < f; i++)
+            if (!(f == K && i == w)) acc += ring[(long long)i * M + n];
+        int kept = f < K ? f + 1 : K;
+        b[n] = (float)(acc / kept);
+    }
+    if (n == 0) {
+        state[2] = f < K ? f + 1 : K;
+        state[3] = (w + 1) % K;
+        state[4] = w;
+    }
+}
+
+/* Rolling background, step 2 (after the conversion, which flags non-finite
+ * samples): a rejected frame does not enter the history. */
+__global__ void roll_commit_kernel(const double *__restrict__ sum, double invS, double *__restrict__ ring,
+                                   int M, int *__restrict__ state, const int *__restrict__ bad,
+                                   long long S)
+{
+    if (*bad < S) return;
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    int row = state[4];
+    if (n < M) ring[(long long)row * M + n] = sum[n] * invS;
+    if (n == 0) {
+        state[0] = state[2];
+        state[1] = state[3];
+    }
+}
+
+/* Fixed-pattern noise background (minimum-variance mean line): per sample
+ * n, the mean of the segment of G spectra whose sum of squared deviations at
+ * n is smallest (ties: lowest segment), with the statistics of formulas.h.
+ * Block (32, FPN_WARPS): lanes are 32 consecutive samples (coalesced),
+ * warps take segments in turn. */
+enum { FPN_WARPS = 16 };
+template <typename T>
+__global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh, int G,
+                           float *__restrict__ b)
+{
+    __shared__ double s_key[FPN_WARPS][32], s_mean[FPN_WARPS][32];
+    __shared__ long long s_seg[FPN_WARPS][32];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    int n = blockIdx.x * 32 + tx;
+    long long nseg = S < G ? 1 : S / G, len = S < G ? S : G;
+    double best = INFINITY, bmean = 0.0;
+    long long bseg = LLONG_MAX;
+    if (n < M) {
+        for (long long sg = ty; sg < nseg; sg += FPN_WARPS) {
+            const T *p = raw + sg * len * M + n;
+            oct_fpn_acc acc;
+            oct_fpn_start(&acc, (double)Raw<T>::cv(p[0], sh));
+            for (long long i = 1; i < len; i++) oct_fpn_add(&acc, (double)Raw<T>::cv(p[i * M], sh));
+            double key = oct_fpn_key(&acc, (double)len);
+            if (oct_fpn_better(key, sg, best, bseg)) { /* segments ascend per thread */
+                best = key;
+                bmean = oct_fpn_mean(&acc, (double)len);
+                bseg = sg;
+            }
+        }
+    }
+    s_key[ty][tx] = best;
+    s_mean[ty][tx] = bmean;
+    s_seg[ty][tx] = bseg;
+    __syncthreads();
+    if (ty == 0 && n < M) {
+        for (int y = 1; y < FPN_WARPS; y++)
+            if (oct_fpn_better(s_key[y][tx], s_seg[y][tx], best, bseg)) {
+                best = s_key[y][tx];
+                bmean = s_mean[y][tx];
+                bseg = s_seg[y][tx];
+            }
+        b[n] = (float)bmean;
+    }
+}
+
+/* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]
+ * (tables tap-major: coalesced).  One block per spectrum (grid-stride), the
+ * spectrum staged in shared memory (M <= 8192 floats = 32 KiB); the tap
+ * tables are shared by all spectra (L1/L2). */
+__global__ void klin_kernel(const float *__restrict__ xp, const int *__restrict__ idx,
+                            const float *__restrict__ wt, int T, const float *__restrict__ win,
+                            int M, long long S, float *__restrict__ xk)
+{
+    extern __shared__ float row[];
+    for (long long j = blockIdx.x; j < S; j += gridDim.x) {
+        const float *src = xp + j * M;
+        for (int n = threadIdx.x; n < M; n += blockDim.x) row[n] = src[n];
+        __syncthreads();
+        for (int n = threadIdx.x; n < M; n += blockDim.x) {
+            float acc = 0.0f;
+            for (int t = 0; t < T; t++) acc += wt[(long long)t * M + n] * row[idx[(long long)t * M + n]];
+            xk[j * M + n] = win[n] * acc;
+        }
+        __syncthreads();
+    }
+}
+
+/* Dispersion, step 1: Z[r][k] = X[r][k] for F <= k <= M/2, else 0 (k < M):
+ * the one-sided spectrum of the analytic signal. */
+__global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int F, long long nrows,
+                                float2 *__restrict__ Z)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nrows * M) return;
+    int k = (int)(i % M);
+    long long r = i / M;
+    Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
+}
+
+/* Dispersion, step 2: z[n] *= e^(-i theta[n]) / M (the IDFT's 1/M folded in). */
+__global__ void disp_phase_kernel(float2 *__restrict__ Z, const float2 *__restrict__ ph, int M,
+                                  long long nrows, float invM)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nrows * M) return;
+    float2 z = Z[i], c = ph[i % M];
+    Z[i] = make_float2((z.x * c.x - z.y * c.y) * invM, (z.x * c.y + z.y * c.x) * invM);
+}
+
+/* CMS matrix: one column (kM floats) per (depth slot, Re/Im):
+ * B[(s*2 + p)*kM + n] = q[(2 r(s) + p)*M + n]; with split the column is
+ * [hi | lo | hi] as for the MSI matrix. */
+__global__ void build_cms_kernel(const float *__restrict__ q, int M, const int *__restrict__ ridx,
+                                 int nslots, int split, float *__restrict__ B)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = split ? 3 * M : M;
+    long long total = (long long)nslots * 2 * kM;
+    if (i >= total) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int p = (int)(c & 1);
+    int s = (int)(c >> 1);
+    int r = ridx ? ridx[s] : s;
+    float v = q[(2ll * r + p) * M + n];
+    if (split) {
+        float hi = tf32_round(v);
+        v = part == 1 ? tf32_round(v - hi) : hi;
+    }
+    B[i] = v;
+}
+
+/* Shifted filtered masks, one column (= kM contiguous floats) per (slot, lag):
+ * B[(s*nl + li)*kM + n] = m~_{r(s)}[(n - l) mod M], l = W1 + li (kM = M); or
+ * with split (kM = 3M) the column [hi | lo | hi] of those values. */
+__global__ void build_matrix_kernel(const float *__restrict__ mf, int M, const int *__restrict__ ridx,
+                                    int nslots, int nl, int W1, int split, float *__restrict__ B)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = split ? 3 * M : M;
+    long long total = (long long)nslots * nl * kM;
+    if (i >= total) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int li = (int)(c % nl);
+    int s = (int)(c / nl);
+    int r = ridx ? ridx[s] : s;
+    int l = W1 + li;
+    float v = mf[(long long)r * M + ((n - l) & (M - 1))];
+    if (split) {
+        float hi = tf32_round(v);
+        v = part == 1 ? tf32_round(v - hi) : hi;
+    }
+    B[i] = v;
+}
+
+/* Y[(jl*nr + s)*K + k] = X[row(jl)*K + k] * conj(Mf[r(s)*K + k]) (FFT path). */
+__global__ void mask_product_kernel(const float2 *__restrict__ X, int K, int nrows,
+                                    const float2 *__restrict__ Mf, const int *__restrict__ ridx,
+                                    int nr, float2 *__restrict__ Y)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long total = (long long)nrows * nr * K;
+    if (i >= total) return;
+    int k = (int)(i % K);
+    long long p = i / K;
+    int s = (int)(p % nr);
+    long long jl = p / nr;
+    int r = ridx ? ridx[s] : s;
+    float2 a = X[jl * K + k], b = Mf[(long long)r * K + k];
+    Y[i] = make_float2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y);
+}
+
+/* Gathers the spectra of the cross-sections (rows of `len` elements): row
+ * r < nh is A-scan r of line h, row nh + l is A-scan v of line l. */
+template <typename T>
+__global__ void gather_xsec_kernel(const T *__restrict__ src, int len, int N, int h, int v,
+                                   int nh, int nrows, T *__restrict__ dst)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)nrows * len) return;
+    int k = (int)(i % len);
+    int r = (int)(i / len);
+    long long j = r < nh ? (long long)h * N + r : (long long)(r - nh) * N + v;
+    dst[i] = src[j * len + k];
+}
+
+/* Intensity sources: value of row jl (chunk-local), depth slot s. */
+struct SrcCfd {
+    const float2 *X;
+    int K, M, F;
+    __device__ __forceinline__ float operator()(long long jl, int d) const
+    {
+        if (d < F || d > M - F) return 0.0f;
+        float2 z = X[jl * K + d];
+        return sqrtf(z.x * z.x + z.y * z.y);
+    }
+};
+struct SrcGemm {
+    const float *C;
+    int ncol, nl;
+    __device__ __forceinline__ float operator()(long long jl, int s) const
+    {
+        const float *p = C + jl * ncol + (long long)s * nl;
+        float a = 0.0f;
+        for (int li = 0; li < nl; li++) a += fabsf(p[li]);
+        return a;
+    }
+};
+struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
+    const float *C;
+    int ncol;
+    __device__ __forceinline__ float operator()(long long jl, int s) const
+    {
+        const float *p = C + jl * ncol + 2ll * s;
+        return sqrtf(p[0] * p[0] + p[1] * p[1]);
+    }
+};
+struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */
+    const float2 *Z;
+    int M, F;
+    __device__ __forceinline__ float operator()(long long jl, int d) const
+    {
+        if (d < F) return 0.0f;
+        float2 z = Z[jl * M + d];
+        return sqrtf(z.x * z.x + z.y * z.y);
+    }
+};
+struct SrcFft {
+    const float *P;
+    int nr, M, W1, nl;
+    float scale;
+    __device__ __forceinline__ float operator()(long long jl, int s) const
+    {
+        const float *p = P + (jl * nr + s) * (long long)M;
+        float a = 0.0f;
+        for (int li = 0; li < nl; li++) a += fabsf(p[(W1 + li) & (M - 1)]);
+        return a * scale;
+    }
+};
+
+/* The product layout of one method for one frame slot (plan.h's layout
+ * rows with the slot's device buffers), in __constant__ memory: every warp
+ * reads the same row at the same time (broadcast). */
+enum { SINK_GROUP_MAX = 4 }; /* rows of one depth set (en-face + confocal, the two slabs) */
+struct SinkRow {
+    float *f;                   /* device f32 image */
+    uint8_t *u;                 /* device gray image */
+    long long st_l, st_a, st_d; /* pixel = l*st_l + a*st_a (+ slot*st_d, reduce none) */
+    int select, sel;            /* enum oct_select, its line / column */
+    int depths, reduce;         /* enum oct_depthset, enum oct_reduce */
+    int d0, nslots;             /* RANGE: first depth; slots of the row */
+    oct_gray g;
+};
+struct SinkTable {
+    int n, D, N, Q;             /* rows, depths, A-scans, en-face depths */
+    int h, v;                   /* xsec line / column (gathered rows, MODE_XS) */
+    const int *eidx;            /* en-face depths (device) */
+    SinkRow row[OCT_KIND_COUNT];
+};
+/* Constant memory is per device, not per engine: each engine takes one of
+ * SINK_ENGINES ranges of tables (slot-major, then method) at create. */
+enum { SINK_ENGINES = 8, SINK_PER_ENGINE = OCT_ENGINE_DEPTH_MAX * OCT_METHOD_COUNT,
+       SINK_TABLES = SINK_ENGINES * SINK_PER_ENGINE };
+static_assert(sizeof(SinkTable) * SINK_TABLES <= 60 * 1024, "the sink tables must fit constant memory");
+__constant__ SinkTable c_sink[SINK_TABLES];
+
+enum { MODE_ALL = 0, MODE_SUB = 1, MODE_XS = 2 };
+
+/* The rows of `set` (<= SINK_GROUP_MAX, one depth set) over slots
+ * [0, ns): depth idx[s] (idx = NULL: d0 + s).  Reduced rows combine the
+ * lanes' partial sums / maxima by shuffles (the conditions are the same for
+ * the whole warp). */
+template <class Src>
+__device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, unsigned set, long long row,
+                                           long long l, long long a, const int *idx, int d0, int ns, int lane)
+{
+    unsigned packed = 0;
+    int nr = 0;
+    for (unsigned b = set; b && nr < SINK_GROUP_MAX; b &= b - 1) packed |= (unsigned)(__ffs(b) - 1) << (4 * nr++);
+    float acc[SINK_GROUP_MAX];
+#pragma unroll
+    for (int c = 0; c < SINK_GROUP_MAX; c++)
+        acc[c] = c < nr && k.row[(packed >> (4 * c)) & 15].reduce == OCT_REDUCE_MAX ? -INFINITY : 0.0f;
+    for (int s = lane; s < ns; s += 32) {
+        float val = src(row, idx ? idx[s] : d0 + s);
+#pragma unroll
+        for (int c = 0; c < SINK_GROUP_MAX; c++) {
+            if (c >= nr) break;
+            const SinkRow &r = k.row[(packed >> (4 * c)) & 15];
+            if (r.reduce == OCT_REDUCE_NONE) {
+                long long o = l * r.st_l + a * r.st_a + (long long)s * r.st_d;
+                r.f[o] = val;
+                r.u[o] = oct_gray_level(val, r.g);
+            } else {
+                acc[c] = r.reduce == OCT_REDUCE_MAX ? fmaxf(acc[c], val) : acc[c] + val;
+            }
+        }
+    }
+#pragma unroll
+    for (int c = 0; c < SINK_GROUP_MAX; c++) {
+        if (c >= nr) break;
+        const SinkRow &r = k.row[(packed >> (4 * c)) & 15];
+        if (r.reduce == OCT_REDUCE_NONE) continue;
+        float v = acc[c];
+        if (r.reduce == OCT_REDUCE_MAX) {
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, off));
+        } else {
+#pragma unroll
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+        }
+        if (lane == 0) {
+            if (r.reduce == OCT_REDUCE_MEAN) v /= (float)r.nslots;
+            long long o = l * r.st_l + a * r.st_a;
+            r.f[o] = v;
+            r.u[o] = oct_gray_level(v, r.g);
+        }
+    }
+}
+
+/* One warp per row, table c_sink[tab].  MODE_ALL: rows are spectra j0..,
+ * the source has every depth; MODE_SUB: spectra j0.., the source slots are
+ * the en-face depths (en-face rows only); MODE_XS: rows are gathered
+ * spectra (nh of line h, then those of column v; cross-section rows only). */
+template <class Src>
+__global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long nrows, int nh)
+{
+    const SinkTable &k = c_sink[tab];
+    long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    int lane = threadIdx.x & 31;
+    if (row >= nrows) return;
+    long long l, a;
+    int part = 0; /* 1: a gathered spectrum of line h, 2: of column v */
+    if (mode == MODE_XS) {
+        long long gi = j0 + row;
+        if (gi < nh) { l = k.h; a = gi; part = 1; }
+        else { l = gi - nh; a = k.v; part = 2; }
+    } else {
+        long long j = j0 + row;
+        l = j / k.N;
+        a = j % k.N;
+    }
+    unsigned all = 0, enf = 0, rng = 0;
+    int d0 = 0, nrng = 0;
+    for (int i = 0; i < k.n; i++) {
+        const SinkRow &r = k.row[i];
+        if ((part == 1 && r.select != OCT_SEL_LINE) || (part == 2 && r.select != OCT_SEL_COLUMN)) continue;
+        if ((r.select == OCT_SEL_LINE && l != r.sel) || (r.select == OCT_SEL_COLUMN && a != r.sel)) continue;
+        if (r.depths == OCT_DEPTHS_ALL) all |= 1u << i;
+        else if (r.depths == OCT_DEPTHS_ENFACE) enf |= 1u << i;
+        else { rng |= 1u << i; d0 = r.d0; nrng = r.nslots; } /* the rows of a range share it */
+    }
+    if (mode == MODE_SUB) all = rng = 0;
+    if (all) {
+        for (int d = lane; d < k.D; d += 32) {
+            float val = src(row, d);
+            for (unsigned b = all; b; b &= b - 1) {
+                const SinkRow &r = k.row[__ffs(b) - 1];
+                long long o = l * r.st_l + a * r.st_a + (long long)d * r.st_d;
+                r.f[o] = val;
+                r.u[o] = oct_gray_level(val, r.g);
+            }
+        }
+    }
+    if (enf) sink_slots(src, k, enf, row, l, a, mode == MODE_SUB ? NULL : k.eidx, 0, k.Q, lane);
+    if (rng) sink_slots(src, k, rng, row, l, a, NULL, d0, nrng, lane);
+}
+
+#endif
