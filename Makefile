@@ -33,6 +33,10 @@ BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION
 CFLAGS   ?= -O2
 LIBS     := -lfftw3f -lfftw3f_threads -lfftw3 -lfftw3_threads -lyaml -linih -lzmq -lpng -ldl -lm -lrt
 LDFLAGS  ?=
+# HDF5 (recording: octd, octgrab --record)
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null || echo -I/usr/include/hdf5/serial)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null || echo -lhdf5_serial)
+BASE_CFLAGS += $(HDF5_CFLAGS)
 
 CUDA_LIBS :=
 ifneq ($(NVCC),)
@@ -79,7 +83,7 @@ deps:
 IPC_LIBVERSION := 1.2.0
 IPC_LIBS := $(BUILD)/liboctipc.a $(BUILD)/liboctipc.so.$(IPC_LIBVERSION) $(BUILD)/liboctipc.so.1 \
             $(BUILD)/liboctipc.so $(BUILD)/octipc-uninstalled.pc
-lib: $(BUILD)/liboct.a $(IPC_LIBS)
+lib: $(BUILD)/liboct.a $(IPC_LIBS) $(BUILD)/liboct.so
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -92,6 +96,15 @@ $(BUILD)/obj/%.cu.o: %.cu | $(DEPS_STAMP)
 $(BUILD)/liboct.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The whole library, shared and versioned, for the Python package (octd.Engine
+# through ctypes): the objects of liboct.a.
+LIBOCT_SOVERSION := 0
+$(BUILD)/liboct.so.$(VERSION): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,liboct.so.$(LIBOCT_SOVERSION) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(CUDA_LIBS)
+$(BUILD)/liboct.so: $(BUILD)/liboct.so.$(VERSION)
+	ln -sf liboct.so.$(VERSION) $(BUILD)/liboct.so.$(LIBOCT_SOVERSION)
+	ln -sf liboct.so.$(VERSION) $@
 
 # The IPC library alone, for acquisition programs (pkg-config octipc):
 # shared (soname liboctipc.so.1, links .so.1 and .so beside it) and static,
@@ -109,16 +122,16 @@ $(BUILD)/octipc-uninstalled.pc: ipc/octipc-uninstalled.pc.in Makefile
 	sed -e "s#@SRCDIR@#$(CURDIR)#g" -e "s#@BUILDDIR@#$(abspath $(BUILD))#g" -e "s#@VERSION@#$(VERSION)#g" $< >$@
 
 # ---- programs --------------------------------------------------------------
-progs: $(PROGS)
+progs: $(PROGS) $(BUILD)/liboct.so
 
 $(BIN)/octd: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c)) $(BUILD)/liboct.a
 	@mkdir -p $(BIN)
-	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) -lcivetweb $(CUDA_LIBS)
+	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(HDF5_LIBS) -lcivetweb $(CUDA_LIBS)
 
 define TOOL_RULE
 $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(NVCC),$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard tools/$(1)/*.cu))) $(BUILD)/liboct.a
 	@mkdir -p $(BIN)
-	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $$(CUDA_LIBS)
+	$$(CC) -fopenmp -pthread $$(LDFLAGS) -o $$@ $$^ $$(LIBS) $(if $(filter octgrab,$(1)),$$(HDF5_LIBS)) $$(CUDA_LIBS)
 endef
 $(foreach t,$(TOOLS),$(eval $(call TOOL_RULE,$(t))))
 # octweb (the browser console) serves HTTP/WebSocket through civetweb;

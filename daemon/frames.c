@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "octd.h"
+#include "record.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
@@ -59,6 +60,7 @@ typedef struct octd_frames {
     oct_ring_consumer *ring;
     const void *reg_ptr; /* registered mapping, NULL when not registered */
     bool bound, in_place;
+    bool recording; /* bound while recording: copied, each frame finished before the next */
     int depth;
     /* frames in flight, oldest first */
     path_frame q[OCT_ENGINE_DEPTH_MAX];
@@ -300,6 +302,8 @@ static void unbind_path(octd_frames *g)
 
 static bool want_in_place(const octd *d)
 {
+    if (d->rec) /* the recording takes the raw frame from d->cur (record.c) */
+        return false;
     switch (d->cfg.zero_copy) {
     case OCT_ZERO_COPY_ON: return true;
     case OCT_ZERO_COPY_OFF: return false;
@@ -327,6 +331,7 @@ static void bind_path(octd_frames *g, octd *d)
     g->head = g->count = 0;
     g->have_last = false;
     g->in_place = want_in_place(d);
+    g->recording = d->rec != NULL;
     uint64_t t0 = oct_time_monotonic_ns();
     pool_sync(g, d);
     const oct_ring_header *h = oct_ring_consumer_header(d->ring);
@@ -417,6 +422,10 @@ static bool complete_one(octd_frames *g, octd *d, int timeout_ms)
     } else if (!f->torn && !g->no_publish) {
         d->proc_err[0] = '\0';
         set_pool_max(g, f->slot); /* host buffers grow on first use */
+        /* while recording each frame is finished before the next is taken,
+         * so d->cur still holds its raw spectra */
+        if (g->recording && d->cur.valid && d->cur.info.seq == f->info.seq)
+            octd_record_frame(d, &d->cur, f->slot->prod);
         publish(d, f->slot, &f->info, f->params_gen, f->want_f32, false);
     }
     octd_slot_release(f->slot);
@@ -495,6 +504,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         return skip_frame(d, e);
     }
     octd_frames *g = d->frames;
+    if (g->bound && g->recording != (d->rec != NULL)) {
+        /* a recording starts or ends: finish the frames in flight, then
+         * bind again (copied frames, one at a time, while recording) */
+        drain_all(g, d);
+        unbind_path(g);
+    }
     bind_path(g, d);
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
@@ -591,8 +606,9 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         d->torn++;
         d->torn_since++;
     }
-    /* With a synchronous engine the frame is finished already. */
-    if (g->depth == 1)
+    /* With a synchronous engine the frame is finished already; a recording
+     * needs it finished while d->cur holds its raw spectra. */
+    if (g->depth == 1 || g->recording)
         complete_one(g, d, -1);
     return OCT_OK;
 }

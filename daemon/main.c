@@ -49,6 +49,7 @@
 #include "health.h"
 #include "metrics.h"
 #include "octd.h"
+#include "record.h"
 #include "save.h"
 
 #define EX_CONFIG 78      /* bad configuration: systemd must not restart (RestartPreventExitStatus) */
@@ -547,6 +548,13 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
         }
         break;
     }
+    case OCT_CMD_RECORD:
+    case OCT_CMD_RECORD_STOP: {
+        char msg[sizeof d->sb->command_message];
+        uint32_t res = octd_record_command(d, cmd, d->cmd_args, msg, sizeof msg);
+        command_ack(d, seq, res, "%s", msg);
+        break;
+    }
     default: command_ack(d, seq, OCT_CMDRES_REFUSED, "unknown command %u", cmd); break;
     }
     status_counters(d);
@@ -615,7 +623,9 @@ static void poll_control(octd *d)
     }
     if (v.command_seq != d->cmd_seq_seen) {
         d->cmd_seq_seen = v.command_seq;
+        d->cmd_args = &v;
         handle_command(d, v.command, v.command_seq);
+        d->cmd_args = NULL;
     }
 }
 
@@ -821,6 +831,7 @@ static void periodic(octd *d)
     status_counters(d);
     octd_health_periodic(d, now);
     octd_metrics_tick(d, now);
+    octd_record_poll(d);
     /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
     if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
         octd_notify_send(&d->nt, "WATCHDOG=1");
@@ -1049,6 +1060,7 @@ out:
         status_counters(d); /* state stopping, final counters */
     octd_metrics_stop(d);
     octd_frames_drain(d);
+    octd_record_shutdown(d); /* the recording's file complete before exit */
     octd_pub_destroy(d->pub);
     octd_endpoints_release(d->endpoints); /* after the sockets are closed */
     octd_frames_free(d); /* after ZeroMQ let go of the product buffers */

@@ -66,6 +66,8 @@ typedef struct octd {
     uint64_t last_status_ns, last_watchdog_ns;
 
     struct octd_frames *frames; /* the frame path and its product pool (frames.c), NULL until used */
+    struct octd_rec *rec;      /* recording in progress (record.c), NULL when none */
+    const oct_control_values *cmd_args; /* the generation of the command being handled */
     /* issue 14 (ops): health.c, endpoint.c, metrics.c */
     struct octd_health *health;
     struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */

@@ -33,8 +33,6 @@
 struct octd_pub {
     void *ctx;
     void *sock;
-    int hwm_frames;     /* [publish] sndhwm */
-    int msgs_per_frame; /* images of the last frame, that the HWM is set for */
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
     float spacing_um[3]; /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
@@ -64,11 +62,12 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
-     * subscriber.  (+1: the status message.)  Until the first frame the
-     * largest burst; then the HWM follows the frames' size (set_hwm). */
+     * subscriber.  (+1: the status message.)  The HWM is the largest burst,
+     * set once before bind: libzmq 4.3 crashes its I/O thread when ZMQ_SNDHWM
+     * changes on a bound socket with connected peers (seen in e2e_issue7
+     * when the methods changed), so it does not follow the frames' size. */
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
-    p->hwm_frames = frames;
     if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
         oct_error_set(e, OCT_EIO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
@@ -128,20 +127,6 @@ static int send_part(void *sock, const void *data, size_t len, octd_slot *s, int
         return -1;
     }
     return 0;
-}
-
-/* A subscriber's queue holds [publish] sndhwm frames of msgs messages each.
- * ZeroMQ applies the HWM to connections made after the call: a stalled
- * subscriber then holds (and a new one is sent) sndhwm frames, not
- * sndhwm x the largest possible burst (with zero-copy buffers, that many
- * frames' product buffers). */
-static void set_hwm(octd_pub *p, int msgs)
-{
-    if (msgs <= 0 || msgs == p->msgs_per_frame)
-        return;
-    int hwm = p->hwm_frames * msgs + 1;
-    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) == 0)
-        p->msgs_per_frame = msgs;
 }
 
 static uint64_t realtime_ns(void)
@@ -237,7 +222,6 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
             }
         }
     }
-    set_hwm(p, images);
     return sent;
 }
 

@@ -5,6 +5,9 @@
 #                                ABI; oct_ipc.h stands alone), oct_types.h (the same types)
 #   $PREFIX/lib/                 liboctipc.so.$IPC_LIBVERSION (+ .so.1, .so links), liboctipc.a
 #   $PREFIX/lib/pkgconfig/       octipc.pc
+#   $PREFIX/lib/                 liboct.so.$VERSION (+ .so.0, .so links: octd.Engine)
+#   Python package octd + octring.py: /usr/lib/python3/dist-packages (PREFIX=/usr),
+#                                $PREFIX/lib/python3/dist-packages otherwise
 #   $PREFIX/share/doc/octd/      README, PROTOCOL.md, CONFIGURATION.md, MATH.md,
 #                                examples/ (octd.ini, profile.yaml, octweb.ini)
 #   $PREFIX/share/man/man1, man8 the man pages (make man: help2man from --help)
@@ -53,6 +56,22 @@ mkdir -p "$D$PREFIX/lib/pkgconfig"
 sed -e "s#@PREFIX@#$PREFIX#g" -e "s#@VERSION@#$VERSION#g" ipc/octipc.pc.in >"$D$PREFIX/lib/pkgconfig/octipc.pc"
 chmod 0644 "$D$PREFIX/lib/pkgconfig/octipc.pc"
 say "$D$PREFIX/lib/pkgconfig/octipc.pc"
+
+# liboct.so (soname liboct.so.0) and the Python package octd (SPEC 10.6) in
+# Debian python3's dist-packages for this prefix
+if [ -f "$BUILD/liboct.so" ]; then
+    inst 0755 "$BUILD/liboct.so" "$D$PREFIX/lib/liboct.so.$VERSION"
+    ln -sfn "liboct.so.$VERSION" "$D$PREFIX/lib/liboct.so.0"
+    ln -sfn "liboct.so.0" "$D$PREFIX/lib/liboct.so"
+    case "$PREFIX" in /usr) PYDIR=/usr/lib/python3/dist-packages ;; *) PYDIR=$PREFIX/lib/python3/dist-packages ;; esac
+    for f in tools/python/octring.py tools/python/octd/*.py; do
+        inst 0644 "$f" "$D$PYDIR/${f#tools/python/}"
+    done
+    printf 'LIBDIR = %s\n' "'$PREFIX/lib'" >"$D$PYDIR/octd/_installed.py"
+    say "$D$PYDIR/octd/_installed.py"
+else
+    echo "install: $BUILD/liboct.so is missing: liboct.so and the Python package not installed (make lib)" >&2
+fi
 
 mkdir -p "$D$SD/systemd/system"
 sed -e "s#/usr/local/bin/#$PREFIX/bin/#g" -e "s#/usr/local/share/#$PREFIX/share/#g" \

@@ -48,4 +48,7 @@ int octbench_ipc(const octbench_opts *o);
 /* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */
 int octbench_e2e(const octbench_opts *o);
 
+/* Volume registration on simulated motion (bench_register.c). */
+int octbench_register(const octbench_opts *o);
+
 #endif

@@ -50,7 +50,8 @@ static void usage(FILE *f)
             "                           A-lines/s), bscan-cfd-disp, bscan-cfd-klin-disp,\n"
             "                           bscan-cms, volume-cms, volume-cfd-rolling,\n"
             "                           volume-cfd-fpn), a group (li, issue7) or a part\n"
-            "                           (engine, ipc, e2e)\n"
+            "                           (engine, ipc, e2e); register, register-512: volume\n"
+            "                           registration on simulated motion (issue 17)\n"
             "  --quick                  small sizes, few reps (smoke test)\n"
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
@@ -245,6 +246,8 @@ int main(int argc, char **argv)
         }
         fclose(f);
     }
+    if (o.only && !strncmp(o.only, "register", 8)) /* volume registration (bench_register.c) */
+        return octbench_register(&o) ? 1 : 0;
     /* Alone, so that octd is forked before this process initialises CUDA. */
     if (o.e2e)
         return octbench_e2e(&o) ? 1 : 0;

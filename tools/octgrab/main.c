@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "oct_docs.h"
 #include "jsonhdr.h"
+#include "record.h"
 #include "oct_config.h"
 
 #define MAX_TOPICS 64
@@ -43,6 +44,8 @@ typedef struct grab {
     topic_stats topics[MAX_TOPICS];
     int ntopics;
     uint64_t images, malformed, status_msgs, save_errors;
+    grab_rec *rec;        /* --record FILE.h5 */
+    bool rec_failed;
 } grab;
 
 static volatile sig_atomic_t interrupted;
@@ -66,7 +69,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: octgrab [--endpoint E] [--topic PREFIX]... [--count N] [--timeout SEC]\n"
-            "               [--output DIR] [--save-max N] [--quiet] [--headers]\n"
+            "               [--output DIR] [--save-max N] [--record FILE.h5] [--quiet] [--headers]\n"
             "       octgrab --version | --help\n"
             "Subscribes to octd's images and prints one line per message and a summary.\n"
             "  -e, --endpoint E    default tcp://127.0.0.1:5556\n"
@@ -78,6 +81,9 @@ static void usage(FILE *f)
             "  -o, --output DIR    save images: u8 -> PNG (3-D: one PNG per slice), f32 -> .npy,\n"
             "                      named <topic with / as _>_<image_seq>[_<slice>].png/.npy\n"
             "  -s, --save-max N    save at most N messages per topic (default: all)\n"
+            "  -r, --record F.h5   record every image received into one HDF5 file (written as\n"
+            "                      F.h5.part, renamed at the end): /products/<kind>/<method>[_f32]\n"
+            "                      [count][shape...] and /index/<same>/{frame_id,image_seq,t_acq_ns}\n"
             "  -q, --quiet         no line per message\n"
             "  -H, --headers       also print each image message's full JSON header (one line,\n"
             "                      starting with '{', after the message's line; also with --quiet)\n"
@@ -234,6 +240,11 @@ static void handle(grab *g, zmq_msg_t *parts, int nparts)
     }
     if (g->outdir && (g->save_max < 0 || t->saved < (uint64_t)g->save_max))
         save_image(g, t, &h, zmq_msg_data(&parts[2]));
+    if (g->rec && !g->rec_failed &&
+        !grab_rec_add(g->rec, &h, zmq_msg_data(&parts[2]), err, sizeof err)) {
+        fprintf(stderr, "octgrab: %s: recording stopped\n", err);
+        g->rec_failed = true;
+    }
     return;
 malformed:
     if (g->malformed++ < 5)
@@ -325,7 +336,9 @@ int main(int argc, char **argv)
         {"count", required_argument, 0, 'n'},    {"timeout", required_argument, 0, 'T'},
         {"output", required_argument, 0, 'o'},   {"save-max", required_argument, 0, 's'},
         {"quiet", no_argument, 0, 'q'},          {"help", no_argument, 0, 'h'},
-        {"headers", no_argument, 0, 'H'},        {0, 0, 0, 0}};
+        {"headers", no_argument, 0, 'H'},        {"record", required_argument, 0, 'r'},
+        {0, 0, 0, 0}};
+    const char *record = NULL;
     grab *g = calloc(1, sizeof *g);
     if (!g)
         return 2;
@@ -336,7 +349,7 @@ int main(int argc, char **argv)
     int c = oct_cli_start("octgrab", argc, argv, NULL);
     if (c >= 0)
         return c;
-    while ((c = getopt_long(argc, argv, "e:t:n:T:o:s:qHh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "e:t:n:T:o:s:r:qHh", opts, NULL)) != -1) {
         switch (c) {
         case 'e': g->endpoint = optarg; break;
         case 't':
@@ -366,6 +379,7 @@ int main(int argc, char **argv)
             break;
         }
         case 'o': g->outdir = optarg; break;
+        case 'r': record = optarg; break;
         case 'q': g->quiet = true; break;
         case 'H': g->headers = true; break;
         case 'h': usage(stdout); return 0;
@@ -379,6 +393,14 @@ int main(int argc, char **argv)
     if (g->outdir && mkdir(g->outdir, 0775) != 0 && errno != EEXIST) {
         fprintf(stderr, "octgrab: --output %s: %s\n", g->outdir, strerror(errno));
         return 64;
+    }
+    if (record) {
+        char err[512];
+        if (!(g->rec = grab_rec_open(record, g->endpoint, err, sizeof err))) {
+            fprintf(stderr, "octgrab: %s\n", err);
+            free(g);
+            return 64;
+        }
     }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -454,6 +476,19 @@ int main(int argc, char **argv)
         last_rx = mono_s();
     }
     summary(g, mono_s() - t0);
+    if (g->rec) {
+        char err[512];
+        unsigned long long w, sk;
+        grab_rec_counts(g->rec, &w, &sk);
+        if (!grab_rec_close(g->rec, err, sizeof err)) {
+            fprintf(stderr, "octgrab: %s\n", err);
+            ret = 2;
+        } else {
+            printf("recorded %llu images into %s (%llu left out: shape changed)\n", w, record, sk);
+        }
+        if (g->rec_failed)
+            ret = 2;
+    }
     zmq_close(sock);
     zmq_ctx_term(ctx);
     for (int i = 0; i < g->ntopics; i++)

@@ -16,6 +16,7 @@
 #include "oct_control_keys.h"
 #include "cli.h"
 #include "oct_engine.h"
+#include "octproc.h"
 
 /* A stack of at least this many frames is worth measured FFT plans. */
 #define MEASURE_PLAN_FRAMES 8
@@ -26,6 +27,8 @@ static void usage(FILE *f)
             "usage: octproc --profile P.yaml --input FRAME.npy --output DIR\n"
             "               [--backend auto|cpu|cuda] [--threads N]\n"
             "               [--method cfd,msi,cms] [--set KEY=VALUE]...\n"
+            "       octproc --register REF.npy --input TARGETS.npy --output DIR\n"
+            "               [--intensity] [--profile P.yaml] [--backend B] [--threads N]\n"
             "       octproc --help | --version\n"
             "\n"
             "Processes recorded OCT frames offline with the same engine as octd.\n"
@@ -59,6 +62,18 @@ static void usage(FILE *f)
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
+            "\n"
+            "Registration (motion correction, SPEC 10.4; README \"Volume registration\"):\n"
+            "  --register REF.npy registers every target volume of --input against REF and\n"
+            "                     writes DIR/shifts.npy [V][L][4] (dx, dy, dz, valid),\n"
+            "                     registered.npy [V][L][N][D], average.npy [L][N][D] and\n"
+            "                     before_/after_slow.png, before_/after_cscan.png\n"
+            "  --intensity        REF is a float32 [L][N][D] intensity volume, --input a\n"
+            "                     [V][L][N][D] stack (--profile optional: its geometry must\n"
+            "                     match and its reg.* values are used); without it REF and\n"
+            "                     --input are raw frames processed through --profile\n"
+            "  --set reg.KEY=V    registration values (reg.stripe, reg.search_xy,\n"
+            "                     reg.search_z) as `octctl set` names them\n"
             "\n"
             "Exit status: 0 success, 1 bad input or processing error, 64 usage error.\n"
             OCT_DOCS_HINT);
@@ -178,6 +193,8 @@ int main(int argc, char **argv)
     oct_backend backend = OCT_BACKEND_AUTO;
     int threads = 0;
     const char *method = NULL;
+    const char *reg_ref = NULL; /* --register */
+    bool intensity = false;
     char **sets = calloc((size_t)argc, sizeof *sets); /* --set assignments, in order */
     int nsets = 0;
     if (!sets) {
@@ -189,7 +206,8 @@ int main(int argc, char **argv)
         {"profile", required_argument, NULL, 'p'}, {"input", required_argument, NULL, 'i'},
         {"output", required_argument, NULL, 'o'},  {"backend", required_argument, NULL, 'b'},
         {"threads", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
-        {"version", no_argument, NULL, 'V'},       {NULL, 0, NULL, 0},
+        {"version", no_argument, NULL, 'V'},       {"register", required_argument, NULL, 'R'},
+        {"intensity", no_argument, NULL, 'I'},     {NULL, 0, NULL, 0},
     };
     int c = oct_cli_start("octproc", argc, argv, NULL);
     if (c >= 0)
@@ -222,6 +240,8 @@ int main(int argc, char **argv)
             threads = (int)v;
             break;
         }
+        case 'R': reg_ref = optarg; break;
+        case 'I': intensity = true; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("octproc %s\n", OCT_VERSION); return 0;
         default: return oct_cli_usage("octproc", "bad option %s", argv[optind - 1]);
@@ -229,6 +249,24 @@ int main(int argc, char **argv)
     }
     if (optind < argc)
         return oct_cli_usage("octproc", "unexpected argument '%s'", argv[optind]);
+    if (reg_ref || intensity) {
+        char emsg[OCT_PATH_MAX + 128];
+        if (!reg_ref || !input || !output || method) {
+            free(sets);
+            return oct_cli_usage("octproc", "--register REF.npy needs --input and --output (and "
+                                            "takes no --method); --intensity goes with --register");
+        }
+        int rrc = 1;
+        if (make_dirs(output, emsg, sizeof emsg)) {
+            fprintf(stderr, "octproc: %s\n", emsg);
+        } else {
+            octproc_reg_args ra = {reg_ref, input, output, profile_path, intensity, backend, threads,
+                                   sets, nsets};
+            rrc = octproc_register(&ra);
+        }
+        free(sets);
+        return rrc;
+    }
     if (!profile_path || !input || !output)
         return oct_cli_usage("octproc", "--profile, --input and --output are required");
 

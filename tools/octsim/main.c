@@ -35,6 +35,8 @@ static void usage_main(FILE *f)
         "       octsim masks --cms --samples M [--depths Z1,Z2,...] --output CAL.npy\n"
         "                    [--klin-out POS.npy] [--yaml SNIPPET.yaml] [--grid-count R]\n"
         "       octsim replay FILE.npy [--ring NAME] [--ascan-rate ...] [--loop] [--shift S]\n"
+        "       octsim motion --output DIR [...]   (volumes under eye motion with the\n"
+        "                    true shifts, for registration: octsim motion --help)\n"
         "\n"
         "Creates the frame ring NAME (default %s) and writes simulated frames of\n"
         "L lines x N A-scans x M samples: a swept-source interferogram (Gaussian\n"
@@ -601,8 +603,12 @@ out:
     return rc;
 }
 
+int cmd_motion(int argc, char **argv); /* motion.c */
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "motion"))
+        return cmd_motion(argc - 1, argv + 1);
     static const oct_cli_rename renames[] = {{"rate", "ascan-rate"}, {NULL, NULL}};
     int rc = oct_cli_start("octsim", argc, argv, renames);
     if (rc >= 0)

@@ -1,0 +1,612 @@
+/* register_cuda.cu - the CUDA backend of volume registration (SPEC 10.4):
+ * the CPU algorithm of register.c step for step, on the device.
+ *
+ *  - cuFFT plans made once per handle: batched 2D R2C of all lines (the
+ *    reference's line spectra are cached; a target's are computed once),
+ *    batched 2D C2R of candidate surfaces, batched 3D R2C/C2R of stripes.
+ *  - per element math from register_internal.h (the same inline functions
+ *    as the CPU backend); peak searches are block reductions that break ties
+ *    as the CPU's scan order does (first maximum); Newton sums in double.
+ */
+#include <cuda_runtime.h>
+#include <cufft.h>
+
+#include <cfloat>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "register_internal.h"
+
+#define RB 256 /* threads per block */
+
+#define CU(call, what)                                                                     \
+    do {                                                                                   \
+        cudaError_t ce_ = (call);                                                          \
+        if (ce_ != cudaSuccess)                                                            \
+            return oct_error_set(e, OCT_EDEVICE, "registration: %s: %s", what,             \
+                                 cudaGetErrorString(ce_));                                 \
+    } while (0)
+#define CF(call, what)                                                                     \
+    do {                                                                                   \
+        cufftResult cr_ = (call);                                                          \
+        if (cr_ != CUFFT_SUCCESS)                                                          \
+            return oct_error_set(e, OCT_EDEVICE, "registration: cuFFT %s failed (%d)",     \
+                                 what, (int)cr_);                                          \
+    } while (0)
+
+struct cuda_reg {
+    uint32_t Dh, Dch, nsb, fb;   /* stripe batch, fine batch */
+    cudaStream_t st;
+    cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c/c2r (batch nsb) */
+    float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
+    cufftComplex *ref2, *ref3, *x2; /* reference line spectra, coarse spectrum, target line spectra */
+    cufftComplex *x2h;              /* target half-line spectra (saccade test) */
+    float *sb;                      /* stripe buffers [nsb][L][Nc][Dc] (also surfaces) */
+    cufftComplex *sc;               /* [nsb][L][Nc][Dch] */
+    cufftComplex *fy;               /* [fb][N][Dh] */
+    float *fs;                      /* [fb][N][D] */
+    int32_t *pair;                  /* [fb][2] (target line, reference line) */
+    reg_peak *pk;                   /* [max(fb, nsb, L)] */
+    int32_t *win;                   /* [nsb][3] l0, ylo, yhi */
+    float *sub;                     /* [L][3] */
+    double *ph;                     /* [L][2 (N + Dh)] phasors */
+    cudaEvent_t ev[5]; /* start, spectra done, coarse done, fine done, upload done */
+    bool have_ev;
+};
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* One block per line: g, mean, window (full) and box mean, mean, window (coarse). */
+__global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, uint32_t D,
+                            uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale)
+{
+    __shared__ double red[RB];
+    const size_t l = blockIdx.x, nd = (size_t)N * D, ncd = (size_t)Nc * Dc;
+    const float *in = v + l * nd;
+    float *o = t2 + l * nd, *oc = t3 + l * ncd;
+    double s = 0;
+    for (size_t i = threadIdx.x; i < nd; i += blockDim.x)
+        s += o[i] = reg_g(in[i], inv_scale);
+    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        uint32_t a = (uint32_t)(i / Dc), b = (uint32_t)(i % Dc);
+        float acc = 0;
+        for (uint32_t p = 0; p < f; p++)
+            for (uint32_t q = 0; q < f; q++)
+                acc += reg_g(in[(size_t)(a * f + p) * D + b * f + q], inv_scale);
+        oc[i] = acc / (float)(f * f);
+    }
+    red[threadIdx.x] = s;
+    __syncthreads();
+    for (int w = RB / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            red[threadIdx.x] += red[threadIdx.x + w];
+        __syncthreads();
+    }
+    float m = (float)(red[0] / ((double)N * D));
+    __syncthreads();
+    double sc = 0;
+    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x)
+        sc += oc[i];
+    red[threadIdx.x] = sc;
+    __syncthreads();
+    for (int w = RB / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w)
+            red[threadIdx.x] += red[threadIdx.x + w];
+        __syncthreads();
+    }
+    float mc = (float)(red[0] / ((double)Nc * Dc));
+    for (size_t i = threadIdx.x; i < nd; i += blockDim.x) {
+        int a = (int)(i / D), d = (int)(i % D);
+        o[i] = reg_tukey(a, (int)N) * reg_tukey(d, (int)D) * (o[i] - m);
+    }
+    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        int a = (int)(i / Dc), d = (int)(i % Dc);
+        oc[i] = reg_tukey(a, (int)Nc) * reg_tukey(d, (int)Dc) * (oc[i] - mc);
+    }
+}
+
+/* stripes b = 0..n-1: zero volume with lines l0..l0+S-1 of t3 at rows 0..S-1 */
+__global__ void k_stripes(const float *t3, const int32_t *win, float *sb, size_t plane, uint32_t L,
+                          uint32_t S)
+{
+    size_t n3 = (size_t)L * plane, b = blockIdx.y;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n3;
+         i += (size_t)gridDim.x * blockDim.x)
+        sb[b * n3 + i] = i < plane * S ? t3[(size_t)win[3 * b] * plane + i] : 0.0f;
+}
+
+/* coarse cross power against the cached reference spectrum (per batch b) */
+__global__ void k_cross3(const cufftComplex *ref3, cufftComplex *sc, uint32_t L, uint32_t Nc,
+                         uint32_t Dc, uint32_t Dch)
+{
+    size_t n = (size_t)L * Nc * Dch, b = blockIdx.y;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t k = (uint32_t)(i % Dch), a = (uint32_t)(i / Dch % Nc), y = (uint32_t)(i / Dch / Nc);
+        float w = reg_hann((int)y, (int)L) * reg_hann((int)a, (int)Nc) * reg_hann((int)k, (int)Dc);
+        cufftComplex x = sc[b * n + i], r = ref3[i], o;
+        reg_cross(r.x, r.y, x.x, x.y, w, &o.x, &o.y);
+        if (i == 0)
+            o.x = o.y = 0;
+        sc[b * n + i] = o;
+    }
+}
+
+__device__ static inline int wrapi(int s, int n) { return ((s % n) + n) % n; }
+
+/* block reduction of (value, scan index): larger value, then smaller index */
+__device__ static void reduce_peak(float *v, long long *ix)
+{
+    for (int w = RB / 2; w > 0; w /= 2) {
+        if ((int)threadIdx.x < w) {
+            float a = v[threadIdx.x], b = v[threadIdx.x + w];
+            long long ia = ix[threadIdx.x], ib = ix[threadIdx.x + w];
+            if (b > a || (b == a && ib < ia))
+                v[threadIdx.x] = b, ix[threadIdx.x] = ib;
+        }
+        __syncthreads();
+    }
+}
+
+/* coarse peak of stripe b over y in [ylo, yhi], x, z in the window */
+__global__ void k_peak3(const float *sb, const int32_t *win, reg_peak *out, uint32_t L,
+                        uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x, n3 = (size_t)L * Nc * Dc;
+    const int ylo = win[3 * b + 1], yhi = win[3 * b + 2], nx = 2 * sxc + 1, nz = 2 * szc + 1;
+    const long long cnt = (long long)(yhi - ylo + 1) * nx * nz;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
+        int z = (int)(i % nz) - szc, x = (int)(i / nz % nx) - sxc, y = (int)(i / nz / nx) + ylo;
+        float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
+        if (s > best)
+            best = s, bi = i;
+    }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0) {
+        long long i = ix[0];
+        reg_peak p;
+        p.h = v[0];
+        p.z = (int)(i % nz) - szc, p.x = (int)(i / nz % nx) - sxc, p.y = (int)(i / nz / nx) + ylo;
+        out[b] = p;
+    }
+}
+
+/* fine cross power of pairs (target line, reference line) */
+__global__ void k_cross2(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
+                         cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh)
+{
+    size_t n = (size_t)N * Dh, b = blockIdx.y;
+    const cufftComplex *X = x2 + (size_t)pair[2 * b] * n, *R = ref2 + (size_t)pair[2 * b + 1] * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t k = (uint32_t)(i % Dh), a = (uint32_t)(i / Dh);
+        cufftComplex o;
+        reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
+                  &o.x, &o.y);
+        if (i == 0)
+            o.x = o.y = 0;
+        fy[b * n + i] = o;
+    }
+}
+
+__global__ void k_peak2(const float *fs, const int32_t *pair, reg_peak *out, uint32_t N,
+                        uint32_t D, int sx, int sz, float inv_sumw)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x, n2 = (size_t)N * D;
+    const int nx = 2 * sx + 1, nz = 2 * sz + 1;
+    const long long cnt = (long long)nx * nz;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
+        int z = (int)(i % nz) - sz, x = (int)(i / nz) - sx;
+        float s = fs[b * n2 + (size_t)wrapi(x, (int)N) * D + wrapi(z, (int)D)] * inv_sumw;
+        if (s > best)
+            best = s, bi = i;
+    }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0) {
+        long long i = ix[0];
+        reg_peak p;
+        p.h = v[0], p.y = pair[2 * b + 1];
+        p.z = (int)(i % nz) - sz, p.x = (int)(i / nz) - sx;
+        out[b] = p;
+    }
+}
+
+/* one block per line: Newton steps on the continuous correlation */
+__global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const reg_peak *best,
+                         float *sub, double *phb, uint32_t N, uint32_t D, uint32_t Dh, double sumw)
+{
+    __shared__ double red[6][RB];
+    __shared__ double st[3]; /* sx, sz, stop */
+    const size_t l = blockIdx.x, n = (size_t)N * Dh;
+    const reg_peak b = best[l];
+    float *o = sub + 3 * l;
+    if (b.y < 0) {
+        if (threadIdx.x == 0)
+            o[0] = o[1] = o[2] = NAN;
+        return;
+    }
+    const cufftComplex *X = x2 + l * n, *R = ref2 + (size_t)b.y * n;
+    double *ex = phb + l * 2 * (size_t)(N + Dh), *ez = ex + 2 * (size_t)N;
+    if (threadIdx.x == 0)
+        st[0] = b.x, st[1] = b.z, st[2] = 0;
+    __syncthreads();
+    double h = NAN;
+    for (int it = 0; it <= REG_NEWTON_STEPS; it++) {
+        double sx = st[0], sz = st[1];
+        for (uint32_t a = threadIdx.x; a < N; a += blockDim.x) {
+            double p = 2 * M_PI * reg_freq((int)a, (int)N) * sx / N;
+            ex[2 * a] = cos(p), ex[2 * a + 1] = sin(p);
+        }
+        for (uint32_t k = threadIdx.x; k < Dh; k += blockDim.x) {
+            double p = 2 * M_PI * (double)k * sz / D;
+            ez[2 * k] = cos(p), ez[2 * k + 1] = sin(p);
+        }
+        __syncthreads();
+        double acc[6] = {0, 0, 0, 0, 0, 0};
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+            uint32_t a = (uint32_t)(i / Dh), k = (uint32_t)(i % Dh);
+            float yr, yi;
+            reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
+                      &yr, &yi);
+            if (i == 0)
+                yr = yi = 0;
+            double ka = 2 * M_PI * reg_freq((int)a, (int)N) / N, kb = 2 * M_PI * k / D;
+            double m = (k == 0 || 2 * k == D) ? 1.0 : 2.0;
+            double pr = ex[2 * a] * ez[2 * k] - ex[2 * a + 1] * ez[2 * k + 1];
+            double pi = ex[2 * a] * ez[2 * k + 1] + ex[2 * a + 1] * ez[2 * k];
+            double zr = m * (yr * pr - yi * pi), zi = m * (yr * pi + yi * pr);
+            acc[0] += zr, acc[1] -= ka * zi, acc[2] -= kb * zi;
+            acc[3] -= ka * ka * zr, acc[4] -= ka * kb * zr, acc[5] -= kb * kb * zr;
+        }
+        for (int q = 0; q < 6; q++)
+            red[q][threadIdx.x] = acc[q];
+        __syncthreads();
+        for (int w = RB / 2; w > 0; w /= 2) {
+            if ((int)threadIdx.x < w)
+                for (int q = 0; q < 6; q++)
+                    red[q][threadIdx.x] += red[q][threadIdx.x + w];
+            __syncthreads();
+        }
+        h = red[0][0] / sumw;
+        if (it == REG_NEWTON_STEPS)
+            break;
+        if (threadIdx.x == 0) {
+            double gx = red[1][0] - red[0][0] * reg_dlog_overlap(st[0], (int)N);
+            double gz = red[2][0] - red[0][0] * reg_dlog_overlap(st[1], (int)D), hxx = red[3][0], hxz = red[4][0], hzz = red[5][0];
+            double det = hxx * hzz - hxz * hxz;
+            if (!(hxx < 0 && det > 0)) {
+                st[2] = 1;
+            } else {
+                double dx = -(hzz * gx - hxz * gz) / det, dz = -(hxx * gz - hxz * gx) / det;
+                dx = dx > 0.5 ? 0.5 : dx < -0.5 ? -0.5 : dx;
+                dz = dz > 0.5 ? 0.5 : dz < -0.5 ? -0.5 : dz;
+                st[0] += dx, st[1] += dz;
+                if (fabs(dx) < 1e-4 && fabs(dz) < 1e-4)
+                    st[2] = 1;
+            }
+        }
+        __syncthreads();
+        if (st[2] != 0)
+            break;
+    }
+    if (threadIdx.x == 0) {
+        double sx = st[0], sz = st[1];
+        if (fabs(sx - b.x) > 1.0 || fabs(sz - b.z) > 1.0)
+            sx = b.x, sz = b.z;
+        o[0] = (float)sx, o[1] = (float)sz, o[2] = (float)h;
+    }
+}
+
+__global__ void k_scale(float *v, size_t n, float s)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        v[i] *= s;
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+static unsigned grid_for(size_t n)
+{
+    size_t g = (n + RB - 1) / RB;
+    return (unsigned)(g < 1 ? 1 : g > 65535 ? 65535 : g);
+}
+
+static void cuda_destroy(oct_register *r)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    if (!c)
+        return;
+    cufftHandle p[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
+    for (int i = 0; i < 4; i++)
+        if (p[i])
+            cufftDestroy(p[i]);
+    void *m[] = {c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
+                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph};
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        if (m[i])
+            cudaFree(m[i]);
+    if (c->have_ev)
+        for (int i = 0; i < 5; i++)
+            cudaEventDestroy(c->ev[i]);
+    if (c->st)
+        cudaStreamDestroy(c->st);
+    free(c);
+    r->be = NULL;
+}
+
+static oct_err cuda_alloc(void **p, size_t bytes, const char *what, oct_error *e)
+{
+    cudaError_t ce = cudaMalloc(p, bytes ? bytes : 1);
+    if (ce != cudaSuccess) {
+        *p = NULL;
+        return oct_error_set(e, OCT_ENOMEM, "registration: device memory for %s (%zu MB): %s",
+                             what, bytes >> 20, cudaGetErrorString(ce));
+    }
+    return OCT_OK;
+}
+
+static oct_err cuda_create(oct_register *r, oct_error *e)
+{
+    char name[128];
+    oct_err err = oct_cuda_probe(r->o.device, name, sizeof name, e);
+    if (err)
+        return err;
+    CU(cudaSetDevice(r->o.device), "cudaSetDevice");
+    cuda_reg *c = (cuda_reg *)calloc(1, sizeof *c);
+    if (!c)
+        return oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
+    r->be = c;
+    const size_t L = r->L, N = r->N, D = r->D, Nc = r->Nc, Dc = r->Dc;
+    c->Dh = r->D / 2 + 1, c->Dch = r->Dc / 2 + 1;
+    c->nsb = 8;
+    size_t per = N * D * sizeof(float) + N * c->Dh * sizeof(cufftComplex);
+    size_t fb = ((size_t)256 << 20) / per;
+    c->fb = (uint32_t)(fb < 16 ? 16 : fb > 4096 ? 4096 : fb);
+    CU(cudaStreamCreateWithFlags(&c->st, cudaStreamNonBlocking), "stream");
+    for (int i = 0; i < 5; i++)
+        CU(cudaEventCreate(&c->ev[i]), "event");
+    c->have_ev = true;
+    size_t npk = c->fb > L ? c->fb : L;
+    if ((err = cuda_alloc((void **)&c->vol, L * N * D * 4, "input volume", e)) ||
+        (err = cuda_alloc((void **)&c->t2, L * N * D * 4, "transformed volume", e)) ||
+        (err = cuda_alloc((void **)&c->t3, L * Nc * Dc * 4, "coarse volume", e)) ||
+        (err = cuda_alloc((void **)&c->ref2, L * N * c->Dh * 8, "reference spectra", e)) ||
+        (err = cuda_alloc((void **)&c->ref3, L * Nc * c->Dch * 8, "coarse reference spectrum", e)) ||
+        (err = cuda_alloc((void **)&c->x2, L * N * c->Dh * 8, "target spectra", e)) ||
+        (err = cuda_alloc((void **)&c->x2h, L * N * c->Dh * 8, "half-line spectra", e)) ||
+        (err = cuda_alloc((void **)&c->sb, c->nsb * L * Nc * Dc * 4, "stripes", e)) ||
+        (err = cuda_alloc((void **)&c->sc, c->nsb * L * Nc * c->Dch * 8, "stripe spectra", e)) ||
+        (err = cuda_alloc((void **)&c->fy, c->fb * N * c->Dh * 8, "cross spectra", e)) ||
+        (err = cuda_alloc((void **)&c->fs, c->fb * N * D * 4, "surfaces", e)) ||
+        (err = cuda_alloc((void **)&c->pair, c->fb * 2 * 4, "pairs", e)) ||
+        (err = cuda_alloc((void **)&c->pk, npk * sizeof(reg_peak), "peaks", e)) ||
+        (err = cuda_alloc((void **)&c->win, c->nsb * 3 * 4, "windows", e)) ||
+        (err = cuda_alloc((void **)&c->sub, L * 3 * 4, "sub-pixel shifts", e)) ||
+        (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)))
+        return err;
+    int n2[2] = {(int)N, (int)D}, n3[3] = {(int)L, (int)Nc, (int)Dc};
+    CF(cufftPlanMany(&c->p2f, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan 2D R2C");
+    CF(cufftPlanMany(&c->p2i, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->fb), "plan 2D C2R");
+    CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)c->nsb), "plan 3D R2C");
+    CF(cufftPlanMany(&c->p3i, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->nsb), "plan 3D C2R");
+    cufftHandle ps[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
+    for (int i = 0; i < 4; i++)
+        CF(cufftSetStream(ps[i], c->st), "set stream");
+    return OCT_OK;
+}
+
+/* uploads and transforms a volume, then the 2D spectra of all its lines into dst */
+static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    size_t n = (size_t)r->L * r->N * r->D;
+    CU(cudaEventRecord(c->ev[0], c->st), "event");
+    CU(cudaMemcpyAsync(c->vol, vol, n * 4, cudaMemcpyHostToDevice, c->st), "upload");
+    CU(cudaEventRecord(c->ev[4], c->st), "event");
+    k_transform<<<r->L, RB, 0, c->st>>>(c->vol, c->t2, c->t3, r->N, r->D, r->Nc, r->Dc, r->f,
+                                        r->inv_scale);
+    CU(cudaGetLastError(), "transform kernel");
+    CF(cufftExecR2C(c->p2f, c->t2, dst), "line spectra");
+    CU(cudaEventRecord(c->ev[1], c->st), "event");
+    return OCT_OK;
+}
+
+static oct_err cuda_set_reference(oct_register *r, const float *vol, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    oct_err err = cuda_load(r, vol, c->ref2, e);
+    if (err)
+        return err;
+    /* coarse reference spectrum: batch slot 0 of the stripe plan's buffers */
+    size_t n3 = (size_t)r->L * r->Nc * r->Dc;
+    CU(cudaMemsetAsync(c->sb, 0, c->nsb * n3 * 4, c->st), "memset");
+    CU(cudaMemcpyAsync(c->sb, c->t3, n3 * 4, cudaMemcpyDeviceToDevice, c->st), "copy");
+    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "coarse reference spectrum");
+    CU(cudaMemcpyAsync(c->ref3, c->sc, (size_t)r->L * r->Nc * c->Dch * 8, cudaMemcpyDeviceToDevice,
+                       c->st), "copy");
+    CU(cudaStreamSynchronize(c->st), "set reference");
+    return OCT_OK;
+}
+
+static oct_err cuda_prep_target(oct_register *r, const float *vol, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    return cuda_load(r, vol, c->x2, e);
+}
+
+static oct_err cuda_coarse_batch(oct_register *r, uint32_t nb, const int32_t *win, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    size_t plane = (size_t)r->Nc * r->Dc;
+    CU(cudaMemcpyAsync(c->win, win, nb * 3 * 4, cudaMemcpyHostToDevice, c->st), "upload");
+    dim3 g(grid_for((size_t)r->L * plane), nb);
+    k_stripes<<<g, RB, 0, c->st>>>(c->t3, c->win, c->sb, plane, r->L, r->o.stripe);
+    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "stripe spectra");
+    dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
+    k_cross3<<<g2, RB, 0, c->st>>>(c->ref3, c->sc, r->L, r->Nc, r->Dc, c->Dch);
+    CF(cufftExecC2R(c->p3i, c->sc, c->sb), "stripe surfaces");
+    CU(cudaGetLastError(), "coarse kernels");
+    return OCT_OK;
+}
+
+static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, const int32_t *ylo,
+                           const int32_t *yhi, reg_peak *out, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    int32_t win[3 * 64];
+    for (uint32_t s = 0; s < n; s += c->nsb) {
+        uint32_t nb = n - s < c->nsb ? n - s : c->nsb;
+        for (uint32_t i = 0; i < nb; i++)
+            win[3 * i] = (int32_t)l0[s + i], win[3 * i + 1] = ylo[s + i], win[3 * i + 2] = yhi[s + i];
+        oct_err err = cuda_coarse_batch(r, nb, win, e);
+        if (err)
+            return err;
+        k_peak3<<<nb, RB, 0, c->st>>>(c->sb, c->win, c->pk, r->L, r->Nc, r->Dc, r->sxc, r->szc,
+                                      (float)(1.0 / r->sumw3));
+        CU(cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st),
+           "download");
+        CU(cudaStreamSynchronize(c->st), "coarse stage");
+    }
+    CU(cudaEventRecord(c->ev[2], c->st), "event");
+    return OCT_OK;
+}
+
+/* the masked lines of a half (reg_half) into dst */
+__global__ void k_half(const float *t2, float *dst, size_t n, uint32_t N, uint32_t D, int half)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = reg_half((int)(i / D % N), (int)N, half) * t2[i];
+}
+
+static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *cand, int half,
+                         reg_peak *out, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    const cufftComplex *X = c->x2;
+    if (half) { /* the input buffer is free once transformed */
+        size_t n = (size_t)r->L * r->N * r->D;
+        k_half<<<grid_for(n), RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
+        CF(cufftExecR2C(c->p2f, c->vol, c->x2h), "half-line spectra");
+        X = c->x2h;
+    }
+    size_t total = off[r->L];
+    int32_t *pair = (int32_t *)malloc(sizeof(int32_t) * 2 * total);
+    if (!pair)
+        return oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
+    for (uint32_t l = 0; l < r->L; l++)
+        for (uint32_t i = off[l]; i < off[l + 1]; i++)
+            pair[2 * i] = (int32_t)l, pair[2 * i + 1] = cand[i];
+    oct_err err = OCT_OK;
+    for (size_t s = 0; s < total && !err; s += c->fb) {
+        uint32_t nb = (uint32_t)(total - s < c->fb ? total - s : c->fb);
+        cudaError_t ce = cudaMemcpyAsync(c->pair, pair + 2 * s, nb * 8, cudaMemcpyHostToDevice, c->st);
+        if (ce != cudaSuccess) {
+            err = oct_error_set(e, OCT_EDEVICE, "registration: upload: %s", cudaGetErrorString(ce));
+            break;
+        }
+        dim3 g(grid_for((size_t)r->N * c->Dh), nb);
+        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair, c->fy, r->N, r->D, c->Dh);
+        /* the plan is for fb surfaces: a short last batch transforms stale ones too */
+        if (cufftExecC2R(c->p2i, c->fy, c->fs) != CUFFT_SUCCESS) {
+            err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
+            break;
+        }
+        k_peak2<<<nb, RB, 0, c->st>>>(c->fs, c->pair, c->pk, r->N, r->D, r->sx, r->sz,
+                                      (float)(1.0 / r->sumw2));
+        ce = cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st);
+        if (ce == cudaSuccess)
+            ce = cudaStreamSynchronize(c->st);
+        if (ce != cudaSuccess)
+            err = oct_error_set(e, OCT_EDEVICE, "registration: fine stage: %s", cudaGetErrorString(ce));
+    }
+    free(pair);
+    if (!err && cudaEventRecord(c->ev[3], c->st) != cudaSuccess) /* the last stage marks the end */
+        err = oct_error_set(e, OCT_EDEVICE, "registration: event record failed");
+    return err;
+}
+
+static oct_err cuda_refine(oct_register *r, const reg_peak *best, float *sub, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    CU(cudaMemcpyAsync(c->pk, best, r->L * sizeof(reg_peak), cudaMemcpyHostToDevice, c->st), "upload");
+    k_refine<<<r->L, RB, 0, c->st>>>(c->ref2, c->x2, c->pk, c->sub, c->ph, r->N, r->D, c->Dh, r->sumw2);
+    CU(cudaGetLastError(), "refine kernel");
+    CU(cudaMemcpyAsync(sub, c->sub, (size_t)r->L * 12, cudaMemcpyDeviceToHost, c->st), "download");
+    CU(cudaEventRecord(c->ev[3], c->st), "event");
+    CU(cudaStreamSynchronize(c->st), "refine");
+    return OCT_OK;
+}
+
+static oct_err cuda_surface_line(oct_register *r, uint32_t tl, uint32_t rl, float *out, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    int32_t p[2] = {(int32_t)tl, (int32_t)rl};
+    CU(cudaMemcpyAsync(c->pair, p, 8, cudaMemcpyHostToDevice, c->st), "upload");
+    dim3 g(grid_for((size_t)r->N * c->Dh), 1);
+    k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh);
+    CF(cufftExecC2R(c->p2i, c->fy, c->fs), "surface");
+    size_t n2 = (size_t)r->N * r->D;
+    k_scale<<<grid_for(n2), RB, 0, c->st>>>(c->fs, n2, (float)(1.0 / r->sumw2));
+    CU(cudaMemcpyAsync(out, c->fs, n2 * 4, cudaMemcpyDeviceToHost, c->st), "download");
+    CU(cudaStreamSynchronize(c->st), "surface");
+    return OCT_OK;
+}
+
+static oct_err cuda_surface_stripe(oct_register *r, uint32_t l0, float *out, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    int32_t win[3] = {(int32_t)l0, 0, 0};
+    oct_err err = cuda_coarse_batch(r, 1, win, e);
+    if (err)
+        return err;
+    size_t n3 = (size_t)r->L * r->Nc * r->Dc;
+    k_scale<<<grid_for(n3), RB, 0, c->st>>>(c->sb, n3, (float)(1.0 / r->sumw3));
+    CU(cudaMemcpyAsync(out, c->sb, n3 * 4, cudaMemcpyDeviceToHost, c->st), "download");
+    CU(cudaStreamSynchronize(c->st), "surface");
+    return OCT_OK;
+}
+
+static void cuda_times(const oct_register *r, oct_register_times *t)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    float u = 0, a = 0, b = 0, d = 0;
+    if (cudaEventElapsedTime(&u, c->ev[0], c->ev[4]) == cudaSuccess &&
+        cudaEventElapsedTime(&a, c->ev[4], c->ev[1]) == cudaSuccess &&
+        cudaEventElapsedTime(&b, c->ev[1], c->ev[2]) == cudaSuccess &&
+        cudaEventElapsedTime(&d, c->ev[2], c->ev[3]) == cudaSuccess) {
+        /* stream time from the volume on the device to the last stage (the
+         * short host steps between stages included), the upload apart */
+        t->upload_ms = u, t->prep_ms = a, t->coarse_ms = b, t->fine_ms = d;
+        t->total_ms = (double)a + b + d;
+    }
+}
+
+extern "C" const reg_ops reg_cuda_ops = {
+    "cuda",
+    cuda_create,
+    cuda_destroy,
+    cuda_set_reference,
+    cuda_prep_target,
+    cuda_coarse,
+    cuda_fine,
+    cuda_refine,
+    cuda_surface_line,
+    cuda_surface_stripe,
+    cuda_times,
+};

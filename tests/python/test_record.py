@@ -1,0 +1,230 @@
+"""Recording (SPEC 10.5) through the control block: the file read back is
+what the Producer wrote; products equal octd.Engine's; control changes kept;
+disk full, a removed directory and SIGTERM leave a valid file (or a clear
+failure) and octd goes on."""
+import os
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+import octd
+from conftest import Daemon, expected_frame
+from refs import rel_l2
+
+
+def _wait_frames(c, n, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        s = c.status()
+        if s["record_frames"] >= n:
+            return s
+        time.sleep(0.02)
+    raise TimeoutError("recording did not reach %d frames: %s" % (n, s))
+
+
+def test_record_raw_and_products(daemon, tmp_path):
+    c = daemon.control
+    d = tmp_path / "rec"
+    d.mkdir()
+    daemon.save_to(str(d))
+    path = c.record(frames=40, raw=True, products=True)
+    assert path.endswith(".h5") and path.startswith(daemon.save_link)
+    with pytest.raises(octd.CommandFailed, match="in progress"):
+        c.record(frames=1)
+    time.sleep(0.1)
+    c.set(display__bscan__brightness=-10.0)  # a control change during the recording
+    s = c.wait_record(timeout=30)
+    assert s["record_state"] == "done", s
+    files = os.listdir(d)
+    assert files == [os.path.basename(path)], files  # renamed; no .part, no reserve left
+    with octd.read_recording(str(d / files[0])) as r:
+        assert len(r) == 40 and r.raw.shape == (40, 1, 32, 256) and r.raw.dtype == np.uint16
+        assert r.attrs["frames"] == 40
+        assert r.geometry == {"samples": 256, "ascans": 32, "lines": 1, "sample_type": "u16",
+                              "sample_shift": 0}
+        assert "freq_cutoff: 4" in r.profile
+        assert r.control["window"].startswith("hann")
+        assert r.attrs["octd_version"]
+        raw = r.frames()
+        fids = r.frame_id
+        assert np.all(np.diff(fids.astype(np.int64)) >= 1)
+        for i, fid in enumerate(fids):
+            assert np.array_equal(raw[i], expected_frame(int(fid))), "frame %d" % fid
+        assert np.all(np.diff(r.t_acq_ns.astype(np.int64)) > 0)
+        assert set(r.products) == {"bscan/cfd", "bscan/cfd/f32"}
+        assert r.products["bscan/cfd"].shape == (40, 129, 32)
+        # products are octd's: equal to the engine's on the same raw frame,
+        # with the control values of the generation in effect
+        changes = r.control_changes
+        assert len(changes) >= 1 and changes[-1]["values"]["display.bscan.brightness"] in ("-10", "-10.0")
+        eng = octd.Engine(daemon.profile, backend="cpu", plan="quick")
+        eng_b = octd.Engine(daemon.profile, backend="cpu",
+                            set={"display.bscan.brightness": -10.0}, plan="quick")
+        first_change = changes[-1]["index"]
+        for i in range(40):
+            e = (eng_b if i >= first_change else eng).process(raw[i])
+            # octd plans its FFTs by measuring, the Engine quickly: SPEC 7 tolerances
+            g = r.products["bscan/cfd"][i].astype(int) - e["bscan/cfd"]
+            assert np.abs(g).max() <= 1 and np.count_nonzero(g) <= g.size // 100, "row %d" % i
+            assert rel_l2(r.products["bscan/cfd/f32"][i], e["bscan/cfd/f32"]) < 1e-4
+    c.set(display__bscan__brightness=-20.0)
+
+
+def test_record_stop_and_seconds(daemon, tmp_path):
+    c = daemon.control
+    d = tmp_path / "rec2"
+    d.mkdir()
+    daemon.save_to(str(d))
+    with pytest.raises(octd.CommandFailed, match="no recording"):
+        c.record_stop()
+    path = c.record()  # no limit
+    _wait_frames(c, 5)
+    s = c.record_stop()
+    assert s["record_state"] == "done" and s["record_frames"] >= 5
+    with octd.read_recording(path.replace(daemon.save_link, str(d))) as r:
+        assert len(r) == s["record_frames"]
+        assert r.attrs["stop_reason"] == "stopped by record_stop"
+    path = c.record(seconds=0.5, wait=True)
+    with octd.read_recording(path.replace(daemon.save_link, str(d))) as r:
+        assert 10 <= len(r) <= 100 and r.attrs["stop_reason"] == "duration reached"
+
+
+def test_record_directory_removed(daemon, tmp_path):
+    c = daemon.control
+    d = tmp_path / "doomed"
+    d.mkdir()
+    daemon.save_to(str(d))
+    c.record()
+    _wait_frames(c, 5)
+    subprocess.run(["rm", "-rf", str(d)], check=True)
+    with pytest.raises(octd.CommandFailed, match="removed"):
+        c.wait_record(timeout=20)
+    s = c.status()
+    assert s["record_state"] == "failed" and "removed" in s["record_message"]
+    n = s["frames_processed"]
+    time.sleep(0.3)
+    assert c.status()["frames_processed"] > n  # octd goes on
+
+
+def test_record_disk_full(daemon, tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
+    try:
+        c = daemon.control
+        daemon.save_to(str(mnt))
+        path = c.record()  # 16 KiB frames: the 20 MiB fill up after ~1000 frames (10 s)
+        with pytest.raises(octd.CommandFailed, match="disk full"):
+            c.wait_record(timeout=60)
+        s = c.status()
+        assert s["record_state"] == "failed" and s["record_frames"] > 100
+        files = os.listdir(mnt)
+        assert files == [os.path.basename(path)], files
+        with octd.read_recording(str(mnt / files[0])) as rec:
+            n = len(rec)
+            assert n == s["record_frames"] and rec.raw.shape[0] == n
+            assert "disk full" in rec.attrs["stop_reason"]
+            raw = rec.frames()
+            for i in (0, n // 2, n - 1):
+                assert np.array_equal(raw[i], expected_frame(int(rec.frame_id[i])))
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
+
+
+VOLUME_PROFILE = """geometry: {samples: 128, ascans: 16, lines: 4, sample_type: u16, sample_shift: 0}
+methods: [cfd]
+window: {type: hann}
+freq_cutoff: 2
+enface: {start: 3, step: 20, count: 10}
+products: [enface, confocal, xsec_v, f32]
+"""
+
+
+def test_record_sigterm(tmp_path):
+    """A volume recording (raw + 3-D products) ended by SIGTERM: valid file."""
+    d = Daemon(str(tmp_path), tag="t", profile=VOLUME_PROFILE, shape=(4, 16, 128))
+    try:
+        c = d.control
+        path = c.record(raw=True, products=True)
+        _wait_frames(c, 10)
+        d.proc.terminate()
+        assert d.proc.wait(30) == 0
+        final = path.replace(d.save_link, os.path.join(str(tmp_path), "disk"))
+        assert os.listdir(os.path.dirname(final)) == [os.path.basename(final)]
+        with octd.read_recording(final) as r:
+            n = len(r)
+            assert n >= 10 and r.raw.shape == (n, 4, 16, 128)
+            assert r.attrs["stop_reason"] == "octd stopped"
+            assert set(r.products) == {"%s/cfd%s" % (k, s) for k in ("enface", "confocal", "xsec_v")
+                                       for s in ("", "/f32")}
+            en = r.products["enface/cfd"]
+            assert en.shape == (n, 4, 4, 16) and list(en.attrs["indices"]) == [3, 23, 43, 63]
+            assert r.products["xsec_v/cfd/f32"].shape == (n, 65, 4)
+            eng = octd.Engine(d.profile, backend="cpu", plan="quick")
+            for i in range(n):
+                assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i]), d.frames))
+            e = eng.process(r.raw[n - 1])
+            assert rel_l2(r.products["enface/cfd/f32"][n - 1], e["enface/cfd/f32"]) < 1e-4
+            assert rel_l2(r.products["confocal/cfd/f32"][n - 1], e["confocal/cfd/f32"]) < 1e-4
+    finally:
+        d.stop()
+
+
+def test_record_disk_behind_frames_left_out(daemon, tmp_path):
+    """The writer thread frozen (cgroup v1 freezer, that thread only) stands for
+    a disk that falls behind: the queue fills, frames are left out and counted,
+    processing goes on at the same rate, and the file holds the rest."""
+    fz = "/sys/fs/cgroup/freezer"
+    cg = os.path.join(fz, "octpy%d" % os.getpid())
+    try:
+        os.mkdir(cg)
+    except OSError as exc:
+        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    c = daemon.control
+    d = tmp_path / "behind"
+    d.mkdir()
+    daemon.save_to(str(d))
+    try:
+        path = c.record()
+        _wait_frames(c, 3)
+        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
+                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
+                == "octd-record"]
+        assert len(tids) == 1, tids
+        with open(os.path.join(cg, "tasks"), "w") as f:
+            f.write(tids[0])
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        s0 = c.status()
+        deadline = time.monotonic() + 20
+        while c.status()["record_dropped"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        s1 = c.status()
+        assert s1["record_dropped"] >= 20, s1
+        assert s1["frames_processed"] - s0["frames_processed"] >= 100  # not held up
+        assert s1["frames_skipped"] == s0["frames_skipped"]
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        s = c.record_stop()
+        assert s["record_state"] == "done"
+        with octd.read_recording(path.replace(daemon.save_link, str(d))) as r:
+            assert len(r) == s["record_frames"] and r.dropped == s["record_dropped"] >= 20
+            fid = r.frame_id.astype(np.int64)
+            assert int(np.sum(np.diff(fid) - 1)) >= 20  # the left-out frames are the gap
+            for i in (0, len(r) // 2, len(r) - 1):
+                assert np.array_equal(r.raw[i], expected_frame(int(fid[i])))
+    finally:
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
