@@ -63,7 +63,7 @@ static void usage(FILE *f)
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
             "\n"
-            "Registration (motion correction, SPEC 10.4; README \"Volume registration\"):\n"
+            "Registration (motion correction; MATH.md, README \"Volume registration\"):\n"
             "  --register REF.npy registers every target volume of --input against REF and\n"
             "                     writes DIR/shifts.npy [V][L][4] (dx, dy, dz, valid),\n"
             "                     registered.npy [V][L][N][D], average.npy [L][N][D] and\n"
