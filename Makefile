@@ -5,7 +5,8 @@
 #   make demo       simulator -> octd -> images (CPU when no GPU)
 #   make deps       install the Debian packages octd needs
 #   make bench      run octbench (CPU; add BENCH_ARGS=--backend=cuda on a GPU machine)
-#   make install    PREFIX=/usr/local DESTDIR=
+#   make install    PREFIX=/usr/local DESTDIR= (programs, liboctipc, docs, man pages)
+#   make man        man pages from --help (help2man) in $(BUILD)/man
 #   make bundle     relocatable tree in build/bundle (binaries + $ORIGIN rpath libs)
 #   make fuzz       libFuzzer targets (clang, ASan+UBSan) FUZZ_SECONDS each [60]
 #   make valgrind   valgrind memcheck of octproc and an octd session (CPU build)
@@ -27,7 +28,8 @@ BUILD    ?= build/$(if $(NVCC),cuda,cpu)
 VERSION  := 0.1.0
 INCLUDES := -Ikernels -Iipc -Iconfig -Itools/common
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wformat=2 -Wstrict-prototypes
-BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN)
+BASE_CFLAGS := -std=gnu11 -g -fPIC -pthread -fopenmp -D_GNU_SOURCE -DOCT_VERSION=\"$(VERSION)\" $(INCLUDES) $(WARN) \
+               -DOCT_DOCDIR=\"$(PREFIX)/share/doc/octd\"
 CFLAGS   ?= -O2
 LIBS     := -lfftw3f -lfftw3f_threads -lfftw3 -lfftw3_threads -lyaml -linih -lzmq -lpng -ldl -lm -lrt
 LDFLAGS  ?=
@@ -62,10 +64,10 @@ SAN_LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/san/%.o)
 SAN_TEST_LIB_OBJ := $(TEST_LIB_SRC:%.c=$(BUILD)/san/%.o)
 SAN_TESTS := $(TEST_SRC:tests/%.c=$(BUILD)/san/tests/%)
 
-.PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak valgrind valgrind-progs
+.PHONY: all lib progs tests check demo deps bench install bundle clean fuzz soak valgrind valgrind-progs man
 # keep test helper objects between builds (they are intermediate to make)
 .SECONDARY:
-all: progs tests
+all: lib progs tests
 
 # ---- dependencies ----------------------------------------------------------
 DEPS_STAMP := $(BUILD)/.deps-ok
@@ -77,7 +79,11 @@ deps:
 	@mkdir -p $(BUILD) && touch $(DEPS_STAMP)
 
 # ---- library ---------------------------------------------------------------
-lib: $(BUILD)/liboct.a $(BUILD)/liboctipc.so $(BUILD)/liboct.so
+# liboctipc: ABI major 1 is the soname; the file carries major.minor.patch.
+IPC_LIBVERSION := 1.2.0
+IPC_LIBS := $(BUILD)/liboctipc.a $(BUILD)/liboctipc.so.$(IPC_LIBVERSION) $(BUILD)/liboctipc.so.1 \
+            $(BUILD)/liboctipc.so $(BUILD)/octipc-uninstalled.pc
+lib: $(BUILD)/liboct.a $(IPC_LIBS) $(BUILD)/liboct.so
 
 $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
@@ -100,16 +106,27 @@ $(BUILD)/liboct.so: $(BUILD)/liboct.so.$(VERSION)
 	ln -sf liboct.so.$(VERSION) $(BUILD)/liboct.so.$(LIBOCT_SOVERSION)
 	ln -sf liboct.so.$(VERSION) $@
 
-# The IPC library alone, for acquisition programs (pkg-config octipc).
-$(BUILD)/liboctipc.so: $(IPC_OBJ)
+# The IPC library alone, for acquisition programs (pkg-config octipc):
+# shared (soname liboctipc.so.1, links .so.1 and .so beside it) and static,
+# usable from the build tree through octipc-uninstalled.pc.
+$(BUILD)/liboctipc.so.$(IPC_LIBVERSION): $(IPC_OBJ)
 	$(CC) -shared -Wl,-soname,liboctipc.so.1 -pthread -o $@ $^ -lrt
+$(BUILD)/liboctipc.so.1 $(BUILD)/liboctipc.so: $(BUILD)/liboctipc.so.$(IPC_LIBVERSION)
+	ln -sfn liboctipc.so.$(IPC_LIBVERSION) $(BUILD)/liboctipc.so.1
+	ln -sfn liboctipc.so.1 $(BUILD)/liboctipc.so
+$(BUILD)/liboctipc.a: $(IPC_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+$(BUILD)/octipc-uninstalled.pc: ipc/octipc-uninstalled.pc.in Makefile
+	@mkdir -p $(dir $@)
+	sed -e "s#@SRCDIR@#$(CURDIR)#g" -e "s#@BUILDDIR@#$(abspath $(BUILD))#g" -e "s#@VERSION@#$(VERSION)#g" $< >$@
 
 # ---- programs --------------------------------------------------------------
 progs: $(PROGS) $(BUILD)/liboct.so
 
 $(BIN)/octd: $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard daemon/*.c)) $(BUILD)/liboct.a
 	@mkdir -p $(BIN)
-	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(HDF5_LIBS) $(CUDA_LIBS)
+	$(CC) -fopenmp -pthread $(LDFLAGS) -o $@ $^ $(LIBS) $(HDF5_LIBS) -lcivetweb $(CUDA_LIBS)
 
 define TOOL_RULE
 $(BIN)/$(1): $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tools/$(1)/*.c)) $(if $(NVCC),$(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(wildcard tools/$(1)/*.cu))) $(BUILD)/liboct.a
@@ -184,8 +201,25 @@ valgrind: $(DEPS_STAMP) valgrind-progs
 bench: $(DEPS_STAMP) progs
 	$(BIN)/octbench $(BENCH_ARGS)
 
-install: all $(BUILD)/liboctipc.so
-	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) tools/build/install.sh
+# ---- man pages (issue 14.9): generated from --help with help2man --------------
+MAN_PAGES := $(BUILD)/man/octd.8 $(TOOLS:%=$(BUILD)/man/%.1)
+MAN_DESC_octd     := real-time OCT processing daemon (frame ring -> images over ZeroMQ)
+MAN_DESC_octctl   := operators' tool: octd's control values, commands and status
+MAN_DESC_octsim   := reference acquirer: simulated OCT frames into octd's frame ring
+MAN_DESC_octgrab  := subscriber: receives, prints and saves octd's images
+MAN_DESC_octproc  := offline processing of recorded frames with octd's engine
+MAN_DESC_octbench := benchmarks of octd's engine, shared memory and whole path
+MAN_DESC_octweb   := browser console for octd: live images, controls and health
+man: $(MAN_PAGES)
+$(BUILD)/man/octd.8: $(BIN)/octd
+	@mkdir -p $(dir $@)
+	help2man -N -s 8 --version-string="$(VERSION)" -n "$(MAN_DESC_octd)" -o $@ ./$<
+$(BUILD)/man/%.1: $(BIN)/%
+	@mkdir -p $(dir $@)
+	help2man -N -s 1 --version-string="$(VERSION)" -n "$(MAN_DESC_$*)" -o $@ ./$<
+
+install: all man $(IPC_LIBS)
+	PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) BUILD=$(BUILD) BIN=$(BIN) VERSION=$(VERSION) IPC_LIBVERSION=$(IPC_LIBVERSION) tools/build/install.sh
 
 bundle: all
 	BUILD=$(BUILD) BIN=$(BIN) CUDA_HOME=$(CUDA_HOME) tools/build/bundle.sh

@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <arpa/inet.h>
 #include <ini.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,7 @@ enum ini_key {
     K_ENDPOINT, K_SNDHWM,
     K_PROFILE_PATH, K_SAVE_DIR, K_LOG_LEVEL,
     K_ZERO_COPY,
+    K_STALE_MS, K_METRICS_LISTEN,
     K_COUNT
 };
 
@@ -36,9 +38,11 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_PROFILE_PATH] = {"profile", "path"}, [K_SAVE_DIR] = {"save", "directory"},
     [K_LOG_LEVEL] = {"log", "level"},
     [K_ZERO_COPY] = {"ring", "zero_copy"},
+    [K_STALE_MS] = {"ring", "stale_ms"}, [K_METRICS_LISTEN] = {"metrics", "listen"},
 };
 
-static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log"};
+static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
+                                           "metrics"};
 
 typedef struct ini_ctx {
     const char *p, *end;   /* unread text */
@@ -111,7 +115,7 @@ static char *line_reader(char *str, int num, void *stream)
             if (!known_section(a, (size_t)(b - a))) {
                 ctx_fail(x, OCT_EPARSE,
                          "[%.*s]: unknown section (known: engine, ring, publish, profile, save, "
-                         "log)",
+                         "log, metrics)",
                          (int)(b - a > 64 ? 64 : b - a), a);
                 return NULL;
             }
@@ -159,6 +163,36 @@ static bool endpoint_ok(const char *ep)
     if (!strncmp(ep, "inproc://", 9))
         return ep[9] != '\0';
     return false;
+}
+
+/* [metrics] listen: "" (off), PORT (loopback) or HOST:PORT with an IPv4
+ * HOST or localhost; written to out as civetweb's "ADDRESS:PORT". */
+static bool metrics_listen_ok(const char *v, char *out, size_t len)
+{
+    if (!*v) {
+        out[0] = '\0';
+        return true;
+    }
+    const char *colon = strrchr(v, ':');
+    char host[64] = "127.0.0.1";
+    const char *port = v;
+    if (colon) {
+        size_t hl = (size_t)(colon - v);
+        if (hl == 0 || hl >= sizeof host)
+            return false;
+        memcpy(host, v, hl);
+        host[hl] = '\0';
+        port = colon + 1;
+        if (!strcmp(host, "localhost"))
+            snprintf(host, sizeof host, "127.0.0.1");
+        struct in_addr a;
+        if (inet_pton(AF_INET, host, &a) != 1)
+            return false;
+    }
+    int p;
+    if (!parse_int(port, 1, 65535, &p))
+        return false;
+    return snprintf(out, len, "%s:%d", host, p) < (int)len;
 }
 
 static int set_value(ini_ctx *x, int k, const char *v)
@@ -253,6 +287,22 @@ static int set_value(ini_ctx *x, int k, const char *v)
         else
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, on or off", sec, key, v), 0;
         return 1;
+    case K_STALE_MS: {
+        int ms;
+        if (!parse_int(v, 100, 3600000, &ms))
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not a number of milliseconds from 100 to 3600000",
+                            sec, key, v), 0;
+        c->stale_ms = (uint32_t)ms;
+        return 1;
+    }
+    case K_METRICS_LISTEN:
+        if (!metrics_listen_ok(v, c->metrics_listen, sizeof c->metrics_listen))
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not PORT or HOST:PORT (an IPv4 address or "
+                            "localhost, port 1 to 65535; empty = off)",
+                            sec, key, v), 0;
+        return 1;
     case K_SNDHWM:
         if (!parse_int(v, 1, 1000000, &c->sndhwm))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 1 to 1000000",
@@ -340,6 +390,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->endpoint_count = 1;
     c->sndhwm = 4;
     c->log_level = LOG_INFO;
+    c->stale_ms = 2000;
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

@@ -36,6 +36,7 @@ typedef struct oct_daemon_config {
     char ring_control[256];     /* /octd-control */
     char ring_status[256];      /* /octd-status */
     int policy;                 /* oct_ring_policy: 0 latest, 1 all */
+    uint32_t stale_ms;          /* 2000: producer heartbeat older than this = gone */
     /* [publish] */
     char endpoints[OCT_MAX_ENDPOINTS][256]; /* tcp://127.0.0.1:5556 */
     int endpoint_count;
@@ -46,6 +47,8 @@ typedef struct oct_daemon_config {
     char save_dir[OCT_PATH_MAX];     /* resolved relative to the ini's directory; "" = none */
     /* [log] */
     int log_level;              /* syslog priority: LOG_ERR .. LOG_DEBUG; info = 6 */
+    /* [metrics] */
+    char metrics_listen[256];   /* "" = off; HOST:PORT of the Prometheus endpoint */
     char source_path[OCT_PATH_MAX];  /* the file it was read from */
     /* [ring] zero_copy: whether the engine reads frames in place in the ring's
      * mapping (auto: when it pipelines, i.e. CUDA) or from a copy */

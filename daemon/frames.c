@@ -365,7 +365,10 @@ static void bind_path(octd_frames *g, octd *d)
 static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64_t params_gen,
                     bool want_f32, bool review)
 {
-    d->processed++;
+    if (review)
+        d->reprocessed++; /* the kept frame again: not a ring frame (issue 14.4) */
+    else
+        d->processed++;
     octd_frame_meta m = {
         .frame_id = info->frame_id,
         .frame_seq = d->processed,
@@ -537,6 +540,8 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     }
     d->seen += 1 + info.skipped;
     d->skipped += info.skipped;
+    if (d->cfg.policy == OCT_POLICY_ALL)
+        d->lost += info.skipped; /* policy all skips only what was lapped */
     if (!g->in_place) {
         /* Swap so that `cur` always holds the last frame taken (snapshot). */
         octd_frame_buf t = d->cur;
@@ -621,8 +626,7 @@ void octd_frames_review(octd *d)
     pool_sync(g, d);
     octd_slot *slot = pool_acquire(g, d);
     if (!slot) {
-        d->drops++;
-        d->skipped++;
+        d->drops++; /* ring counters count ring frames only: not skipped */
         return;
     }
     oct_error e;
@@ -636,7 +640,6 @@ void octd_frames_review(octd *d)
         char what[64];
         snprintf(what, sizeof what, "review of frame %" PRIu64, k->info.frame_id);
         log_once(d, what, &e);
-        d->skipped++;
     } else {
         set_pool_max(g, slot);
         publish(d, slot, &k->info, d->applied_gen, (d->params.products & OCT_PRODUCT_F32) != 0,

@@ -40,10 +40,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oct_docs.h"
 #include "oct_control_keys.h"
 #include "cli.h"
 #include "checks.h"
+#include "endpoint.h"
 #include "frames.h"
+#include "health.h"
+#include "metrics.h"
 #include "octd.h"
 #include "record.h"
 #include "save.h"
@@ -84,6 +88,8 @@ static void status_counters(octd *d)
     STORE64(b->publish_drops, d->drops);
     STORE64(b->last_frame_id, d->last_frame_id);
     STORE64(b->last_latency_ns, d->last_latency);
+    STORE64(b->frames_reprocessed, d->reprocessed); /* ops: not ring frames */
+    STORE64(b->frames_lost, d->lost);
     STORE64(b->heartbeat_ns, oct_time_monotonic_ns());
     set_state(d, current_state(d));
 }
@@ -298,6 +304,7 @@ static void detach_ring(octd *d, const char *why)
     d->ring = NULL;
     d->next_attach_ns = 0;
     status_engine(d);
+    octd_health_ring(d, OCT_ATTACH_WAITING, why);
 }
 
 static void try_attach(octd *d)
@@ -313,9 +320,11 @@ static void try_attach(octd *d)
         /* Absent or still initialising is normal; anything else (wrong ABI,
          * bad geometry) is logged once per distinct message. */
         if (rc != OCT_ENOENT && rc != OCT_EAGAIN && strcmp(d->attach_err, e.msg) != 0) {
-            octd_log(LOG_ERR, "%s", e.msg); /* names the ring */
+            if (rc != OCT_EPERM) /* health.c logs the explained permission error */
+                octd_log(LOG_ERR, "%s", e.msg); /* names the ring */
             copy_text(d->attach_err, sizeof d->attach_err, e.msg);
         }
+        octd_health_attach_error(d, rc, e.msg);
         return;
     }
     /* A ring its producer closed but has not unlinked yet is not a ring to
@@ -324,16 +333,19 @@ static void try_attach(octd *d)
         OCT_RING_CLOSED) {
         oct_ring_consumer_close(d->ring);
         d->ring = NULL;
+        octd_health_ring(d, OCT_ATTACH_WAITING, "the ring was closed by its producer");
         return;
     }
-    /* Nor is the ring of a dead producer (heartbeat older than the
-     * consumer's 2 s limit): attaching would detach at once as stale and
-     * loop, re-processing its last frame each time. */
+    /* Nor is the ring of a dead producer (heartbeat older than [ring]
+     * stale_ms): attaching would detach at once as stale and loop,
+     * re-processing its last frame each time. */
+    oct_ring_consumer_set_stale_ms(d->ring, d->cfg.stale_ms);
     uint64_t hb = __atomic_load_n(&oct_ring_consumer_header(d->ring)->heartbeat_ns,
                                   __ATOMIC_ACQUIRE);
-    if (now > hb && now - hb > 2000000000ull) {
+    if (now > hb && now - hb > (uint64_t)d->cfg.stale_ms * 1000000ull) {
         oct_ring_consumer_close(d->ring);
         d->ring = NULL;
+        octd_health_ring(d, OCT_ATTACH_WAITING, "the ring's producer is gone (heartbeat stale)");
         return;
     }
     d->attach_err[0] = '\0';
@@ -346,6 +358,7 @@ static void try_attach(octd *d)
              d->ring_epoch, d->ring_geom.lines, d->ring_geom.ascans, d->ring_geom.samples,
              oct_sample_name(d->ring_geom.sample_type));
     status_engine(d);
+    octd_health_ring(d, OCT_ATTACH_OK, "");
     /* Plan now (not at the first frame) so the first frame is not late; in
      * review the engine stays on the kept frame's geometry. */
     if (d->mode == OCT_STATE_ONLINE)
@@ -700,16 +713,36 @@ static void do_reload(octd *d)
         memcpy(cfg.ring_control, d->cfg.ring_control, sizeof cfg.ring_control);
         memcpy(cfg.ring_status, d->cfg.ring_status, sizeof cfg.ring_status);
     }
+    if (strcmp(cfg.metrics_listen, d->cfg.metrics_listen)) {
+        octd_log(LOG_WARNING, "reload: a new [metrics] listen takes effect at the next start");
+        memcpy(cfg.metrics_listen, d->cfg.metrics_listen, sizeof cfg.metrics_listen);
+    }
     bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count;
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {
         /* The old sockets hold the ports: close them first, and go back to
-         * the old endpoints if the new ones cannot be bound. */
+         * the old endpoints if the new ones cannot be bound.  New ipc://
+         * endpoints are claimed first (endpoint.c); ours stay ours. */
+        octd_endpoints *eps = NULL;
+        octd_endpoints_release(d->endpoints);
+        d->endpoints = NULL;
+        if (octd_endpoints_claim(&eps, &cfg, &e) != OCT_OK) {
+            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
+                octd_log(LOG_ERR, "%s", e.msg);
+            oct_engine_destroy(eng);
+            eng = NULL;
+            goto out;
+        }
+        d->endpoints = eps;
         octd_pub_destroy(d->pub);
         d->pub = NULL;
         if (octd_pub_create(&d->pub, &cfg, &e) != OCT_OK) {
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
+            octd_endpoints_release(d->endpoints);
+            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
+                octd_log(LOG_ERR, "%s", e.msg);
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
                 octd_log(LOG_CRIT, "cannot re-bind the old endpoints either: %s", e.msg);
                 d->stop = true;
@@ -796,6 +829,8 @@ static void periodic(octd *d)
 {
     uint64_t now = oct_time_monotonic_ns();
     status_counters(d);
+    octd_health_periodic(d, now);
+    octd_metrics_tick(d, now);
     octd_record_poll(d);
     /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
     if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
@@ -808,13 +843,7 @@ static void periodic(octd *d)
     oct_status_block copy;
     if (oct_status_read(d->st, &copy) == OCT_OK)
         octd_pub_send_status(d->pub, &copy, &d->values);
-    if (!d->ring)
-        octd_notify_send(&d->nt, "STATUS=waiting for ring %s", d->cfg.ring_frames);
-    else
-        octd_notify_send(&d->nt, "STATUS=%s: frames in %" PRIu64 ", processed %" PRIu64
-                                 ", skipped %" PRIu64 ", images published %" PRIu64,
-                         oct_daemon_state_name(current_state(d)), d->seen, d->processed,
-                         d->skipped, d->published);
+    octd_health_notify(d, NULL); /* STATUS= is octctl status's summary= */
 }
 
 /* Refuses to start over a running octd that uses the same status block. */
@@ -844,7 +873,7 @@ static void usage(FILE *f)
             "usage: octd --config FILE [--check-config] [--foreground]\n"
             "       octd --version | --help\n"
             "Real-time OCT processing daemon: frame ring -> CFD/MSI/CMS images -> ZeroMQ.\n"
-            "  -c, --config FILE   octd.ini (SPEC 5.1); its [profile] path names the profile\n"
+            "  -c, --config FILE   octd.ini (CONFIGURATION.md); its [profile] path names the profile\n"
             "  -t, --check-config  validate octd.ini, the profile and its data files (masks,\n"
             "                      reference, ...), then exit (0 valid, 78 invalid)\n"
             "  -f, --foreground    accepted for compatibility; octd always runs in the foreground\n"
@@ -854,7 +883,8 @@ static void usage(FILE *f)
             "  data files; restarting does not help); 69 start-up failed for another reason\n"
             "  (a publish endpoint cannot be bound, the engine cannot be planned: no GPU, out\n"
             "  of memory; a restart may help); 1 other errors (e.g. another octd is running);\n"
-            "  64 usage.\n");
+            "  64 usage.\n"
+            OCT_DOCS_HINT);
 }
 
 static int run(octd *d);
@@ -963,6 +993,11 @@ static int run(octd *d)
         goto out;
     }
     d->sb = oct_status_block_ptr(d->st);
+    if (octd_health_init(d, &e) != OCT_OK) {
+        octd_log(LOG_CRIT, "%s", e.msg);
+        goto out;
+    }
+    octd_health_ring(d, OCT_ATTACH_WAITING, "");
     d->seen_gen = d->applied_gen = oct_control_generation(d->ctl);
     oct_status_begin(d->st);
     d->sb->pid = (uint64_t)getpid();
@@ -974,7 +1009,8 @@ static int run(octd *d)
     /* The configuration was checked (load_config): failures from here on
      * (an endpoint in use, no GPU, no memory) may pass, so they are not 78,
      * which would keep the service down for good. */
-    if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
+    if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK ||
+        octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK || octd_metrics_start(d, &e) != OCT_OK) {
         octd_log(LOG_CRIT, "%s", e.msg);
         exit_code = EX_UNAVAILABLE;
         goto out;
@@ -990,7 +1026,8 @@ static int run(octd *d)
     octd_log(LOG_INFO, "octd %s started: control %s, status %s, ring %s, %d endpoint(s) from %s",
              OCT_VERSION, d->cfg.ring_control, d->cfg.ring_status, d->cfg.ring_frames,
              d->cfg.endpoint_count, d->cfg.endpoints[0]);
-    octd_notify_send(&d->nt, "READY=1\nSTATUS=%s", d->ring ? "online" : "waiting for ring");
+    set_state(d, current_state(d));
+    octd_health_notify(d, "READY=1\n");
 
     while (!d->stop) {
         read_signals(d);
@@ -1021,9 +1058,11 @@ out:
     d->stop = true;
     if (d->sb)
         status_counters(d); /* state stopping, final counters */
+    octd_metrics_stop(d);
     octd_frames_drain(d);
     octd_record_shutdown(d); /* the recording's file complete before exit */
     octd_pub_destroy(d->pub);
+    octd_endpoints_release(d->endpoints); /* after the sockets are closed */
     octd_frames_free(d); /* after ZeroMQ let go of the product buffers */
     oct_ring_consumer_close(d->ring);
     oct_engine_destroy(d->eng);
@@ -1038,6 +1077,7 @@ out:
     if (d->ctl)
         oct_control_close(d->ctl, false);
     octd_notify_close(&d->nt);
+    octd_health_free(d);
     if (d->sigfd >= 0)
         close(d->sigfd);
     octd_log(LOG_INFO, "stopped");

@@ -68,6 +68,11 @@ typedef struct octd {
     struct octd_frames *frames; /* the frame path and its product pool (frames.c), NULL until used */
     struct octd_rec *rec;      /* recording in progress (record.c), NULL when none */
     const oct_control_values *cmd_args; /* the generation of the command being handled */
+    /* issue 14 (ops): health.c, endpoint.c, metrics.c */
+    struct octd_health *health;
+    struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */
+    struct octd_metrics *metrics;     /* NULL unless [metrics] listen */
+    uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
 } octd;
 
 /* Makes d->eng fit geom (re-plans when needed; main.c).  false: cannot process. */

@@ -25,9 +25,20 @@ void octd_log_set_level(int level)
 
 int octd_log_level(void) { return log_threshold; }
 
+/* The error hook (health.c: the status block's last_error), process-wide
+ * like the threshold. */
+static octd_log_hook_fn log_hook;
+static void *log_hook_arg;
+
+void octd_log_set_hook(octd_log_hook_fn fn, void *arg)
+{
+    log_hook = fn;
+    log_hook_arg = arg;
+}
+
 void octd_log(int prio, const char *fmt, ...)
 {
-    if (prio > log_threshold)
+    if (prio > log_threshold && !(prio <= LOG_ERR && log_hook))
         return;
     /* One write() per line so lines of concurrent writers do not interleave. */
     char line[1024];
@@ -36,6 +47,10 @@ void octd_log(int prio, const char *fmt, ...)
     va_start(ap, fmt);
     int m = vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
     va_end(ap);
+    if (prio <= LOG_ERR && log_hook)
+        log_hook(log_hook_arg, prio, line + n);
+    if (prio > log_threshold)
+        return;
     size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
     if (len > sizeof line - 2)
         len = sizeof line - 2;

@@ -14,6 +14,9 @@
 void octd_log_set_level(int level); /* LOG_ERR .. LOG_DEBUG */
 int octd_log_level(void);
 void octd_log(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Called with every message of priority LOG_ERR or worse (any thread). */
+typedef void (*octd_log_hook_fn)(void *arg, int prio, const char *msg);
+void octd_log_set_hook(octd_log_hook_fn fn, void *arg);
 
 /* ---- sd_notify ---- */
 typedef struct octd_notify {

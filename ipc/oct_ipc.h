@@ -32,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "oct_types.h"
+#include "oct_ipc_types.h" /* stands alone: a copy of kernels/oct_types.h */
 
 #ifdef __cplusplus
 extern "C" {
@@ -294,6 +294,7 @@ typedef struct oct_status_block {
     uint8_t pad1[4096 - 1520];
 } oct_status_block;
 enum oct_attach_state { OCT_ATTACH_WAITING = 0, OCT_ATTACH_OK = 1, OCT_ATTACH_ERROR = 2 };
+#define OCT_STATUS_ABI_MINOR 1u /* the status block's fields from 568 on */
 enum oct_record_state { OCT_RECORD_IDLE = 0, OCT_RECORD_ACTIVE = 1, OCT_RECORD_DONE = 2, OCT_RECORD_FAILED = 3 };
 enum oct_reference_state { OCT_REFSTATE_NONE = 0, OCT_REFSTATE_SET = 1, OCT_REFSTATE_AUTO = 2 };
 
@@ -414,6 +415,7 @@ OCT_ABI_ASSERT(offsetof(oct_status_block, last_frame_id) == 544, "last_frame_id"
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_latency_ns) == 552, "last_latency_ns");
 OCT_ABI_ASSERT(offsetof(oct_status_block, start_ns) == 560, "start_ns");
 OCT_ABI_ASSERT(offsetof(oct_status_block, ring_state) == 568, "ring_state");
+OCT_ABI_ASSERT(offsetof(oct_status_block, warning_count) == 572, "warning_count");
 OCT_ABI_ASSERT(offsetof(oct_status_block, ring_message) == 576, "ring_message");
 OCT_ABI_ASSERT(offsetof(oct_status_block, warnings) == 704, "warnings");
 OCT_ABI_ASSERT(offsetof(oct_status_block, last_error) == 960, "last_error");
@@ -442,7 +444,8 @@ typedef struct oct_ring_config {
 
 /* Unlinks any old ring of that name and creates a new one (new epoch),
  * READY when this returns.  A heartbeat thread is NOT started: call
- * oct_ring_producer_heartbeat() at least every 100 ms (commit does it). */
+ * oct_ring_producer_heartbeat() at least every 100 ms (commit does it), or
+ * start the helper thread (oct_ring_producer_heartbeat_thread). */
 oct_err oct_ring_producer_create(oct_ring_producer **out, const char *name,
                                  const oct_ring_config *cfg, oct_error *e);
 /* Begins frame n = write_seq: returns a pointer to the slot's payload
@@ -451,6 +454,25 @@ void *oct_ring_producer_begin(oct_ring_producer *p);
 /* Commits the frame begun last. */
 void oct_ring_producer_commit(oct_ring_producer *p, uint64_t frame_id, uint64_t t_acq_ns);
 void oct_ring_producer_heartbeat(oct_ring_producer *p);
+/* A producer that may pause between frames for longer than a consumer's
+ * stale limit (triggered acquisition: seconds between frames) keeps the ring
+ * alive without committing frames: either call oct_ring_producer_heartbeat()
+ * at least every 100 ms from its own loop, or let the library do it with
+ * on = true: a helper thread stores heartbeat_ns every 50 ms until
+ * on = false or oct_ring_producer_close().  The thread touches nothing but
+ * heartbeat_ns, so begin/commit need no lock against it.  A producer that
+ * hangs with the thread on still looks alive: use it where the pause, not a
+ * hang, is the normal case.  octd's own limit is [ring] stale_ms. */
+/* Group access (README, set-up): octd reads the ring through group
+ * OCT_RING_GROUP_DEFAULT ("octd").  create() gives the new ring that group
+ * when it exists and this process is root or a member (supplementary
+ * groups count), whatever its primary group; otherwise the ring keeps the
+ * creator's group.  set_group() gives it another group (an installation
+ * whose octd runs under another group), or reports why not: OCT_ENOENT no
+ * such group, OCT_EPERM not a member. */
+#define OCT_RING_GROUP_DEFAULT "octd"
+oct_err oct_ring_producer_set_group(oct_ring_producer *p, const char *group, oct_error *e);
+oct_err oct_ring_producer_heartbeat_thread(oct_ring_producer *p, bool on, oct_error *e);
 const oct_ring_header *oct_ring_producer_header(const oct_ring_producer *p);
 /* Marks the ring CLOSED, unmaps; unlink = also remove the name. */
 void oct_ring_producer_close(oct_ring_producer *p, bool unlink_name);
@@ -593,6 +615,15 @@ void oct_status_begin(oct_status *s);
 void oct_status_end(oct_status *s);
 /* Reader: a consistent copy (bounded attempts). */
 oct_err oct_status_read(oct_status *s, oct_status_block *copy);
+/* "waiting", "attached", "error" for ring_state. */
+const char *oct_attach_state_name(uint32_t ring_state);
+/* One line on how octd is, from a copy of its block: the state, then the
+ * ring's counters when attached, or why it waits / what the ring error is,
+ * then the warnings ("online, ring error: ring /octd-frames: shm_open:
+ * Permission denied ...; 1 warning: ...").  octd sends exactly this as
+ * systemd STATUS= and `octctl status` prints it as summary=.  Returns the
+ * length written (cut to len - 1). */
+size_t oct_status_summary(const oct_status_block *b, char *out, size_t len);
 
 /* ------------------------------------------------------------------ */
 /* helpers                                                             */

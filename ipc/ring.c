@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,11 +117,69 @@ struct oct_ring_producer {
     uint64_t stride, slot0, frame_bytes;
     uint32_t mask;
     bool in_frame;
+    /* heartbeat thread (oct_ring_producer_heartbeat_thread) */
+    pthread_t hb_thread;
+    pthread_mutex_t hb_lock;
+    pthread_cond_t hb_cond;
+    bool hb_running, hb_stop;
 };
+
+#define HEARTBEAT_PERIOD_NS 50000000ull /* twice per the 100 ms of SPEC 3.1 */
 
 static oct_slot_header *prod_slot(oct_ring_producer *p, uint64_t n)
 {
     return (oct_slot_header *)(p->map + p->slot0 + (n & p->mask) * p->stride);
+}
+
+/* May this process give its files group gid?  (root, or a member: the
+ * kernel's own rule for chown to a group, checked first so that a producer
+ * outside the group leaves the ring as it is, quietly.) */
+static bool may_use_group(gid_t gid)
+{
+    if (geteuid() == 0 || getegid() == gid)
+        return true;
+    gid_t groups[256];
+    int n = getgroups(256, groups);
+    for (int i = 0; i < n; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/* Gives the object behind fd the group `group` (mode kept).  OCT_ENOENT
+ * when no such group, OCT_EPERM when this process may not. */
+static oct_err set_group(int fd, const char *name, const char *group, oct_error *e)
+{
+    struct group gr, *res = NULL;
+    char buf[4096];
+    int r = getgrnam_r(group, &gr, buf, sizeof buf, &res);
+    if (r != 0 || !res)
+        return oct_error_set(e, OCT_ENOENT, "ring %s: group %s: %s", name, group,
+                             r ? strerror(r) : "no such group");
+    struct stat st;
+    if (fstat(fd, &st) == 0 && st.st_gid == gr.gr_gid)
+        return OCT_OK;
+    if (!may_use_group(gr.gr_gid))
+        return oct_error_set(e, OCT_EPERM,
+                             "ring %s: this process (uid %u) is not in group %s (gid %u): "
+                             "add the acquisition user to it",
+                             name, (unsigned)geteuid(), group, (unsigned)gr.gr_gid);
+    if (fchown(fd, (uid_t)-1, gr.gr_gid) != 0)
+        return oct_error_set(e, errno == EPERM ? OCT_EPERM : OCT_EIO,
+                             "ring %s: fchown to group %s: %s", name, group, strerror(errno));
+    return OCT_OK;
+}
+
+oct_err oct_ring_producer_set_group(oct_ring_producer *p, const char *group, oct_error *e)
+{
+    if (!p || !group || !*group)
+        return oct_error_set(e, OCT_EINVAL, "ring: set_group needs a producer and a group name");
+    int fd = shm_open(p->name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0)
+        return oct_error_set(e, OCT_EIO, "ring %s: shm_open: %s", p->name, strerror(errno));
+    oct_err err = set_group(fd, p->name, group, e);
+    close(fd);
+    return err;
 }
 
 oct_err oct_ring_producer_create(oct_ring_producer **out, const char *name,
@@ -155,6 +215,8 @@ oct_err oct_ring_producer_create(oct_ring_producer **out, const char *name,
     if (!p)
         return oct_error_set(e, OCT_ENOMEM, "ring %s: out of memory", name);
     oct_ipc_strlcpy(p->name, sizeof p->name, name);
+    pthread_mutex_init(&p->hb_lock, NULL);
+    pthread_cond_init(&p->hb_cond, NULL);
     /* A restart replaces the old object: consumers still mapping it see the
      * name point at a new inode (and a new epoch) and re-attach. */
     if (shm_unlink(name) != 0 && errno != ENOENT) {
@@ -175,6 +237,12 @@ oct_err oct_ring_producer_create(oct_ring_producer **out, const char *name,
         err = oct_error_set(e, OCT_EIO, "ring %s: fchmod %o: %s", name, mode, strerror(errno));
         goto fail_fd;
     }
+    /* The README's set-up: the acquirer is in group octd, and octd reads the
+     * ring through that group.  An acquirer whose primary group is another
+     * would create a ring octd cannot open: give it group octd when that
+     * group exists and we may (else it stays as created; octd then says
+     * "Permission denied" with the owner, group and mode in its status). */
+    set_group(fd, name, OCT_RING_GROUP_DEFAULT, NULL);
     if (ftruncate(fd, (off_t)total) != 0) {
         err = oct_error_set(e, OCT_EIO, "ring %s: ftruncate to %llu bytes: %s", name,
                             (unsigned long long)total, strerror(errno));
@@ -267,6 +335,63 @@ void oct_ring_producer_heartbeat(oct_ring_producer *p)
         OCT_STORE_REL(&p->h->heartbeat_ns, oct_time_monotonic_ns());
 }
 
+/* The helper thread only stores heartbeat_ns (one atomic word, the same as
+ * commit does), so it needs no lock against the producer's frames. */
+static void *heartbeat_main(void *arg)
+{
+    oct_ring_producer *p = arg;
+    pthread_mutex_lock(&p->hb_lock);
+    while (!p->hb_stop) {
+        OCT_STORE_REL(&p->h->heartbeat_ns, oct_time_monotonic_ns());
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t t = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec + HEARTBEAT_PERIOD_NS;
+        ts.tv_sec = (time_t)(t / 1000000000ull);
+        ts.tv_nsec = (long)(t % 1000000000ull);
+        while (!p->hb_stop && pthread_cond_timedwait(&p->hb_cond, &p->hb_lock, &ts) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&p->hb_lock);
+    return NULL;
+}
+
+static void heartbeat_stop(oct_ring_producer *p)
+{
+    if (!p->hb_running)
+        return;
+    pthread_mutex_lock(&p->hb_lock);
+    p->hb_stop = true;
+    pthread_cond_signal(&p->hb_cond);
+    pthread_mutex_unlock(&p->hb_lock);
+    pthread_join(p->hb_thread, NULL);
+    p->hb_running = false;
+}
+
+oct_err oct_ring_producer_heartbeat_thread(oct_ring_producer *p, bool on, oct_error *e)
+{
+    if (!p)
+        return oct_error_set(e, OCT_EINVAL, "ring: no producer given");
+    if (!on) {
+        heartbeat_stop(p);
+        return OCT_OK;
+    }
+    if (p->hb_running)
+        return OCT_OK;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&p->hb_cond);
+    pthread_cond_init(&p->hb_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    p->hb_stop = false;
+    int r = pthread_create(&p->hb_thread, NULL, heartbeat_main, p);
+    if (r != 0)
+        return oct_error_set(e, OCT_EIO, "ring %s: cannot start the heartbeat thread: %s",
+                             p->name, strerror(r));
+    p->hb_running = true;
+    return OCT_OK;
+}
+
 const oct_ring_header *oct_ring_producer_header(const oct_ring_producer *p)
 {
     return p ? p->h : NULL;
@@ -276,6 +401,9 @@ void oct_ring_producer_close(oct_ring_producer *p, bool unlink_name)
 {
     if (!p)
         return;
+    heartbeat_stop(p); /* before the unmap it writes to */
+    pthread_cond_destroy(&p->hb_cond);
+    pthread_mutex_destroy(&p->hb_lock);
     OCT_STORE_REL(&p->h->state, (uint32_t)OCT_RING_CLOSED);
     munmap(p->map, p->map_bytes);
     if (unlink_name)

@@ -73,7 +73,7 @@ oct_err oct_status_create(oct_status **out, const char *name, uint32_t mode, oct
     memset((char *)b + 48, 0, sizeof *b - 48);
     memcpy(b->magic, OCT_STATUS_MAGIC, 8);
     b->abi_major = OCT_ABI_MAJOR;
-    b->abi_minor = OCT_ABI_MINOR;
+    b->abi_minor = OCT_STATUS_ABI_MINOR;
     b->block_bytes = OCT_STATUS_BYTES;
     OCT_STORE_RLX(&b->state, (uint32_t)OCT_STATE_STARTING);
     b->pid = (uint64_t)getpid();

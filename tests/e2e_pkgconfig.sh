@@ -6,7 +6,12 @@
 #    against the installed header, which runs: it creates a ring, commits
 #    frames, reads one back through the consumer API, and closes the ring;
 #  - the installed oct_ipc.h compiles as C++ (g++ -std=c++11, its ABI static
-#    asserts included) and a C++ program links against the library.
+#    asserts included) and a C++ program links against the library;
+#  - from the build tree (issue 14.6): `cc -Iipc prod.c` compiles (the public
+#    header stands alone: ipc/oct_ipc_types.h is kernels/oct_types.h's body),
+#    links with $BUILD/liboctipc.a, and with PKG_CONFIG_PATH=$BUILD against
+#    octipc-uninstalled.pc and the versioned liboctipc.so.1.x (soname
+#    liboctipc.so.1, .so.1 and .so links), running without LD_LIBRARY_PATH.
 # Exit 0 pass, 77 skip (no pkg-config or C compiler), else fail.
 set -u
 BUILD=${BUILD:-build}
@@ -25,7 +30,8 @@ fail() { echo "FAIL: $*"; exit 1; }
 . tests/helpers/install_destdir.sh
 install_destdir "$T"
 for f in opt/octd/include/octd/oct_ipc.h opt/octd/include/octd/oct_types.h \
-         opt/octd/lib/liboctipc.so opt/octd/lib/pkgconfig/octipc.pc; do
+         opt/octd/include/octd/oct_ipc_types.h opt/octd/lib/liboctipc.so opt/octd/lib/liboctipc.so.1 \
+         opt/octd/lib/liboctipc.a opt/octd/lib/pkgconfig/octipc.pc; do
     [ -e "$R/$f" ] || fail "install: no $f"
 done
 export PKG_CONFIG_PATH="$R/opt/octd/lib/pkgconfig" PKG_CONFIG_SYSROOT_DIR="$R"
@@ -75,6 +81,38 @@ out=$(LD_LIBRARY_PATH="$R/opt/octd/lib" "$T/prod" "$RING" unlink) || fail "the p
 [ "$out" = "abi=1.0 write_seq=3" ] || fail "producer output: $out"
 [ ! -e /dev/shm$RING ] || fail "ring not removed"
 echo "ok   a C producer built with pkg-config runs: $out"
+
+# the installed header alone (no oct_types.h beside it) compiles
+mkdir -p "$T/alone"
+cp "$R/opt/octd/include/octd/oct_ipc.h" "$R/opt/octd/include/octd/oct_ipc_types.h" "$T/alone/"
+"$CC" -std=c11 -Wall -Werror -fsyntax-only -I"$T/alone" "$T/prod.c" 2>"$T/cc.log" ||
+    fail "oct_ipc.h + oct_ipc_types.h alone do not compile: $(head -5 "$T/cc.log")"
+echo "ok   the installed oct_ipc.h stands alone (with oct_ipc_types.h only)"
+
+# ---- from the build tree ----
+body() { sed -n '/^#ifndef OCT_TYPES_H/,$p' "$1"; }
+[ "$(body kernels/oct_types.h)" = "$(body ipc/oct_ipc_types.h)" ] ||
+    fail "ipc/oct_ipc_types.h differs from kernels/oct_types.h below the guard: copy it again"
+echo "ok   ipc/oct_ipc_types.h is kernels/oct_types.h's body"
+"$CC" -std=c11 -Wall -Wextra -Werror -Iipc -o "$T/prod_static" "$T/prod.c" "$BUILD/liboctipc.a" -lrt -pthread \
+    2>"$T/cc.log" || fail "cc -Iipc prod.c $BUILD/liboctipc.a: $(head -5 "$T/cc.log")"
+out=$("$T/prod_static" "$RING" unlink) || fail "the statically linked producer: $out"
+echo "ok   cc -Iipc prod.c $BUILD/liboctipc.a builds and runs: $out"
+for f in "$BUILD"/liboctipc.so.1.*.* "$BUILD/liboctipc.so.1" "$BUILD/liboctipc.so" "$BUILD/octipc-uninstalled.pc"; do
+    [ -e "$f" ] || fail "build tree: no $f"
+done
+[ "$(readlink "$BUILD/liboctipc.so")" = liboctipc.so.1 ] || fail "$BUILD/liboctipc.so does not link to liboctipc.so.1"
+soname=$(objdump -p "$BUILD/liboctipc.so" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
+[ "$soname" = liboctipc.so.1 ] || fail "soname of $BUILD/liboctipc.so: '$soname'"
+FLAGS_U=$(PKG_CONFIG_PATH="$BUILD" PKG_CONFIG_SYSROOT_DIR= pkg-config --cflags --libs octipc) ||
+    fail "PKG_CONFIG_PATH=$BUILD pkg-config octipc"
+echo "$FLAGS_U" | grep -q -- "-I$(pwd)/ipc" || fail "uninstalled cflags: $FLAGS_U"
+# shellcheck disable=SC2086
+"$CC" -std=c11 -Wall -Wextra -Werror -o "$T/prod_u" "$T/prod.c" $FLAGS_U 2>"$T/cc.log" ||
+    fail "a producer with octipc-uninstalled.pc does not build: $(head -5 "$T/cc.log")"
+out=$(env -u LD_LIBRARY_PATH "$T/prod_u" "$RING" unlink) || fail "the producer built from the tree: $out"
+objdump -p "$T/prod_u" | grep -q "NEEDED *liboctipc.so.1" || fail "prod_u does not need liboctipc.so.1"
+echo "ok   PKG_CONFIG_PATH=$BUILD (octipc-uninstalled.pc): $FLAGS_U; runs: $out"
 
 if command -v "${CXX:-g++}" >/dev/null; then
     CXX=${CXX:-g++}

@@ -30,7 +30,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 install_destdir "$T"
 for f in opt/octd/bin/octd opt/octd/bin/octctl opt/octd/bin/octgrab opt/octd/bin/octsim \
          opt/octd/bin/octproc opt/octd/bin/octbench opt/octd/include/octd/oct_ipc.h \
-         opt/octd/include/octd/oct_types.h opt/octd/lib/liboctipc.so.9.8.7 opt/octd/lib/liboctipc.so.1 \
+         opt/octd/include/octd/oct_types.h opt/octd/lib/liboctipc.so.1.2.0 opt/octd/lib/liboctipc.so.1 \
          opt/octd/lib/liboctipc.so opt/octd/lib/pkgconfig/octipc.pc etc/systemd/system/octd.service \
          etc/sysusers.d/octd.conf etc/tmpfiles.d/octd.conf etc/octd/octd.ini etc/octd/profile.yaml \
          opt/octd/share/doc/octd/examples/octd.ini opt/octd/share/doc/octd/examples/profile.yaml; do

@@ -3,10 +3,10 @@
 # build it) and installs everything with PREFIX=/opt/octd into DIR/root,
 # setting R to that root.  Needs BUILD, BIN and a fail() of the caller.
 install_destdir() {
-    local t=$1 lib="$BUILD/liboctipc.so"
-    if [ ! -f "$lib" ]; then
-        make -s BUILD="$BUILD" "$lib" >"$t/make.log" 2>&1 || fail "cannot build $lib: $(tail -3 "$t/make.log")"
-    fi
+    local t=$1
+    # the shared and static liboctipc with their links and the uninstalled .pc
+    make -s BUILD="$BUILD" BIN="$BIN" lib man >"$t/make.log" 2>&1 ||
+        fail "cannot build liboctipc and the man pages (make lib man): $(tail -3 "$t/make.log")"
     PREFIX=/opt/octd DESTDIR="$t/root" BUILD="$BUILD" BIN="$BIN" VERSION=9.8.7 tools/build/install.sh \
         >"$t/install.log" 2>&1 || fail "install.sh: $(tail -5 "$t/install.log")"
     R="$t/root"

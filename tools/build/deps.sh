@@ -7,7 +7,8 @@
 set -eu
 PKGS="build-essential pkg-config libfftw3-dev libopenblas-dev libzmq3-dev libinih-dev
 libyaml-dev check libpng-dev python3 python3-numpy systemd procps patchelf libcivetweb-dev libssl-dev
-libhdf5-dev python3-zmq python3-h5py python3-distributed python3-pytest"
+libhdf5-dev python3-zmq python3-h5py python3-distributed python3-pytest
+help2man curl"
 # octweb's browser test (tests/e2e_web.sh): Chromium driven by puppeteer-core
 # from npm, installed into build/web-node (never downloads a browser)
 WEB_PKGS="chromium"

@@ -1,13 +1,16 @@
 #!/bin/bash
 # install.sh - `make install` (PREFIX, DESTDIR, BUILD, BIN, VERSION from make).
 #   $PREFIX/bin/                 octd octctl octgrab octsim octproc octbench
-#   $PREFIX/include/octd/        oct_ipc.h oct_options.h oct_types.h (the shared-memory ABI)
-#   $PREFIX/lib/                 liboctipc.so.$VERSION (+ .so.1, .so links)
+#   $PREFIX/include/octd/        oct_ipc.h oct_ipc_types.h oct_options.h (the shared-memory
+#                                ABI; oct_ipc.h stands alone), oct_types.h (the same types)
+#   $PREFIX/lib/                 liboctipc.so.$IPC_LIBVERSION (+ .so.1, .so links), liboctipc.a
 #   $PREFIX/lib/pkgconfig/       octipc.pc
 #   $PREFIX/lib/                 liboct.so.$VERSION (+ .so.0, .so links: octd.Engine)
 #   Python package octd + octring.py: /usr/lib/python3/dist-packages (PREFIX=/usr),
 #                                $PREFIX/lib/python3/dist-packages otherwise
-#   $PREFIX/share/doc/octd/      README, examples/ (octd.ini, profile.yaml, octweb.ini)
+#   $PREFIX/share/doc/octd/      README, PROTOCOL.md, CONFIGURATION.md, MATH.md,
+#                                examples/ (octd.ini, profile.yaml, octweb.ini)
+#   $PREFIX/share/man/man1, man8 the man pages (make man: help2man from --help)
 #   $PREFIX/share/octd/octweb/   the console's page (octweb); $PREFIX/lib/octd/octweb-tls.so
 #   systemd unit, sysusers.d and tmpfiles.d snippets: under $PREFIX/lib/ for
 #     PREFIX /usr or /usr/local (on systemd's search paths), else under /etc/
@@ -23,6 +26,7 @@ DESTDIR=${DESTDIR:-}
 BUILD=${BUILD:-build}
 BIN=${BIN:-bin}
 VERSION=${VERSION:-0.0.0}
+IPC_LIBVERSION=${IPC_LIBVERSION:-1.2.0}
 case "$PREFIX" in /usr|/usr/local) SD_DEFAULT=$PREFIX/lib ;; *) SD_DEFAULT=/etc ;; esac
 SD=${SYSTEMD_PREFIX:-$SD_DEFAULT}
 SYSCONF=${SYSCONFDIR:-/etc}/octd
@@ -38,14 +42,16 @@ for p in octd octctl octgrab octsim octproc octbench octweb; do
     [ -x "$BIN/$p" ] || { echo "install: $BIN/$p is missing: run make first" >&2; exit 1; }
     inst 0755 "$BIN/$p" "$D$PREFIX/bin/$p"
 done
-for h in ipc/oct_ipc.h ipc/oct_options.h kernels/oct_types.h; do
+for h in ipc/oct_ipc.h ipc/oct_ipc_types.h ipc/oct_options.h kernels/oct_types.h; do
     inst 0644 "$h" "$D$PREFIX/include/octd/$(basename "$h")"
 done
-[ -f "$BUILD/liboctipc.so" ] || { echo "install: $BUILD/liboctipc.so is missing: run make lib" >&2; exit 1; }
-inst 0755 "$BUILD/liboctipc.so" "$D$PREFIX/lib/liboctipc.so.$VERSION"
-ln -sfn "liboctipc.so.$VERSION" "$D$PREFIX/lib/liboctipc.so.1"
+SO="$BUILD/liboctipc.so.$IPC_LIBVERSION"
+[ -f "$SO" ] || { echo "install: $SO is missing: run make lib" >&2; exit 1; }
+inst 0755 "$SO" "$D$PREFIX/lib/liboctipc.so.$IPC_LIBVERSION"
+ln -sfn "liboctipc.so.$IPC_LIBVERSION" "$D$PREFIX/lib/liboctipc.so.1"
 ln -sfn "liboctipc.so.1" "$D$PREFIX/lib/liboctipc.so"
 say "$D$PREFIX/lib/liboctipc.so.1 liboctipc.so (links)"
+[ ! -f "$BUILD/liboctipc.a" ] || inst 0644 "$BUILD/liboctipc.a" "$D$PREFIX/lib/liboctipc.a"
 mkdir -p "$D$PREFIX/lib/pkgconfig"
 sed -e "s#@PREFIX@#$PREFIX#g" -e "s#@VERSION@#$VERSION#g" ipc/octipc.pc.in >"$D$PREFIX/lib/pkgconfig/octipc.pc"
 chmod 0644 "$D$PREFIX/lib/pkgconfig/octipc.pc"
@@ -88,6 +94,15 @@ inst 0644 systemd/octd.tmpfiles "$D$SD/tmpfiles.d/octd.conf"
 inst 0644 systemd/octd.ini "$D$PREFIX/share/doc/octd/examples/octd.ini"
 inst 0644 systemd/profile.yaml "$D$PREFIX/share/doc/octd/examples/profile.yaml"
 [ -f README.md ] && inst 0644 README.md "$D$PREFIX/share/doc/octd/README.md"
+# the contract, beside the code it describes in the tree (issue 14.9)
+for f in ipc/PROTOCOL.md config/CONFIGURATION.md kernels/MATH.md; do
+    inst 0644 "$f" "$D$PREFIX/share/doc/octd/$(basename "$f")"
+done
+# man pages generated from --help (make man)
+for m in "$BUILD"/man/*.[18]; do
+    [ -f "$m" ] || { echo "install: no man pages in $BUILD/man: run make man" >&2; exit 1; }
+    inst 0644 "$m" "$D$PREFIX/share/man/man${m##*.}/$(basename "$m")"
+done
 for f in octd.ini profile.yaml octweb.ini; do
     if [ -e "$D$SYSCONF/$f" ]; then
         say "$D$SYSCONF/$f exists: kept (the example is in $PREFIX/share/doc/octd/examples/)"

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oct_docs.h"
 #include "bench.h"
 #include "cli.h"
 
@@ -77,7 +78,8 @@ static void usage(FILE *f)
             "                           negative = the whole frame in one chunk)\n"
             "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
-            "  --help                   this text\n");
+            "  --help                   this text\n"
+            OCT_DOCS_HINT);
 }
 
 int main(int argc, char **argv)

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "oct_docs.h"
 #include "oct_control_keys.h"
 #include "oct_ipc.h"
 #include "oct_options.h"
@@ -66,7 +67,8 @@ static void usage(FILE *f)
             "Examples: octctl set enface.start=40 display.enface.gsc=0.5 lag_window=-8,8 "
             "window=tukey:0.5\n          octctl set products=bscan,f32 methods=cfd,msi,cms\n"
             "          octctl set klin=sinc klin.taps=21 dispersion.a2=-12.5\n"
-            "          octctl record --seconds 10 raw products\n");
+            "          octctl record --seconds 10 raw products\n"
+            OCT_DOCS_HINT);
 }
 
 static double now_s(void)
@@ -509,6 +511,19 @@ static void print_status(const oct_status_block *b)
            b->ring_reattaches, b->images_published, b->publish_drops, b->last_frame_id,
            (double)b->last_latency_ns / 1e6);
     printf("start_ns=%" PRIu64 "\n", b->start_ns);
+    /* status 1.1 (issue 14.4): the ring's state, warnings, last error; the
+     * summary is the same text octd sends to systemd as STATUS= */
+    char t5[sizeof b->ring_message + 1], t6[sizeof b->warnings + 1], t7[sizeof b->last_error + 1],
+        sum[512];
+    printf("ring_state=%s\n", oct_attach_state_name(b->ring_state));
+    printf("ring_message=%s\n", bounded(b->ring_message, sizeof b->ring_message, t5));
+    printf("warning_count=%u\n", b->warning_count);
+    printf("warnings=%s\n", bounded(b->warnings, sizeof b->warnings, t6));
+    printf("last_error=%s\n", bounded(b->last_error, sizeof b->last_error, t7));
+    printf("frames_reprocessed=%" PRIu64 "\nframes_lost=%" PRIu64 "\n", b->frames_reprocessed,
+           b->frames_lost);
+    oct_status_summary(b, sum, sizeof sum);
+    printf("summary=%s\n", sum);
 }
 
 static int cmd_status(const ctl_opts *o)

@@ -17,6 +17,7 @@
 #include <zmq.h>
 
 #include "cli.h"
+#include "oct_docs.h"
 #include "jsonhdr.h"
 #include "record.h"
 #include "oct_config.h"
@@ -85,7 +86,8 @@ static void usage(FILE *f)
             "                      [count][shape...] and /index/<same>/{frame_id,image_seq,t_acq_ns}\n"
             "  -q, --quiet         no line per message\n"
             "  -H, --headers       also print each image message's full JSON header (one line,\n"
-            "                      starting with '{', after the message's line; also with --quiet)\n");
+            "                      starting with '{', after the message's line; also with --quiet)\n"
+            OCT_DOCS_HINT);
 }
 
 static topic_stats *stats_for(grab *g, const char *topic)

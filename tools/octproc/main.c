@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "oct_docs.h"
 #include "oct_config.h"
 #include "oct_control_keys.h"
 #include "cli.h"
@@ -32,7 +33,7 @@ static void usage(FILE *f)
             "\n"
             "Processes recorded OCT frames offline with the same engine as octd.\n"
             "\n"
-            "  --profile P.yaml   processing profile (SPEC 5.2); its geometry, when given,\n"
+            "  --profile P.yaml   processing profile (CONFIGURATION.md); its geometry, when given,\n"
             "                     must match the frame; sample_shift is taken from it\n"
             "  --input FRAME.npy  uint16, int16 or float32 array of shape (L, N, M) = one\n"
             "                     frame of L lines x N A-scans x M samples, (N, M) = one\n"
@@ -47,7 +48,7 @@ static void usage(FILE *f)
             "                     `octctl get` (e.g. klin.interp=sinc klin.taps=21\n"
             "                     dispersion.a2=-12 background=fpn:50); may be repeated\n"
             "\n"
-            "Profile sections of the CFD pre-processing and CMS (see README):\n"
+            "Profile sections of the CFD pre-processing and CMS (see CONFIGURATION.md, MATH.md):\n"
             "  klin: {interp: sinc, taps: 21, coefs: [c0, c1, c2, c3] | positions: pos.npy}\n"
             "  dispersion: {a2: 0.0, a3: 0.0, k0: 0.5}\n"
             "  background: {mode: rolling, frames: 16} | {mode: fpn, segment: 50}\n"
@@ -62,7 +63,7 @@ static void usage(FILE *f)
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
             "\n"
-            "Registration (motion correction, SPEC 10.4; README \"Volume registration\"):\n"
+            "Registration (motion correction; MATH.md, README \"Volume registration\"):\n"
             "  --register REF.npy registers every target volume of --input against REF and\n"
             "                     writes DIR/shifts.npy [V][L][4] (dx, dy, dz, valid),\n"
             "                     registered.npy [V][L][N][D], average.npy [L][N][D] and\n"
@@ -74,7 +75,8 @@ static void usage(FILE *f)
             "  --set reg.KEY=V    registration values (reg.stripe, reg.search_xy,\n"
             "                     reg.search_z) as `octctl set` names them\n"
             "\n"
-            "Exit status: 0 success, 1 bad input or processing error, 64 usage error.\n");
+            "Exit status: 0 success, 1 bad input or processing error, 64 usage error.\n"
+            OCT_DOCS_HINT);
 }
 
 /* mkdir -p */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "oct_docs.h"
 #include "oct_config.h"
 #include "oct_ipc.h"
 #include "cli.h"
@@ -52,7 +53,7 @@ static void usage_main(FILE *f)
         "spelling --rate still works, with a warning).  --version: the version.\n"
         "Runs until COUNT frames were written or SIGINT/SIGTERM; then marks the ring\n"
         "CLOSED (and removes it with --unlink) and exits 0.  Prints frames/s and\n"
-        "A-scans/s once a second on stderr unless --quiet.\n",
+        "A-scans/s once a second on stderr unless --quiet.\n" OCT_DOCS_HINT,
         OCT_RING_DEFAULT);
 }
 

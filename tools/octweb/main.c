@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "oct_docs.h"
 #include "oct_ipc.h"
 #include "octweb.h"
 
@@ -47,7 +48,7 @@ static void usage(FILE *f)
             "  --max-clients browsers at once [16, at most %d]\n"
             "Configuration file (ini): [web] listen, root, certificate, operator_token_file,\n"
             "viewer_token_file, origins, max_clients; [octd] endpoint, control, status.\n"
-            "Command-line options override the file.\n",
+            "Command-line options override the file.\n" OCT_DOCS_HINT,
             OCT_CONTROL_DEFAULT, OCT_STATUS_DEFAULT, OCTWEB_CLIENTS_MAX);
 }
 

@@ -17,6 +17,7 @@ program order, so no fences are needed; on weakly ordered CPUs (ARM,
 POWER) this module is NOT safe - use the C library (liboctipc) there.
 """
 
+import grp
 import mmap
 import os
 import struct
@@ -46,6 +47,22 @@ def _shm_path(name):
         raise ValueError("ring name %r: must be '/name' without further '/'" % name)
     return "/dev/shm" + name
 
+
+
+def _give_octd_group(fd, group="octd"):
+    """As liboctipc does (README, set-up): octd reads the ring through group
+    octd, so a ring made by an acquirer whose primary group is another gets
+    group octd when that group exists and this process is root or a member;
+    otherwise it stays as created."""
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        return
+    if os.geteuid() == 0 or gid == os.getegid() or gid in os.getgroups():
+        try:
+            os.fchown(fd, -1, gid)
+        except OSError:
+            pass
 
 class RingProducer:
     """Creates (re-creates) a frame ring and writes frames into it."""
@@ -81,6 +98,7 @@ class RingProducer:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode)
         try:
             os.fchmod(fd, mode)          # the umask must not narrow the mode
+            _give_octd_group(fd)
             os.ftruncate(fd, total)
             self._mm = mmap.mmap(fd, total, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
