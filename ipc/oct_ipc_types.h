@@ -2,9 +2,8 @@
  * the public IPC header (oct_ipc.h) needs, so that it stands alone:
  * `cc -Iipc prod.c` or `pkg-config --cflags octipc` find everything here.
  *
- * The body below the guard is a copy of kernels/oct_types.h (same guard,
- * OCT_TYPES_H: whichever is included first defines the types once).  Keep
- * the two identical: tests/e2e_pkgconfig.sh compares them.
+ * kernels/oct_types.h (the engine's name for these types, installed beside
+ * it) includes this file: the definitions exist once.
  */
 #ifndef OCT_TYPES_H
 #define OCT_TYPES_H

@@ -189,8 +189,17 @@ static bool spec_valid(const oct_control_values *v, const oct_geometry *g, uint3
         if (!isfinite(v->gsc[c]) || !(v->gsc[c] > 0) || !isfinite(v->contrast[c]) ||
             !isfinite(v->brightness[c]))
             return false;
-    /* kinds 0..7 (6, 7: slabs) and bit 8 (f32) */
-    if (v->products & ~0x1ffu)
+    /* kinds 0..7 (6, 7: slabs), bit 8 (f32), bits 9..13 (the angiography
+     * kinds 8..12, SPEC 10.3) */
+    if (v->products & ~0x3fffu)
+        return false;
+    /* SPEC 10.3: angio.metrics a set of the five metrics; with any asked for,
+     * K in [1, 16], band width in (0, 4], align 0..2 */
+    if (v->angio_metrics & ~0x1fu)
+        return false;
+    if (v->angio_metrics &&
+        (v->angio_bands < 1 || v->angio_bands > 16 ||
+         !(v->angio_band_width > 0.0f && v->angio_band_width <= 4.0f) || v->angio_align > 2))
         return false;
     /* SPEC 10.2: with a slab asked for on a volume, [start, end) clamped to
      * [0, D] must not be empty for cfd (D = M/2 + 1) and msi (D = masks) */
