@@ -31,6 +31,7 @@
  * OCT_SETUP_PLAIN_SGEMM / OCT_CUDA_SGEMM=1 use cublasSgemm; precision tf32
  * is one plain TF32 GEMM (K = M).
  */
+#include <ctype.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <omp.h>
@@ -2172,6 +2173,36 @@ oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e)
 }
 
 static bool is_cuda(const oct_engine *eng) { return eng && eng->ops == &oct_cuda_backend && eng->be; }
+
+int oct_cuda_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+int oct_engine_numa_node(const oct_engine *eng)
+{
+    if (!is_cuda(eng)) return -1;
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, eng->setup.device) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    for (char *c = bus; *c; c++) *c = (char)tolower((unsigned char)*c); /* sysfs spells it so */
+    char path[96];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", bus);
+    FILE *f = fopen(path, "r");
+    int node = -1;
+    if (f) {
+        if (fscanf(f, "%d", &node) != 1) node = -1;
+        fclose(f);
+    }
+    return node >= 0 ? node : -1;
+}
 
 uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 {

@@ -8,6 +8,7 @@
 #include "../daemon/frames.c"
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
+#include "../daemon/reorder.c"
 #include "../daemon/sys.c"
 
 #include <check.h>
@@ -36,6 +37,13 @@ static void setup_octd(octd *d, uint32_t samples, uint32_t ascans)
     ck_assert_ptr_nonnull(d->frames);
 }
 
+/* The first engine's lane, bound to d->eng as bind_path would. */
+static path_lane *lane0(octd *d)
+{
+    d->frames->lane[0].eng = d->eng;
+    return &d->frames->lane[0];
+}
+
 static void teardown_octd(octd *d)
 {
     octd_frames_free(d);
@@ -49,7 +57,7 @@ START_TEST(pool_never_waits)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     ck_assert_int_eq(g->depth, 1);
     ck_assert_int_ge(g->nslots, g->depth + POOL_EXTRA);
@@ -90,7 +98,7 @@ START_TEST(pool_rekey_retires_held)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     octd_slot *a = pool_acquire(g, &d), *b = pool_acquire(g, &d);
     ck_assert(a && b && a != b);
@@ -105,6 +113,7 @@ START_TEST(pool_rekey_retires_held)
     oct_error e;
     ck_assert_msg(oct_engine_create(&d.eng, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
     d.eng_geom = s.geom;
+    g = lane0(&d);
     pool_sync(g, &d);
     ck_assert_int_eq(g->nretired, 2);
     ck_assert(g->key.geom.samples == 128);
@@ -126,7 +135,7 @@ START_TEST(pool_trim_keeps_used)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     octd_slot *used[8];
     for (int i = 0; i < 8; i++)
