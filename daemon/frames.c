@@ -354,7 +354,7 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
              "engine %d (%s %s) taken out: %s; %d engine(s) go on", L->index,
              oct_engine_backend_name(L->eng), oct_engine_device_name(L->eng), why,
              live_lanes(g));
-    octd_log(LOG_ERR, "%s (%d frame(s) in flight lost, %" PRIu64 " published by it)",
+    octd_log(LOG_ERR, "%s (%d more frame(s) in flight lost, %" PRIu64 " published by it)",
              d->engine_warning, lost, L->published);
     publish_in_order(g, d);
 }

@@ -91,7 +91,6 @@ static void status_counters(octd *d)
     STORE64(b->publish_drops, d->drops);
     STORE64(b->last_frame_id, d->last_frame_id);
     STORE64(b->last_latency_ns, d->last_latency);
-    STORE64(b->frames_lost, d->lost);
     if (d->engine_warning[0] && strncmp(b->warnings, d->engine_warning, sizeof b->warnings)) {
         oct_status_begin(d->st); /* an engine was taken out (issue 20) */
         copy_text(b->warnings, sizeof b->warnings, d->engine_warning);

@@ -1,5 +1,5 @@
 /* test_frames.c - unit tests of octd's frame path pieces that need no ring
- * or subscriber (daemon/frames.c, issue 21): taking a product buffer never
+ * or subscriber (daemon/frames.c, issue 21; reorder.c, issue 20): taking a product buffer never
  * waits (when every pooled buffer is held by ZeroMQ, a copy-only one), held
  * buffers of an earlier geometry are freed once released, trimming keeps
  * what is in use, and frame buffers fit (grow and shrink).  frames.c and the
@@ -176,6 +176,136 @@ START_TEST(frame_buf_fits)
 }
 END_TEST
 
+/* ---- the reorder stage (issue 20) ---- */
+typedef struct item {
+    uint64_t seq, tag;
+} item;
+
+/* Several engines with their own depths finish frames in their own order
+ * (each in dealing order, engines at random relative times); some frames are
+ * lost.  Popping gives every number once, in order, with its own item or
+ * its lost mark, and never anything past a frame still out. */
+START_TEST(reorder_in_dealing_order)
+{
+    enum { LANES = 3, DEPTH = 3, FRAMES = 5000 };
+    octd_reorder *r;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&r, LANES * DEPTH, sizeof(item), &e), OCT_OK);
+    octd_reorder_reset(r, 100);
+    srand(20);
+    uint64_t q[LANES][DEPTH]; /* frames in flight per lane, oldest first */
+    int cnt[LANES] = {0}, rr = 0;
+    uint64_t dealt = 100, want = 100;
+    static bool lost[100 + FRAMES];
+    while (want < 100 + FRAMES) {
+        /* deal round-robin to a lane with room, within the window */
+        if (dealt < 100 + FRAMES && dealt - octd_reorder_next(r) < LANES * DEPTH && rand() % 2) {
+            for (int k = 0; k < LANES; k++) {
+                int l = (rr + k) % LANES;
+                if (cnt[l] < DEPTH) {
+                    q[l][cnt[l]++] = dealt++;
+                    rr = (l + 1) % LANES;
+                    break;
+                }
+            }
+        }
+        /* a random lane finishes its oldest frame */
+        int l = rand() % LANES;
+        if (cnt[l] > 0) {
+            uint64_t seq = q[l][0];
+            memmove(q[l], q[l] + 1, sizeof q[l][0] * (size_t)--cnt[l]);
+            lost[seq] = rand() % 10 == 0;
+            item it = {seq, seq * 7 + 1};
+            ck_assert_int_eq(octd_reorder_put(r, seq, lost[seq] ? NULL : &it, &e), OCT_OK);
+        }
+        uint64_t seq;
+        bool was_lost;
+        item got = {0, 0};
+        while (octd_reorder_pop(r, &seq, &got, &was_lost)) {
+            ck_assert_uint_eq(seq, want);
+            ck_assert(was_lost == lost[seq]);
+            if (!was_lost)
+                ck_assert(got.seq == seq && got.tag == seq * 7 + 1);
+            want++;
+        }
+        /* what stays is only what waits for a frame still out */
+        bool out = false;
+        for (int k = 0; k < LANES; k++)
+            for (int i = 0; i < cnt[k]; i++)
+                out |= q[k][i] == want;
+        ck_assert(out || want == dealt);
+    }
+    ck_assert_uint_eq(octd_reorder_pending(r), 0);
+    octd_reorder_destroy(r);
+}
+END_TEST
+
+/* Bad puts are refused with both numbers in the message and change nothing. */
+START_TEST(reorder_rejects)
+{
+    octd_reorder *r;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&r, 0, sizeof(item), &e), OCT_EINVAL);
+    ck_assert_int_eq(octd_reorder_create(&r, 4, sizeof(item), &e), OCT_OK);
+    item a = {10, 1}, b = {11, 2};
+    octd_reorder_reset(r, 10);
+    ck_assert_int_eq(octd_reorder_put(r, 11, &b, &e), OCT_OK);
+    ck_assert_int_eq(octd_reorder_put(r, 11, &a, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "11 put twice"));
+    ck_assert_int_eq(octd_reorder_put(r, 14, &a, &e), OCT_ESIZE);
+    ck_assert_ptr_nonnull(strstr(e.msg, "window of 4 frames after 10"));
+    ck_assert_int_eq(octd_reorder_put(r, 9, &a, &e), OCT_EINVAL);
+    ck_assert_uint_eq(octd_reorder_pending(r), 1);
+    uint64_t seq;
+    bool lost;
+    item got;
+    ck_assert(!octd_reorder_pop(r, &seq, &got, &lost)); /* 10 is still out */
+    ck_assert_int_eq(octd_reorder_put(r, 10, NULL, &e), OCT_OK);
+    ck_assert(octd_reorder_pop(r, &seq, &got, &lost) && seq == 10 && lost);
+    ck_assert(octd_reorder_pop(r, &seq, &got, &lost) && seq == 11 && !lost && got.tag == 2);
+    ck_assert(!octd_reorder_pop(r, &seq, &got, &lost));
+    ck_assert_int_eq(octd_reorder_put(r, 10, &a, &e), OCT_EINVAL); /* popped already */
+    octd_reorder_destroy(r);
+}
+END_TEST
+
+/* Frames go to the live engines in turn, each up to its depth, no more
+ * in flight than the live engines' depths together; a dead one gets none. */
+START_TEST(lanes_round_robin)
+{
+    octd d;
+    setup_octd(&d, 64, 8);
+    octd_frames *g = d.frames;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&g->order, REORDER_WINDOW, sizeof(path_frame), &e),
+                     OCT_OK);
+    g->nlanes = 3;
+    for (int i = 0; i < 3; i++) {
+        g->lane[i].index = i;
+        g->lane[i].depth = i == 1 ? 2 : 1;
+    }
+    int seen[3] = {0};
+    for (int n = 0; n < 4; n++) { /* budget 1 + 2 + 1 */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        L->count++;
+        g->dealt++;
+        seen[L->index]++;
+    }
+    ck_assert(seen[0] == 1 && seen[1] == 2 && seen[2] == 1);
+    ck_assert_ptr_null(pick_lane(g)); /* all full */
+    for (int i = 0; i < 3; i++)
+        g->lane[i].count = 0;
+    ck_assert_ptr_null(pick_lane(g)); /* nothing published yet: the window is full */
+    octd_reorder_reset(g->order, g->dealt);
+    g->lane[1].dead = true;
+    path_lane *a = pick_lane(g), *b = pick_lane(g), *c = pick_lane(g);
+    ck_assert(a && b && c && a != b && a->index != 1 && b->index != 1 && c == a);
+    g->nlanes = 0;
+    teardown_octd(&d);
+}
+END_TEST
+
 int main(void)
 {
     octd_log_set_level(LOG_WARNING);
@@ -187,6 +317,12 @@ int main(void)
     tcase_add_test(tc, pool_trim_keeps_used);
     tcase_add_test(tc, frame_buf_fits);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("reorder");
+    tcase_set_timeout(tr, 60);
+    tcase_add_test(tr, reorder_in_dealing_order);
+    tcase_add_test(tr, reorder_rejects);
+    tcase_add_test(tr, lanes_round_robin);
+    suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);
