@@ -26,6 +26,8 @@ typedef struct octbench_opts {
     const char *producer;   /* --producer copy|commit|both (NULL = copy) */
     const char *zero_copy;  /* --zero-copy auto|on|off: octd.ini [ring] zero_copy (NULL = auto) */
     const char *hostile;    /* --hostile S:C[,S:C...]: stalled:churning subscribers (issue 21) */
+    const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine
+                             * baseline of the same workload (issue 20); NULL = one engine */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
