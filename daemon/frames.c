@@ -78,6 +78,7 @@ typedef struct path_lane {
     bool warned_rekey, warned_copy;
     /* since bound: */
     bool dead;           /* taken out after a device error */
+    uint64_t dead_gen;   /* d->engines_gen it was taken out in: out until re-planned */
     uint64_t done;       /* frames completed (fail_after counts these) */
     uint64_t published;  /* frames published from this engine */
 } path_lane;
@@ -348,6 +349,7 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
     }
     L->count = 0;
     L->dead = true;
+    L->dead_gen = d->engines_gen;
     d->skipped += (uint64_t)lost;
     d->lost += (uint64_t)lost;
     snprintf(d->engine_warning, sizeof d->engine_warning,
@@ -415,25 +417,24 @@ static bool bind_path(octd_frames *g, octd *d)
             if (L->count)
                 octd_log(LOG_ERR, "frame path: engine or ring replaced with %d frame(s) in "
                                   "flight", L->count);
-            for (int j = 0; j < L->count; j++)
-                octd_slot_release(L->q[(L->head + j) % OCT_ENGINE_DEPTH_MAX].slot);
+            for (int j = 0; j < L->count; j++) {
+                path_frame *f = &L->q[(L->head + j) % OCT_ENGINE_DEPTH_MAX];
+                octd_slot_release(f->slot);
+                octd_reorder_put(g->order, f->seq, NULL, NULL);
+            }
             L->count = 0;
             L->reg_ptr = NULL;
         }
         g->bound = false;
     }
-    /* products waiting for an older frame of the old binding */
+    /* products of the old binding still waiting (every frame dealt is in
+     * flight or put, and those in flight were put as lost above) */
     uint64_t seq;
     bool lost;
     path_frame f;
-    while (octd_reorder_pending(g->order) > 0) {
-        if (!octd_reorder_pop(g->order, &seq, &f, &lost)) {
-            octd_reorder_reset(g->order, g->dealt); /* cannot happen: all were put */
-            break;
-        }
+    while (octd_reorder_pop(g->order, &seq, &f, &lost))
         if (!lost)
             octd_slot_release(f.slot);
-    }
     oct_engine *const *engs;
     g->nlanes = engines_of(d, &engs);
     g->ring = d->ring;
@@ -448,7 +449,7 @@ static bool bind_path(octd_frames *g, octd *d)
         L->eng = engs[i];
         L->index = i;
         L->head = L->count = 0;
-        L->dead = false;
+        L->dead = L->dead && L->dead_gen == d->engines_gen; /* out until re-planned */
         L->done = L->published = 0;
         pool_sync(L, d);
         if (g->in_place) {

@@ -91,11 +91,13 @@ static void status_counters(octd *d)
     STORE64(b->publish_drops, d->drops);
     STORE64(b->last_frame_id, d->last_frame_id);
     STORE64(b->last_latency_ns, d->last_latency);
-    if (d->engine_warning[0] && strncmp(b->warnings, d->engine_warning, sizeof b->warnings)) {
-        oct_status_begin(d->st); /* an engine was taken out (issue 20) */
+    if (d->engine_warning[0] ? strncmp(b->warnings, d->engine_warning, sizeof b->warnings) != 0
+                             : d->engine_warning_shown) {
+        oct_status_begin(d->st); /* an engine was taken out (issue 20), or all are back */
         copy_text(b->warnings, sizeof b->warnings, d->engine_warning);
-        b->warning_count = 1;
+        b->warning_count = d->engine_warning[0] ? 1 : 0;
         oct_status_end(d->st);
+        d->engine_warning_shown = d->engine_warning[0] != '\0';
     }
     STORE64(b->heartbeat_ns, oct_time_monotonic_ns());
     set_state(d, current_state(d));
@@ -308,6 +310,7 @@ static void install_engines(octd *d, oct_engine **engs, int n)
     d->neng = n;
     d->eng = engs[0];
     d->engine_warning[0] = '\0'; /* all in again */
+    d->engines_gen++;
 }
 
 static void write_params_cb(oct_control_values *v, void *arg)

@@ -50,6 +50,8 @@ typedef struct octd {
     oct_engine *engs[OCT_ENGINES_MAX];
     int neng;
     char engine_warning[256]; /* why an engine was taken out ("" = none) */
+    bool engine_warning_shown; /* it is in the status block's warnings */
+    uint64_t engines_gen;      /* counts re-plans of the engines */
     oct_geometry eng_geom;
     oct_params params;         /* the good values in use */
     oct_control_values values; /* the same as control values (for sidecars) */

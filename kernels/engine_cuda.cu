@@ -600,6 +600,7 @@ struct Slot {
 struct HostReg {
     const uint8_t *ptr;
     size_t bytes;
+    bool owned; /* false: another engine of this process registered it (issue 20) */
 };
 
 struct CudaState {
@@ -952,7 +953,8 @@ void free_state(CudaState *s)
         free(s);
         return;
     }
-    for (int i = 0; i < s->nreg; i++) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
+    for (int i = 0; i < s->nreg; i++)
+        if (s->reg[i].owned) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
     if (s->have_plan_x) WARN_LIB(cufftDestroy(s->plan_x), CUFFT_SUCCESS);
     if (s->have_plan_m) WARN_LIB(cufftDestroy(s->plan_m), CUFFT_SUCCESS);
     if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);
@@ -2001,7 +2003,17 @@ oct_err cuda_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_e
     }
     /* read-only where supported (the ring is mapped PROT_READ); else a plain
      * registration, which works for writable memory only */
-    cudaError_t r = cudaHostRegister((void *)ptr, bytes, ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault);
+    /* portable: several engines (devices) of one octd DMA from the same ring;
+     * the first registers it, the others find it registered and use it */
+    cudaError_t r = cudaHostRegister((void *)ptr, bytes,
+                                     (ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault) |
+                                         cudaHostRegisterPortable);
+    bool owned = true;
+    if (r == cudaErrorHostMemoryAlreadyRegistered) {
+        cudaGetLastError();
+        r = cudaSuccess;
+        owned = false;
+    }
     if (r != cudaSuccess) {
         cudaGetLastError();
         return oct_error_set(e, OCT_EUNSUPPORTED,
@@ -2011,6 +2023,7 @@ oct_err cuda_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_e
     }
     s->reg[s->nreg].ptr = a;
     s->reg[s->nreg].bytes = bytes;
+    s->reg[s->nreg].owned = owned;
     s->nreg++;
     return OCT_OK;
 }
@@ -2023,7 +2036,8 @@ void cuda_unregister_host(oct_engine *eng, const void *ptr)
         warn_cuda("selecting the device", cudaSetDevice(s->device));
         /* input copies in flight may read it */
         warn_cuda("waiting for input copies", cudaStreamSynchronize(s->s_copy));
-        warn_cuda("unregistering host memory", cudaHostUnregister((void *)ptr));
+        if (s->reg[i].owned)
+            warn_cuda("unregistering host memory", cudaHostUnregister((void *)ptr));
         cudaGetLastError();
         s->reg[i] = s->reg[--s->nreg];
         return;

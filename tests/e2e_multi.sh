@@ -8,6 +8,7 @@
 #     increasing; both engines published frames (per-engine counts, log)
 #  2. review/snapshot work with several engines (images with mode review)
 #  3. identity: the same frames through one engine give bit-equal images
+#     (with values set before the first frame: every engine applies them)
 #  4. failure: [engine] fail_after = 8 (a test knob) makes the last engine fail
 #     after 8 frames: it is taken out with the reason in the log and the status
 #     block's warnings, octd goes on with the other, order stays unbroken
@@ -68,6 +69,8 @@ run() {
     OCTD=$!
     E2E_LOGS=("$T/$1.log")
     wait_for 20 '[ "$(st state)" = online ] 2>/dev/null' || fail "$1: octd did not start"
+    # a generation of its own before the first frame: every engine must use it
+    out=$("${CTL[@]}" set window=tukey:0.5 display.bscan.gsc=0.8 2>&1) || fail "$1: set: $out"
     "$PYTHON" "${MULTI[@]}" sub --endpoint "ipc://$T/pub" --out "$T/$1.jsonl" --idle 4 \
         --seconds 90 &
     SUB=$!
@@ -90,7 +93,7 @@ ini multi "$DEVICES" ""
 run multi 60
 wait $SUB
 grep -q "engine 1 planned" "$T/multi.log" || fail "order: one engine planned for devices = $DEVICES"
-"$PYTHON" "${MULTI[@]}" check-order "$T/multi.jsonl" --min 30 || fail "order"
+"$PYTHON" "${MULTI[@]}" check-order "$T/multi.jsonl" --min 30 --one-gen || fail "order"
 wait_for 10 'grep -q "frames published" "$T/multi.log"' || fail "order: no per-engine counts logged"
 counts=$(engine_counts multi)
 echo "per-engine frames: $counts"
@@ -123,6 +126,7 @@ ini single "" ""
 run single 60
 wait $SUB
 stop_octd
+"$PYTHON" "${MULTI[@]}" check-order "$T/single.jsonl" --min 30 --one-gen || fail "single: order"
 "$PYTHON" "${MULTI[@]}" compare "$T/multi.jsonl" "$T/single.jsonl" --min 30 ||
     fail "identity: images of $DEVICES differ from one engine's"
 

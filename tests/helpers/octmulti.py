@@ -9,8 +9,9 @@
       records every image of that topic (exactly) as a JSON line: frame_id,
       frame_seq, image_seq, params_gen, mode, sha1 of the pixels; stops after
       S seconds or S idle seconds after the first image
-  check-order FILE        frame_seq and image_seq contiguous and increasing,
-                          frame_id increasing (online images)
+  check-order FILE [--one-gen]   frame_seq and image_seq contiguous and
+                          increasing, frame_id increasing (online images);
+                          --one-gen: all online images of one control generation
   compare FILE_A FILE_B   the images of the frame_ids both saw are bit-equal
 """
 import argparse, ctypes, hashlib, json, os, signal, struct, sys, time
@@ -21,9 +22,37 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import octfault  # noqa: E402
 
 
+class Ring(octfault.Ring):
+    """octfault's ring writer with the header's counters stored as single
+    8-byte words: struct.pack_into zero-fills before it packs, so octd could
+    read a heartbeat of 0 (a stale producer: detach, re-attach, the last frame
+    again) or a sequence of 0 in between."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.u64 = np.frombuffer(self.m, np.uint64)
+
+    def beat(self):
+        if not hasattr(self, "u64"):
+            return super().beat()
+        self.u64[192 // 8] = time.monotonic_ns()
+
+    def begin(self):
+        off, arr = self.payload(self.n)
+        self.u64[off // 8] = 2 * self.n + 1
+        return off, arr
+
+    def commit(self, off, fid):
+        struct.pack_into("<QQI", self.m, off + 8, fid, time.time_ns(), 0)  # inside the seqlock
+        self.u64[off // 8] = 2 * self.n + 2
+        self.n += 1
+        self.u64[128 // 8] = self.n
+        self.beat()
+
+
 def cmd_produce(a):
     M, N, L = (int(x) for x in a.geom.split(","))
-    r = octfault.Ring(a.ring, M, N, L, "u16", 8)
+    r = Ring(a.ring, M, N, L, "u16", 8)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     t_next = time.monotonic()
@@ -91,6 +120,9 @@ def cmd_check_order(a):
     for x, y in zip(online, online[1:]):
         if y["frame_id"] <= x["frame_id"]:
             sys.exit("check-order: frame_id %d after %d" % (y["frame_id"], x["frame_id"]))
+    gens = sorted({r["params_gen"] for r in online})
+    if a.one_gen and len(gens) != 1:
+        sys.exit("check-order: online images of generations %s, want one" % gens)
     print("check-order: %d images, frame_seq %d..%d contiguous, frame_id increasing"
           % (len(recs), recs[0]["frame_seq"], recs[-1]["frame_seq"]))
 
@@ -126,6 +158,7 @@ def main():
     p = sp.add_parser("check-order")
     p.add_argument("file")
     p.add_argument("--min", type=int, default=1)
+    p.add_argument("--one-gen", action="store_true")
     p = sp.add_parser("compare")
     p.add_argument("a")
     p.add_argument("b")
