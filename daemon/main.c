@@ -285,6 +285,11 @@ static oct_err plan_engines(const oct_daemon_config *cfg, const oct_profile *pro
         }
         return rc;
     }
+    if (cfg->fail_after > 0)
+        octd_log(LOG_WARNING, "[engine] fail_after = %d (a test knob): engine %d will fail%s",
+                 cfg->fail_after, cfg->fail_engine >= 0 ? cfg->fail_engine : n - 1,
+                 (cfg->fail_engine >= 0 ? cfg->fail_engine : n - 1) >= n ? " (there is no such "
+                                                                            "engine)" : "");
     if (n > 1 && used->background == OCT_BG_ROLLING)
         octd_log(LOG_WARNING, "%d engines: each keeps its own rolling background (of the "
                               "frames dealt to it)", n);
@@ -903,11 +908,21 @@ static void periodic(octd *d)
         octd_pub_send_status(d->pub, &copy, &d->values);
     if (!d->ring)
         octd_notify_send(&d->nt, "STATUS=waiting for ring %s", d->cfg.ring_frames);
-    else
+    else {
+        /* several engines: frames published by each (issue 20), "x" = taken out */
+        char per[160] = "";
+        uint64_t n[OCT_ENGINES_MAX];
+        bool out[OCT_ENGINES_MAX];
+        int k;
+        octd_frames_engine_counts(d, n, out, &k);
+        for (int i = 0, o = 0; k > 1 && i < k && o < (int)sizeof per; i++)
+            o += snprintf(per + o, sizeof per - (size_t)o, "%s%" PRIu64 "%s",
+                          i ? "/" : ", per engine ", n[i], out[i] ? "x" : "");
         octd_notify_send(&d->nt, "STATUS=%s: frames in %" PRIu64 ", processed %" PRIu64
-                                 ", skipped %" PRIu64 ", images published %" PRIu64,
+                                 ", skipped %" PRIu64 ", images published %" PRIu64 "%s",
                          oct_daemon_state_name(current_state(d)), d->seen, d->processed,
-                         d->skipped, d->published);
+                         d->skipped, d->published, per);
+    }
 }
 
 /* Refuses to start over a running octd that uses the same status block. */
