@@ -15,6 +15,7 @@
 
 #include <inttypes.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,10 +57,37 @@ typedef struct pool_key {
                         * volume capacity would be ~200 MB of pinned memory each) */
 } pool_key;
 
+/* A synchronous (CPU) engine among several runs in a thread of its own, so
+ * that the engines compute at once as GPUs do: submit copies the frame into
+ * a job (the input is then read), the worker processes the jobs in order,
+ * complete hands them back.  eng_mu is held while the worker uses the engine;
+ * the frame thread takes it for the engine's other verbs. */
+#define ASYNC_DEPTH 2
+typedef struct lane_job {
+    uint8_t *buf;
+    size_t cap, bytes;
+    oct_products *out;
+    oct_err rc;
+    oct_error e;
+    int state; /* JOB_* */
+} lane_job;
+enum { JOB_FREE = 0, JOB_QUEUED, JOB_DONE };
+
+typedef struct lane_worker {
+    pthread_t th;
+    pthread_mutex_t mu, eng_mu;
+    pthread_cond_t cv;
+    oct_engine *eng;
+    lane_job job[ASYNC_DEPTH];
+    int head, count; /* jobs submitted, not completed, oldest first */
+    bool stop, running;
+} lane_worker;
+
 /* One engine ([engine] devices entry), its frames in flight and its product
  * pool (pinned for its device). */
 typedef struct path_lane {
     oct_engine *eng;     /* bound engine; NULL when unbound */
+    lane_worker *w;      /* a synchronous engine's thread (several engines), else NULL */
     int index;           /* position in [engine] devices */
     const void *reg_ptr; /* registered mapping, NULL when not registered */
     int depth;
@@ -94,6 +122,7 @@ typedef struct octd_frames {
     /* frames are dealt round-robin and published in dealing order */
     octd_reorder *order;
     uint64_t dealt;
+    uint64_t held; /* frames finished before an earlier one (held for order) */
     int rr;
     /* the frame last taken (in place: for snapshots) */
     oct_frame_info last;
@@ -146,6 +175,160 @@ void octd_frame_buf_free(octd_frame_buf *b)
     free(b->data);
     memset(b, 0, sizeof *b);
 }
+
+/* ---- worker threads of synchronous engines ---- */
+static void *worker_main(void *arg)
+{
+    lane_worker *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        lane_job *j = NULL;
+        for (int i = 0; i < w->count && !j; i++) {
+            lane_job *c = &w->job[(w->head + i) % ASYNC_DEPTH];
+            if (c->state == JOB_QUEUED)
+                j = c;
+        }
+        if (!j) {
+            if (w->stop)
+                break;
+            pthread_cond_wait(&w->cv, &w->mu);
+            continue;
+        }
+        w->running = true;
+        pthread_mutex_unlock(&w->mu);
+        pthread_mutex_lock(&w->eng_mu);
+        oct_err rc = oct_engine_process(w->eng, j->buf, j->bytes, j->out, &j->e);
+        pthread_mutex_unlock(&w->eng_mu);
+        pthread_mutex_lock(&w->mu);
+        j->rc = rc;
+        j->state = JOB_DONE;
+        w->running = false;
+        pthread_cond_broadcast(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+    return NULL;
+}
+
+static lane_worker *worker_start(oct_engine *eng)
+{
+    lane_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return NULL;
+    w->eng = eng;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_mutex_init(&w->eng_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (pthread_create(&w->th, NULL, worker_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        pthread_mutex_destroy(&w->eng_mu);
+        free(w);
+        return NULL;
+    }
+    return w;
+}
+
+/* After the jobs were completed (drained): joins the thread. */
+static void worker_stop(lane_worker *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    w->stop = true;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->th, NULL);
+    for (int i = 0; i < ASYNC_DEPTH; i++)
+        free(w->job[i].buf);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    pthread_mutex_destroy(&w->eng_mu);
+    free(w);
+}
+
+/* The frame is copied: its input is read when this returns. */
+static oct_err worker_submit(lane_worker *w, const void *frame, size_t bytes, oct_products *out,
+                             oct_error *e)
+{
+    if (w->count >= ASYNC_DEPTH) /* only this thread changes count */
+        return oct_error_set(e, OCT_EAGAIN, "engine: %d frames in flight already", ASYNC_DEPTH);
+    lane_job *j = &w->job[(w->head + w->count) % ASYNC_DEPTH]; /* free: the worker leaves it */
+    if (j->cap < bytes) {
+        uint8_t *b = NULL;
+        if (posix_memalign((void **)&b, 4096, bytes) != 0)
+            return oct_error_set(e, OCT_ENOMEM, "engine: no memory for a frame of %zu bytes",
+                                 bytes);
+        free(j->buf);
+        j->buf = b;
+        j->cap = bytes;
+    }
+    memcpy(j->buf, frame, bytes);
+    j->bytes = bytes;
+    j->out = out;
+    pthread_mutex_lock(&w->mu);
+    j->state = JOB_QUEUED;
+    w->count++;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    return OCT_OK;
+}
+
+/* As oct_engine_complete: the oldest job, within timeout_ms (< 0: no limit). */
+static oct_err worker_complete(lane_worker *w, oct_products **done, int timeout_ms, oct_error *e)
+{
+    *done = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->count == 0) {
+        pthread_mutex_unlock(&w->mu);
+        return oct_error_set(e, OCT_ESTATE, "engine: nothing in flight");
+    }
+    lane_job *j = &w->job[w->head];
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    uint64_t ns = (uint64_t)until.tv_nsec + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
+    until.tv_sec += (time_t)(ns / 1000000000ull);
+    until.tv_nsec = (long)(ns % 1000000000ull);
+    while (j->state != JOB_DONE && timeout_ms != 0)
+        if (timeout_ms < 0 ? pthread_cond_wait(&w->cv, &w->mu)
+                           : pthread_cond_timedwait(&w->cv, &w->mu, &until))
+            break;
+    if (j->state != JOB_DONE) {
+        pthread_mutex_unlock(&w->mu);
+        return OCT_ETIMEDOUT;
+    }
+    oct_err rc = j->rc;
+    if (rc != OCT_OK)
+        *e = j->e;
+    *done = j->out;
+    j->state = JOB_FREE;
+    w->head = (w->head + 1) % ASYNC_DEPTH;
+    w->count--;
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Takes the engine from its worker: waits until the worker has processed
+ * every queued frame (they were dealt with the values before), then holds it. */
+static void worker_hold(lane_worker *w)
+{
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        bool queued = w->running;
+        for (int i = 0; i < w->count; i++)
+            queued |= w->job[(w->head + i) % ASYNC_DEPTH].state == JOB_QUEUED;
+        if (!queued)
+            break;
+        pthread_cond_wait(&w->cv, &w->mu);
+    }
+    pthread_mutex_lock(&w->eng_mu);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void worker_release(lane_worker *w) { pthread_mutex_unlock(&w->eng_mu); }
 
 /* ---- the product pool (one per engine) ---- */
 static void pool_key_of(const octd *d, const path_lane *g, pool_key *k)
@@ -231,7 +414,13 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
         return NULL;
     oct_error e;
     octd_slot *s = calloc(1, sizeof *s);
-    if (!s || !(s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e))) {
+    if (s && g->w)
+        pthread_mutex_lock(&g->w->eng_mu);
+    if (s)
+        s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e);
+    if (s && g->w)
+        pthread_mutex_unlock(&g->w->eng_mu);
+    if (!s || !s->prod) {
         if (s)
             log_once(d, "product buffers", &e);
         free(s);
@@ -281,7 +470,7 @@ static void pool_sync(path_lane *g, octd *d)
 {
     pool_key k;
     pool_key_of(d, g, &k);
-    int depth = oct_engine_depth(g->eng);
+    int depth = g->w ? ASYNC_DEPTH : oct_engine_depth(g->eng);
     g->depth = depth > OCT_ENGINE_DEPTH_MAX ? OCT_ENGINE_DEPTH_MAX : depth;
     if (!g->have_key || memcmp(&k, &g->key, sizeof k) != 0) {
         if (!pool_clear(g)) {
@@ -365,6 +554,9 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
 static void unbind_path(octd_frames *g, octd *d)
 {
     if (g->bound && g->nlanes > 1) /* per-engine counts (issue 20) */
+        octd_log(LOG_INFO, "reorder stage: %" PRIu64 " frame(s) finished before an earlier one "
+                           "and waited for it", g->held);
+    if (g->bound && g->nlanes > 1)
         for (int i = 0; i < g->nlanes; i++)
             octd_log(LOG_INFO, "engine %d (%s %s): %" PRIu64 " frames published%s", i,
                      oct_engine_backend_name(g->lane[i].eng),
@@ -375,6 +567,8 @@ static void unbind_path(octd_frames *g, octd *d)
         path_lane *L = &g->lane[i];
         if (L->reg_ptr)
             oct_engine_unregister_host(L->eng, L->reg_ptr);
+        worker_stop(L->w); /* drained: idle */
+        L->w = NULL;
         L->reg_ptr = NULL;
         L->eng = NULL;
     }
@@ -424,6 +618,8 @@ static bool bind_path(octd_frames *g, octd *d)
             }
             L->count = 0;
             L->reg_ptr = NULL;
+            worker_stop(L->w);
+            L->w = NULL;
         }
         g->bound = false;
     }
@@ -442,6 +638,7 @@ static bool bind_path(octd_frames *g, octd *d)
     g->in_place = want_in_place(d);
     g->rr = 0;
     octd_reorder_reset(g->order, g->dealt);
+    g->held = 0;
     const oct_ring_header *h = oct_ring_consumer_header(d->ring);
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
@@ -451,6 +648,9 @@ static bool bind_path(octd_frames *g, octd *d)
         L->head = L->count = 0;
         L->dead = L->dead && L->dead_gen == d->engines_gen; /* out until re-planned */
         L->done = L->published = 0;
+        /* several engines: a synchronous one computes in a thread of its own */
+        if (g->nlanes > 1 && oct_engine_depth(L->eng) == 1 && !(L->w = worker_start(L->eng)))
+            octd_log(LOG_WARNING, "engine %d: no thread of its own; it computes in turn", i);
         pool_sync(L, d);
         if (g->in_place) {
             /* Register the whole read-only mapping with each engine: every
@@ -469,8 +669,8 @@ static bool bind_path(octd_frames *g, octd *d)
         bool pinned = L->nslots > 0 && L->slots[0]->prod->pinned;
         char who[48] = "";
         if (g->nlanes > 1)
-            snprintf(who, sizeof who, "engine %d of %d, NUMA node %d, ", i, g->nlanes,
-                     oct_engine_numa_node(L->eng));
+            snprintf(who, sizeof who, "engine %d of %d, NUMA node %d%s, ", i, g->nlanes,
+                     oct_engine_numa_node(L->eng), L->w ? ", own thread" : "");
         octd_log(LOG_INFO, "frame path: %s%s, depth %d, %d %s product buffers (up to %d), "
                            "ring %s %s, %.0f ms",
                  who, oct_engine_backend_name(L->eng), L->depth, L->nslots,
@@ -537,7 +737,8 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         return false;
     oct_products *done = NULL;
     oct_error e;
-    oct_err rc = oct_engine_complete(L->eng, &done, timeout_ms, &e);
+    oct_err rc = L->w ? worker_complete(L->w, &done, timeout_ms, &e)
+                      : oct_engine_complete(L->eng, &done, timeout_ms, &e);
     if (rc == OCT_ETIMEDOUT)
         return false;
     path_frame *f = &L->q[L->head];
@@ -586,6 +787,7 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         if (!f->torn)
             d->proc_err[0] = '\0';
         set_pool_max(L, f->slot); /* host buffers grow on first use */
+        g->held += f->seq != octd_reorder_next(g->order);
         octd_reorder_put(g->order, f->seq, f, NULL);
     }
     publish_in_order(g, d);
@@ -793,7 +995,8 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
-    rc = oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
+    rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
+              : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
     if (rc != OCT_OK) {
         octd_slot_release(f->slot);
         d->skipped++;
@@ -816,6 +1019,10 @@ oct_err octd_frames_step(octd *d, oct_error *e)
      * the next frame overwrites), finishing older frames meanwhile (never
      * the new one: it must be verified first). */
     for (;;) {
+        if (L->w) { /* copied by worker_submit */
+            rc = OCT_OK;
+            break;
+        }
         rc = oct_engine_input_done(L->eng, f->ticket, 0, &se);
         if (rc != OCT_ETIMEDOUT)
             break;
@@ -942,6 +1149,20 @@ void octd_frames_trim(octd *d)
         for (int i = 0; i < OCT_ENGINES_MAX; i++)
             lane_trim(&g->lane[i]);
     malloc_trim(0);
+}
+
+oct_err octd_frames_set_params(octd *d, int k, const oct_params *p, oct_error *e)
+{
+    oct_engine *eng = d->neng > 0 ? d->engs[k] : d->eng;
+    octd_frames *g = d->frames;
+    lane_worker *w = g && g->bound && k < g->nlanes && g->lane[k].eng == eng ? g->lane[k].w
+                                                                               : NULL;
+    if (w)
+        worker_hold(w);
+    oct_err rc = oct_engine_set_params(eng, p, e);
+    if (w)
+        worker_release(w);
+    return rc;
 }
 
 void octd_frames_engine_counts(const octd *d, uint64_t *published, bool *dead, int *n)

@@ -682,13 +682,13 @@ static void poll_control(octd *d)
         /* the option table's static rules first: messages in the operator's keys */
         oct_err rc = oct_options_check_values(&v, &e);
         if (rc == OCT_OK)
-            rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+            rc = d->eng ? octd_frames_set_params(d, 0, &p, &e)
                         : check_params_without_engine(d, &p, &e);
         /* every engine: the same generation on each (same set-up, so the
          * same verdict; one that refuses is logged) */
         for (int i = 1; rc == OCT_OK && i < d->neng; i++) {
             oct_error ie;
-            if (oct_engine_set_params(d->engs[i], &p, &ie) != OCT_OK)
+            if (octd_frames_set_params(d, i, &p, &ie) != OCT_OK)
                 octd_log(LOG_ERR, "engine %d: control generation %" PRIu64 ": %s", i, gen,
                          ie.msg);
         }

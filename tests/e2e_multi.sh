@@ -6,6 +6,7 @@
 # No timing is asserted.
 #  1. order: frame_seq and image_seq contiguous and increasing, frame_id
 #     increasing; both engines published frames (per-engine counts, log)
+#     a burst faster than octd (both engines at once): the order holds
 #  2. review/snapshot work with several engines (images with mode review)
 #  3. identity: the same frames through one engine give bit-equal images
 #     (with values set before the first frame: every engine applies them)
@@ -62,8 +63,9 @@ path = $T/profile.yaml
 level = info
 EOF
 }
-# RUN NAME FRAMES: octd with $T/NAME.ini, a subscriber (SUB), the producer of
-# FRAMES frames (ids 1..); octd stays up (OCTD) until stop_octd
+# RUN NAME FRAMES [FPS]: octd with $T/NAME.ini, a subscriber (SUB), the
+# producer of FRAMES frames (ids 1..) at FPS (20); octd stays up (OCTD) until
+# stop_octd
 run() {
     "$BIN/octd" --config "$T/$1.ini" 2>"$T/$1.log" &
     OCTD=$!
@@ -76,7 +78,7 @@ run() {
     SUB=$!
     PIDS+=($SUB)
     sleep 0.5 # the subscriber is connected (slow joiner)
-    "$PYTHON" "${MULTI[@]}" produce --ring "$N-frames" --frames "$2" --fps 20 \
+    "$PYTHON" "${MULTI[@]}" produce --ring "$N-frames" --frames "$2" --fps "${3:-20}" ${4:+--geom $4} \
         2>>"$T/prod.log" || fail "$1: producer failed"
 }
 stop_octd() {
@@ -120,6 +122,15 @@ out=$("${CTL[@]}" online 2>&1) || fail "online: $out"
 wait $PROD
 wait $SUB
 stop_octd
+
+# ---- 1b. a burst (frames faster than octd: both engines busy at once, ----------------
+# ring laps allowed): the order holds
+ini burst "$DEVICES" ""
+run burst 600 300 1024,128,1
+wait $SUB
+stop_octd
+"$PYTHON" "${MULTI[@]}" check-order "$T/burst.jsonl" --min 20 --one-gen || fail "burst: order"
+grep -o "reorder stage: .*" "$T/burst.log" | head -1
 
 # ---- 3. the same frames through one engine: bit-equal ---------------------------------
 ini single "" ""
