@@ -667,7 +667,7 @@ static bool bind_path(octd_frames *g, octd *d)
             }
         }
         bool pinned = L->nslots > 0 && L->slots[0]->prod->pinned;
-        char who[48] = "";
+        char who[96] = "";
         if (g->nlanes > 1)
             snprintf(who, sizeof who, "engine %d of %d, NUMA node %d%s, ", i, g->nlanes,
                      oct_engine_numa_node(L->eng), L->w ? ", own thread" : "");

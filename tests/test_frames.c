@@ -306,6 +306,70 @@ START_TEST(lanes_round_robin)
 }
 END_TEST
 
+/* A CPU engine's worker thread (several engines): jobs come back in order,
+ * equal to the engine's synchronous results (bit for bit: the same code on
+ * the same input), the input is the caller's again at once; the queue's
+ * limits and states; holding the engine waits for the queued frames. */
+START_TEST(worker_matches_sync)
+{
+    octd d;
+    setup_octd(&d, 128, 16);
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = d.eng_geom;
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 1;
+    oct_engine *ref;
+    oct_error e;
+    ck_assert_msg(oct_engine_create(&ref, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
+    size_t bytes = oct_geometry_frame_bytes(&d.eng_geom);
+    uint16_t *in = malloc(bytes);
+    ck_assert_ptr_nonnull(in);
+    lane_worker *w = worker_start(d.eng);
+    ck_assert_ptr_nonnull(w);
+    oct_products *done;
+    ck_assert_int_eq(worker_complete(w, &done, 0, &e), OCT_ESTATE); /* nothing in flight */
+    srand(7);
+    for (int round = 0; round < 20; round++) {
+        oct_products *out[ASYNC_DEPTH], *want = oct_products_create();
+        uint16_t *frames[ASYNC_DEPTH];
+        for (int k = 0; k < ASYNC_DEPTH; k++) {
+            frames[k] = malloc(bytes);
+            for (size_t i = 0; i < bytes / 2; i++)
+                frames[k][i] = (uint16_t)(rand() % 4096);
+            memcpy(in, frames[k], bytes);
+            out[k] = oct_products_create();
+            ck_assert_int_eq(worker_submit(w, in, bytes, out[k], &e), OCT_OK);
+            memset(in, 0xff, bytes); /* read already: the job holds a copy */
+        }
+        ck_assert_int_eq(worker_submit(w, in, bytes, out[0], &e), OCT_EAGAIN); /* full */
+        if (round % 2) { /* holding waits until the worker has processed both */
+            worker_hold(w);
+            for (int k = 0; k < ASYNC_DEPTH; k++)
+                ck_assert_int_eq(w->job[k].state, JOB_DONE);
+            worker_release(w);
+        }
+        for (int k = 0; k < ASYNC_DEPTH; k++) {
+            ck_assert_int_eq(worker_complete(w, &done, -1, &e), OCT_OK);
+            ck_assert_ptr_eq(done, out[k]); /* in order */
+            ck_assert_int_eq(oct_engine_process(ref, frames[k], bytes, want, &e), OCT_OK);
+            const oct_image *a = &out[k]->img[OCT_METHOD_CFD][OCT_KIND_BSCAN],
+                            *b = &want->img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+            ck_assert(a->present && b->present && a->count == b->count && a->count > 0);
+            ck_assert_int_eq(memcmp(a->u8, b->u8, a->count), 0);
+            oct_products_destroy(out[k]);
+            free(frames[k]);
+        }
+        oct_products_destroy(want);
+    }
+    ck_assert_int_eq(worker_complete(w, &done, 0, &e), OCT_ESTATE);
+    worker_stop(w);
+    free(in);
+    oct_engine_destroy(ref);
+    teardown_octd(&d);
+}
+END_TEST
+
 int main(void)
 {
     octd_log_set_level(LOG_WARNING);
@@ -322,6 +386,7 @@ int main(void)
     tcase_add_test(tr, reorder_in_dealing_order);
     tcase_add_test(tr, reorder_rejects);
     tcase_add_test(tr, lanes_round_robin);
+    tcase_add_test(tr, worker_matches_sync);
     suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
