@@ -370,6 +370,86 @@ START_TEST(worker_matches_sync)
 }
 END_TEST
 
+/* A lane's oldest frame finished (complete_one's success path without an
+ * engine): to the reorder stage, then published in order. */
+static void fake_complete(octd_frames *g, octd *d, path_lane *L)
+{
+    path_frame *f = &L->q[L->head];
+    L->head = (L->head + 1) % OCT_ENGINE_DEPTH_MAX;
+    L->count--;
+    ck_assert_int_eq(octd_reorder_put(g->order, f->seq, f, NULL), OCT_OK);
+    publish_in_order(g, d);
+}
+
+/* An engine taken out: its frames in flight are lost (counted, their
+ * buffers released, never published), the frames of the other engine before
+ * and after them still come out in order, and it gets no more frames. */
+START_TEST(lane_fail_keeps_order)
+{
+    octd d;
+    setup_octd(&d, 64, 8);
+    octd_frames *g = d.frames;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&g->order, REORDER_WINDOW, sizeof(path_frame), &e),
+                     OCT_OK);
+    g->nlanes = 2;
+    g->no_publish = true; /* no publisher here: frames "published" are released */
+    for (int i = 0; i < 2; i++) {
+        path_lane *L = &g->lane[i];
+        L->eng = d.eng;
+        L->index = i;
+        pool_sync(L, &d);
+        L->depth = 3;
+    }
+    for (int n = 0; n < 6; n++) { /* seq 0, 2, 4 to engine 0; 1, 3, 5 to engine 1 */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        ck_assert_int_eq(L->index, n % 2);
+        path_frame *f = &L->q[(L->head + L->count) % OCT_ENGINE_DEPTH_MAX];
+        memset(f, 0, sizeof *f);
+        ck_assert_ptr_nonnull(f->slot = pool_acquire(L, &d));
+        f->seq = g->dealt++;
+        f->lane = L->index;
+        L->count++;
+    }
+    path_lane *a = &g->lane[0], *b = &g->lane[1];
+    octd_slot *b_slots[3];
+    for (int i = 0; i < 3; i++)
+        b_slots[i] = b->q[(b->head + i) % OCT_ENGINE_DEPTH_MAX].slot;
+    fake_complete(g, &d, a); /* 0: published */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 1);
+    fake_complete(g, &d, a); /* 2: waits for 1 */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 1);
+    lane_fail(g, &d, b, "test failure");
+    ck_assert(b->dead && b->count == 0);
+    ck_assert_uint_eq(octd_reorder_next(g->order), 4); /* 1, 3 lost, 2 published between */
+    ck_assert_uint_eq(d.lost, 3);
+    ck_assert_uint_eq(d.skipped, 3);
+    ck_assert_ptr_nonnull(strstr(d.engine_warning, "engine 1"));
+    ck_assert_ptr_nonnull(strstr(d.engine_warning, "taken out: test failure"));
+    for (int i = 0; i < 3; i++)
+        ck_assert(slot_idle(b_slots[i])); /* the lost frames' buffers are free */
+    fake_complete(g, &d, a); /* 4, then 5 (lost) */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 6);
+    ck_assert_uint_eq(octd_reorder_pending(g->order), 0);
+    ck_assert_uint_eq(a->published + b->published, 0); /* no_publish: none counted */
+    for (int i = 0; i < a->nslots; i++)
+        ck_assert(slot_idle(a->slots[i]));
+    for (int n = 0; n < 3; n++) { /* only engine 0 gets frames now */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        ck_assert_int_eq(L->index, 0);
+        L->count++;
+        g->dealt++;
+    }
+    ck_assert_ptr_null(pick_lane(g)); /* engine 0 full; the window is engine 0's depth */
+    a->count = 0;
+    for (int i = 0; i < 2; i++)
+        g->lane[i].eng = NULL;
+    teardown_octd(&d);
+}
+END_TEST
+
 int main(void)
 {
     octd_log_set_level(LOG_WARNING);
@@ -387,6 +467,7 @@ int main(void)
     tcase_add_test(tr, reorder_rejects);
     tcase_add_test(tr, lanes_round_robin);
     tcase_add_test(tr, worker_matches_sync);
+    tcase_add_test(tr, lane_fail_keeps_order);
     suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
