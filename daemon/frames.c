@@ -37,6 +37,7 @@
 #define RETIRED_MAX (2 * POOL_MAX + OCT_ENGINE_DEPTH_MAX)
 #define IDLE_WAIT_MS 100                    /* as main.c's ring timeout */
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
+#define WORKER_POLL_NS 200000               /* 200 us: CPU engines' threads (several engines) */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 
 typedef struct path_frame {
@@ -807,6 +808,17 @@ static path_lane *oldest_lane(octd_frames *g)
     return best;
 }
 
+/* How long to sleep between polls: a GPU frame takes >= 100 us; frames only
+ * on CPU workers take milliseconds, and polling faster would take the cores
+ * they compute on. */
+static long poll_ns(const octd_frames *g)
+{
+    for (int i = 0; i < g->nlanes; i++)
+        if (g->lane[i].count > 0 && !g->lane[i].w)
+            return POLL_NS;
+    return WORKER_POLL_NS;
+}
+
 static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
 {
     path_lane *L = oldest_lane(g);
@@ -867,7 +879,7 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
             continue;
         if (oct_time_monotonic_ns() >= deadline)
             return rc;
-        sleep_ns(POLL_NS);
+        sleep_ns(poll_ns(g));
     }
 }
 
@@ -1027,7 +1039,7 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         if (rc != OCT_ETIMEDOUT)
             break;
         if (!complete_ready(g, d, L))
-            sleep_ns(POLL_NS);
+            sleep_ns(poll_ns(g));
         if (L->dead) /* taken out meanwhile: the frame is lost already */
             break;
     }
