@@ -9,6 +9,7 @@
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
 #include "../daemon/reorder.c"
+#include "../daemon/worker.c"
 #include "../daemon/sys.c"
 
 #include <check.h>
