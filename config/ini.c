@@ -26,6 +26,7 @@ enum ini_key {
     K_PROFILE_PATH, K_SAVE_DIR, K_LOG_LEVEL,
     K_ZERO_COPY,
     K_STALE_MS, K_METRICS_LISTEN,
+    K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_COUNT
 };
 
@@ -39,6 +40,8 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_LOG_LEVEL] = {"log", "level"},
     [K_ZERO_COPY] = {"ring", "zero_copy"},
     [K_STALE_MS] = {"ring", "stale_ms"}, [K_METRICS_LISTEN] = {"metrics", "listen"},
+    [K_DEVICES] = {"engine", "devices"},   [K_FAIL_AFTER] = {"engine", "fail_after"},
+    [K_FAIL_ENGINE] = {"engine", "fail_engine"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -195,6 +198,48 @@ static bool metrics_listen_ok(const char *v, char *out, size_t len)
     return snprintf(out, len, "%s:%d", host, p) < (int)len;
 }
 
+/* [engine] devices = all | ENTRY[,ENTRY...], ENTRY = cpu | CUDA device index */
+static int parse_devices(ini_ctx *x, oct_daemon_config *c, const char *v)
+{
+    if (!strcasecmp(v, "all")) {
+        c->devices_all = true;
+        c->device_count = 0;
+        return 1;
+    }
+    c->devices_all = false;
+    c->device_count = 0;
+    const char *p = v;
+    for (;;) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strcspn(p, ",");
+        char item[32];
+        size_t t = n;
+        while (t && (p[t - 1] == ' ' || p[t - 1] == '\t'))
+            t--;
+        if (t == 0 || t >= sizeof item)
+            return ctx_fail(x, OCT_EINVAL, "[engine] devices: '%s': entry %d is %s (expected "
+                            "'all' or a list like '0,1' or 'cpu,cpu')", v, c->device_count + 1,
+                            t ? "too long" : "empty"), 0;
+        memcpy(item, p, t);
+        item[t] = '\0';
+        if (c->device_count == OCT_ENGINES_MAX)
+            return ctx_fail(x, OCT_EINVAL, "[engine] devices: '%s': more than %d engines", v,
+                            OCT_ENGINES_MAX), 0;
+        int dev;
+        if (!strcasecmp(item, "cpu"))
+            dev = OCT_DEVICE_CPU;
+        else if (!parse_int(item, 0, 1023, &dev))
+            return ctx_fail(x, OCT_EINVAL, "[engine] devices: '%s': entry %d '%s' is neither "
+                            "'cpu' nor a CUDA device index from 0 to 1023", v,
+                            c->device_count + 1, item), 0;
+        c->devices[c->device_count++] = dev;
+        if (!p[n])
+            return 1;
+        p += n + 1;
+    }
+}
+
 static int set_value(ini_ctx *x, int k, const char *v)
 {
     oct_daemon_config *c = x->c;
@@ -212,6 +257,18 @@ static int set_value(ini_ctx *x, int k, const char *v)
         if (!parse_int(v, 0, 1023, &c->device))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 0 to 1023", sec,
                             key, v), 0;
+        return 1;
+    case K_DEVICES:
+        return parse_devices(x, c, v);
+    case K_FAIL_AFTER:
+        if (!parse_int(v, 0, 1000000000, &c->fail_after))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 0 (off) to "
+                            "1000000000", sec, key, v), 0;
+        return 1;
+    case K_FAIL_ENGINE:
+        if (!parse_int(v, 0, OCT_ENGINES_MAX - 1, &c->fail_engine))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an engine index from 0 to %d",
+                            sec, key, v, OCT_ENGINES_MAX - 1), 0;
         return 1;
     case K_THREADS:
         if (!parse_int(v, 0, 4096, &c->threads))
@@ -391,6 +448,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->sndhwm = 4;
     c->log_level = LOG_INFO;
     c->stale_ms = 2000;
+    c->fail_engine = -1; /* the last engine */
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

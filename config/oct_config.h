@@ -24,6 +24,8 @@ extern "C" {
 
 /* ---------------- octd.ini (SPEC 5.1) ---------------- */
 #define OCT_MAX_ENDPOINTS 8
+#define OCT_ENGINES_MAX 8   /* [engine] devices entries */
+#define OCT_DEVICE_CPU (-1) /* a `cpu` entry of [engine] devices */
 
 typedef struct oct_daemon_config {
     /* [engine] */
@@ -53,6 +55,17 @@ typedef struct oct_daemon_config {
     /* [ring] zero_copy: whether the engine reads frames in place in the ring's
      * mapping (auto: when it pipelines, i.e. CUDA) or from a copy */
     int zero_copy;              /* OCT_ZERO_COPY_AUTO */
+    /* [engine] devices (issue 20): one engine per entry, frames dealt in turn;
+     * entry OCT_DEVICE_CPU is a CPU engine, others CUDA device indices.
+     * device_count 0: the single `backend`/`device` engine (as before);
+     * devices_all: every CUDA device (resolved when the engines are planned). */
+    int devices[OCT_ENGINES_MAX];
+    int device_count;
+    bool devices_all;
+    /* [engine] fail_after / fail_engine: a test knob: engine fail_engine
+     * fails (as a device error) on the frame after fail_after frames; 0 = off */
+    int fail_after;
+    int fail_engine;            /* default: the last engine */
 } oct_daemon_config;
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };

@@ -15,6 +15,7 @@
 
 #include <inttypes.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,8 @@
 
 #include "octd.h"
 #include "record.h"
+#include "reorder.h"
+#include "worker.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
@@ -36,12 +39,15 @@
 #define RETIRED_MAX (2 * POOL_MAX + OCT_ENGINE_DEPTH_MAX)
 #define IDLE_WAIT_MS 100                    /* as main.c's ring timeout */
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
+#define WORKER_POLL_NS 200000               /* 200 us: CPU engines' threads (several engines) */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 
 typedef struct path_frame {
     octd_slot *slot;
     oct_frame_info info;
     uint64_t ticket, params_gen;
+    uint64_t seq; /* dispatch number: the publishing order */
+    int lane;     /* the engine it was dealt to */
     bool want_f32, torn;
 } path_frame;
 
@@ -54,13 +60,13 @@ typedef struct pool_key {
                         * volume capacity would be ~200 MB of pinned memory each) */
 } pool_key;
 
-typedef struct octd_frames {
-    /* binding: valid while frames may be in flight */
-    oct_engine *eng;
-    oct_ring_consumer *ring;
+/* One engine ([engine] devices entry), its frames in flight and its product
+ * pool (pinned for its device). */
+typedef struct path_lane {
+    oct_engine *eng;     /* bound engine; NULL when unbound */
+    lane_worker *w;      /* a synchronous engine's thread (several engines), else NULL */
+    int index;           /* position in [engine] devices */
     const void *reg_ptr; /* registered mapping, NULL when not registered */
-    bool bound, in_place;
-    bool recording; /* bound while recording: copied, each frame finished before the next */
     int depth;
     /* frames in flight, oldest first */
     path_frame q[OCT_ENGINE_DEPTH_MAX];
@@ -74,10 +80,32 @@ typedef struct octd_frames {
     int nretired;
     pool_key key;
     bool have_key;
+    bool warned_rekey, warned_copy;
+    /* since bound: */
+    bool dead;           /* taken out after a device error */
+    uint64_t dead_gen;   /* d->engines_gen it was taken out in: out until re-planned */
+    uint64_t done;       /* frames completed (fail_after counts these) */
+    uint64_t published;  /* frames published from this engine */
+} path_lane;
+
+#define REORDER_WINDOW (OCT_ENGINES_MAX * OCT_ENGINE_DEPTH_MAX)
+
+typedef struct octd_frames {
+    path_lane lane[OCT_ENGINES_MAX];
+    int nlanes;
+    /* binding: valid while frames may be in flight */
+    oct_ring_consumer *ring;
+    bool bound, in_place;
+    bool recording; /* bound while recording: copied, each frame finished before the next */
+    /* frames are dealt round-robin and published in dealing order */
+    octd_reorder *order;
+    uint64_t dealt;
+    uint64_t held; /* frames finished before an earlier one (held for order) */
+    int rr;
     /* the frame last taken (in place: for snapshots) */
     oct_frame_info last;
     bool have_last;
-    bool warned_reg, warned_rekey, warned_copy;
+    bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
 } octd_frames;
 
@@ -126,13 +154,13 @@ void octd_frame_buf_free(octd_frame_buf *b)
     memset(b, 0, sizeof *b);
 }
 
-/* ---- the product pool ---- */
-static void pool_key_of(const octd *d, pool_key *k)
+/* ---- the product pool (one per engine) ---- */
+static void pool_key_of(const octd *d, const path_lane *g, pool_key *k)
 {
     memset(k, 0, sizeof *k);
     k->geom = d->eng_geom;
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        k->depths[m] = oct_engine_depths(d->eng, m);
+        k->depths[m] = oct_engine_depths(g->eng, m);
     k->products = d->params.products & OCT_PRODUCTS_KNOWN;
 }
 
@@ -155,7 +183,7 @@ static void slot_free(octd_slot *s)
 static bool slot_idle(octd_slot *s) { return atomic_load(&s->refs) == 0; }
 
 /* Frees the retired buffers ZeroMQ has released. */
-static void pool_reap(octd_frames *g)
+static void pool_reap(path_lane *g)
 {
     int n = 0;
     for (int i = 0; i < g->nretired; i++) {
@@ -170,7 +198,7 @@ static void pool_reap(octd_frames *g)
 /* Empties the pool: idle buffers are freed, held ones retired.  False (and
  * nothing changed) when the held ones would not fit in the retired list:
  * subscribers still hold two earlier pools' images. */
-static bool pool_clear(octd_frames *g)
+static bool pool_clear(path_lane *g)
 {
     pool_reap(g);
     int held = 0;
@@ -191,7 +219,7 @@ static bool pool_clear(octd_frames *g)
     return true;
 }
 
-static void set_pool_max(octd_frames *g, const octd_slot *s)
+static void set_pool_max(path_lane *g, const octd_slot *s)
 {
     uint64_t bytes = prod_bytes(s->prod);
     if (bytes <= g->slot_bytes)
@@ -203,14 +231,20 @@ static void set_pool_max(octd_frames *g, const octd_slot *s)
 }
 
 /* A new buffer (refs 0), zero-copy or copy-only; NULL at the limit. */
-static octd_slot *pool_grow(octd_frames *g, octd *d, bool copy_only)
+static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
 {
     int zc = g->nslots - g->ncopy;
     if (copy_only ? g->ncopy >= g->depth : zc >= (g->pool_max ? g->pool_max : POOL_MAX))
         return NULL;
     oct_error e;
     octd_slot *s = calloc(1, sizeof *s);
-    if (!s || !(s->prod = oct_engine_products_create_for(d->eng, g->key.products, &e))) {
+    if (s && g->w)
+        pthread_mutex_lock(&g->w->eng_mu);
+    if (s)
+        s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e);
+    if (s && g->w)
+        pthread_mutex_unlock(&g->w->eng_mu);
+    if (!s || !s->prod) {
         if (s)
             log_once(d, "product buffers", &e);
         free(s);
@@ -229,7 +263,7 @@ static octd_slot *pool_grow(octd_frames *g, octd *d, bool copy_only)
  * buffer queued) an idle or new copy-only buffer, whose images ZeroMQ copies.
  * NULL only when the copy-only ones are all in flight (depth > 1 and no
  * memory for more): the caller completes a frame first. */
-static octd_slot *pool_acquire(octd_frames *g, octd *d)
+static octd_slot *pool_acquire(path_lane *g, octd *d)
 {
     for (int pass = 0; pass < 2; pass++) {
         bool copy_only = pass == 1;
@@ -256,11 +290,11 @@ static octd_slot *pool_acquire(octd_frames *g, octd *d)
 
 /* Makes the pool fit the engine's geometry, depths and the products asked
  * for (a new key: the old buffers go, those ZeroMQ holds once released). */
-static void pool_sync(octd_frames *g, octd *d)
+static void pool_sync(path_lane *g, octd *d)
 {
     pool_key k;
-    pool_key_of(d, &k);
-    int depth = oct_engine_depth(d->eng);
+    pool_key_of(d, g, &k);
+    int depth = g->w ? ASYNC_DEPTH : oct_engine_depth(g->eng);
     g->depth = depth > OCT_ENGINE_DEPTH_MAX ? OCT_ENGINE_DEPTH_MAX : depth;
     if (!g->have_key || memcmp(&k, &g->key, sizeof k) != 0) {
         if (!pool_clear(g)) {
@@ -289,13 +323,79 @@ static void pool_sync(octd_frames *g, octd *d)
             ;
 }
 
-/* ---- binding to an engine and a ring ---- */
-static void unbind_path(octd_frames *g)
+/* ---- engines ---- */
+/* The engines main.c planned: d->engs[0..neng-1] ([engine] devices), or the
+ * single d->eng. */
+static int engines_of(const octd *d, oct_engine *const **out)
 {
-    if (g->reg_ptr)
-        oct_engine_unregister_host(g->eng, g->reg_ptr);
-    g->reg_ptr = NULL;
-    g->eng = NULL;
+    if (d->neng > 0) {
+        *out = d->engs;
+        return d->neng;
+    }
+    *out = &d->eng;
+    return d->eng ? 1 : 0;
+}
+
+static int live_lanes(const octd_frames *g)
+{
+    int n = 0;
+    for (int i = 0; i < g->nlanes; i++)
+        n += !g->lane[i].dead;
+    return n;
+}
+
+/* An error that says the engine (device) is broken, not this frame's data. */
+static bool device_error(oct_err rc) { return rc != OCT_EINVAL && rc != OCT_ESIZE; }
+
+static void publish_in_order(octd_frames *g, octd *d);
+
+/* Takes engine L out after a device error (never the last live one): its
+ * frames in flight are lost (never published, counted), the others go on.
+ * The reason goes to the log and to the status block's warnings. */
+static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
+{
+    int lost = L->count;
+    for (int i = 0; i < L->count; i++) {
+        path_frame *f = &L->q[(L->head + i) % OCT_ENGINE_DEPTH_MAX];
+        octd_slot_release(f->slot);
+        octd_reorder_put(g->order, f->seq, NULL, NULL);
+    }
+    L->count = 0;
+    L->dead = true;
+    L->dead_gen = d->engines_gen;
+    d->skipped += (uint64_t)lost;
+    d->engine_lost += (uint64_t)lost;
+    snprintf(d->engine_warning, sizeof d->engine_warning,
+             "engine %d (%s %s) taken out: %s; %d engine(s) go on", L->index,
+             oct_engine_backend_name(L->eng), oct_engine_device_name(L->eng), why,
+             live_lanes(g));
+    octd_log(LOG_ERR, "%s (%d more frame(s) in flight lost, %" PRIu64 " published by it)",
+             d->engine_warning, lost, L->published);
+    publish_in_order(g, d);
+}
+
+/* ---- binding to the engines and a ring ---- */
+static void unbind_path(octd_frames *g, octd *d)
+{
+    if (g->bound && g->nlanes > 1) /* per-engine counts (issue 20) */
+        octd_log(LOG_INFO, "reorder stage: %" PRIu64 " frame(s) finished before an earlier one "
+                           "and waited for it", g->held);
+    if (g->bound && g->nlanes > 1)
+        for (int i = 0; i < g->nlanes; i++)
+            octd_log(LOG_INFO, "engine %d (%s %s): %" PRIu64 " frames published%s", i,
+                     oct_engine_backend_name(g->lane[i].eng),
+                     oct_engine_device_name(g->lane[i].eng), g->lane[i].published,
+                     g->lane[i].dead ? ", taken out" : "");
+    (void)d;
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        if (L->reg_ptr)
+            oct_engine_unregister_host(L->eng, L->reg_ptr);
+        worker_stop(L->w); /* drained: idle */
+        L->w = NULL;
+        L->reg_ptr = NULL;
+        L->eng = NULL;
+    }
     g->ring = NULL;
     g->bound = false;
 }
@@ -311,54 +411,105 @@ static bool want_in_place(const octd *d)
     }
 }
 
-static void bind_path(octd_frames *g, octd *d)
+static bool bound_to(const octd_frames *g, const octd *d)
 {
-    if (g->bound && g->eng == d->eng && g->ring == d->ring)
-        return;
+    oct_engine *const *engs;
+    int n = engines_of(d, &engs);
+    if (!g->bound || g->ring != d->ring || g->nlanes != n)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (g->lane[i].eng != engs[i])
+            return false;
+    return true;
+}
+
+static bool bind_path(octd_frames *g, octd *d)
+{
+    if (bound_to(g, d))
+        return true;
+    if (!g->order && octd_reorder_create(&g->order, REORDER_WINDOW, sizeof(path_frame), NULL))
+        return false;
     if (g->bound) {
-        /* main.c replaced the engine or ring without draining first: the
+        /* main.c replaced an engine or the ring without draining first: the
          * old engine is gone, so its frames and registration are too. */
-        octd_log(LOG_ERR, "frame path: engine or ring replaced with %d frame(s) in flight",
-                 g->count);
-        for (int i = 0; i < g->count; i++)
-            octd_slot_release(g->q[(g->head + i) % OCT_ENGINE_DEPTH_MAX].slot);
-        g->count = 0;
-        g->reg_ptr = NULL;
+        for (int i = 0; i < g->nlanes; i++) {
+            path_lane *L = &g->lane[i];
+            if (L->count)
+                octd_log(LOG_ERR, "frame path: engine or ring replaced with %d frame(s) in "
+                                  "flight", L->count);
+            for (int j = 0; j < L->count; j++) {
+                path_frame *f = &L->q[(L->head + j) % OCT_ENGINE_DEPTH_MAX];
+                octd_slot_release(f->slot);
+                octd_reorder_put(g->order, f->seq, NULL, NULL);
+            }
+            L->count = 0;
+            L->reg_ptr = NULL;
+            worker_stop(L->w);
+            L->w = NULL;
+        }
         g->bound = false;
     }
-    g->eng = d->eng;
+    /* products of the old binding still waiting (every frame dealt is in
+     * flight or put, and those in flight were put as lost above) */
+    uint64_t seq;
+    bool lost;
+    path_frame f;
+    while (octd_reorder_pop(g->order, &seq, &f, &lost))
+        if (!lost)
+            octd_slot_release(f.slot);
+    oct_engine *const *engs;
+    g->nlanes = engines_of(d, &engs);
     g->ring = d->ring;
-    g->head = g->count = 0;
     g->have_last = false;
     g->in_place = want_in_place(d);
+    g->rr = 0;
+    octd_reorder_reset(g->order, g->dealt);
+    g->held = 0;
     g->recording = d->rec != NULL;
-    uint64_t t0 = oct_time_monotonic_ns();
-    pool_sync(g, d);
     const oct_ring_header *h = oct_ring_consumer_header(d->ring);
-    if (g->in_place) {
-        /* Register the whole read-only mapping: every slot is then DMA-able. */
-        size_t bytes = (size_t)(h->slot0_offset + (uint64_t)h->slot_count * h->slot_stride);
-        oct_error e;
-        if (oct_engine_register_host(d->eng, h, bytes, &e) == OCT_OK) {
-            g->reg_ptr = h;
-        } else if (!g->warned_reg) {
-            /* The engine stages such frames through its own pinned buffers. */
-            octd_log(LOG_WARNING, "ring %s: no direct DMA (%s); frames are staged by the engine",
-                     d->cfg.ring_frames, e.msg);
-            g->warned_reg = true;
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        uint64_t t0 = oct_time_monotonic_ns();
+        L->eng = engs[i];
+        L->index = i;
+        L->head = L->count = 0;
+        L->dead = L->dead && L->dead_gen == d->engines_gen; /* out until re-planned */
+        L->done = L->published = 0;
+        /* several engines: a synchronous one computes in a thread of its own */
+        if (g->nlanes > 1 && oct_engine_depth(L->eng) == 1 && !(L->w = worker_start(L->eng)))
+            octd_log(LOG_WARNING, "engine %d: no thread of its own; it computes in turn", i);
+        pool_sync(L, d);
+        if (g->in_place) {
+            /* Register the whole read-only mapping with each engine: every
+             * slot is then DMA-able by every device. */
+            size_t bytes = (size_t)(h->slot0_offset + (uint64_t)h->slot_count * h->slot_stride);
+            oct_error e;
+            if (oct_engine_register_host(L->eng, h, bytes, &e) == OCT_OK) {
+                L->reg_ptr = h;
+            } else if (!g->warned_reg) {
+                /* The engine stages such frames through its own pinned buffers. */
+                octd_log(LOG_WARNING, "ring %s: no direct DMA (%s); frames are staged by the "
+                                      "engine", d->cfg.ring_frames, e.msg);
+                g->warned_reg = true;
+            }
         }
+        bool pinned = L->nslots > 0 && L->slots[0]->prod->pinned;
+        char who[96] = "";
+        if (g->nlanes > 1)
+            snprintf(who, sizeof who, "engine %d of %d, NUMA node %d%s, ", i, g->nlanes,
+                     oct_engine_numa_node(L->eng), L->w ? ", own thread" : "");
+        octd_log(LOG_INFO, "frame path: %s%s, depth %d, %d %s product buffers (up to %d), "
+                           "ring %s %s, %.0f ms",
+                 who, oct_engine_backend_name(L->eng), L->depth, L->nslots,
+                 pinned ? "pinned" : "host", L->pool_max, d->cfg.ring_frames,
+                 !g->in_place ? "copied per frame"
+                 : !L->reg_ptr ? "read in place, staged by the engine"
+                 : pinned      ? "read in place, registered for DMA"
+                               : "read in place",
+                 (double)(oct_time_monotonic_ns() - t0) / 1e6);
     }
     g->bound = true;
-    bool pinned = g->nslots > 0 && g->slots[0]->prod->pinned;
-    octd_log(LOG_INFO, "frame path: %s, depth %d, %d %s product buffers (up to %d), ring %s %s, "
-                       "%.0f ms",
-             oct_engine_backend_name(d->eng), g->depth, g->nslots, pinned ? "pinned" : "host",
-             g->pool_max, d->cfg.ring_frames,
-             !g->in_place ? "copied per frame"
-             : !g->reg_ptr ? "read in place, staged by the engine"
-             : pinned      ? "read in place, registered for DMA"
-                           : "read in place",
-             (double)(oct_time_monotonic_ns() - t0) / 1e6);
+    return true;
 }
 
 /* ---- completing and publishing ---- */
@@ -389,53 +540,141 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         d->last_latency = last_sent - t0;
 }
 
-/* Completes the oldest frame if done within timeout_ms; true if one was
- * dequeued (published, or discarded when torn or failed). */
-static bool complete_one(octd_frames *g, octd *d, int timeout_ms)
+/* The reorder stage: publishes the finished frames that are next in dealing
+ * order (a frame another engine still works on holds the later ones). */
+static void publish_in_order(octd_frames *g, octd *d)
 {
-    if (g->count == 0)
+    path_frame f;
+    uint64_t seq;
+    bool lost;
+    while (octd_reorder_pop(g->order, &seq, &f, &lost)) {
+        if (lost)
+            continue;
+        if (!f.torn && !g->no_publish) {
+            /* while recording each frame is finished (and published) before
+             * the next is taken, so d->cur still holds its raw spectra */
+            if (g->recording && d->cur.valid && d->cur.info.seq == f.info.seq)
+                octd_record_frame(d, &d->cur, f.slot->prod);
+            publish(d, f.slot, &f.info, f.params_gen, f.want_f32, false);
+            g->lane[f.lane].published++;
+        }
+        octd_slot_release(f.slot);
+    }
+}
+
+/* Completes engine L's oldest frame if done within timeout_ms and hands it
+ * to the reorder stage; true if one was dequeued (published or held for
+ * order, or discarded when torn or failed). */
+static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
+{
+    if (L->count == 0)
         return false;
     oct_products *done = NULL;
     oct_error e;
-    oct_err rc = oct_engine_complete(g->eng, &done, timeout_ms, &e);
+    oct_err rc = L->w ? worker_complete(L->w, &done, timeout_ms, &e)
+                      : oct_engine_complete(L->eng, &done, timeout_ms, &e);
     if (rc == OCT_ETIMEDOUT)
         return false;
-    path_frame *f = &g->q[g->head];
+    path_frame *f = &L->q[L->head];
     if (rc == OCT_ESTATE && !done) {
         /* the engine has nothing in flight: our queue is out of step */
-        octd_log(LOG_ERR, "frame path: %d frame(s) lost by the engine", g->count);
-        for (int i = 0; i < g->count; i++)
-            octd_slot_release(g->q[(g->head + i) % OCT_ENGINE_DEPTH_MAX].slot);
-        d->skipped += (uint64_t)g->count;
-        g->count = 0;
+        octd_log(LOG_ERR, "frame path: %d frame(s) lost by the engine", L->count);
+        if (live_lanes(g) > 1) {
+            lane_fail(g, d, L, "frames lost by the engine");
+            return true;
+        }
+        for (int i = 0; i < L->count; i++) {
+            path_frame *x = &L->q[(L->head + i) % OCT_ENGINE_DEPTH_MAX];
+            octd_slot_release(x->slot);
+            octd_reorder_put(g->order, x->seq, NULL, NULL);
+        }
+        d->skipped += (uint64_t)L->count;
+        L->count = 0;
+        publish_in_order(g, d);
         return true;
     }
-    g->head = (g->head + 1) % OCT_ENGINE_DEPTH_MAX;
-    g->count--;
+    L->head = (L->head + 1) % OCT_ENGINE_DEPTH_MAX;
+    L->count--;
+    L->done++;
     if (done != f->slot->prod)
         octd_log(LOG_ERR, "frame path: frames completed out of order");
+    /* [engine] fail_after (a test knob): this engine's device "fails" */
+    int fail_k = d->cfg.fail_engine >= 0 ? d->cfg.fail_engine : g->nlanes - 1;
+    if (rc == OCT_OK && d->cfg.fail_after > 0 && L->index == fail_k &&
+        L->done > (uint64_t)d->cfg.fail_after)
+        rc = oct_error_set(&e, OCT_EDEVICE, "injected failure after %d frames ([engine] "
+                           "fail_after, a test knob)", d->cfg.fail_after);
     if (rc != OCT_OK) {
+        octd_slot_release(f->slot);
+        octd_reorder_put(g->order, f->seq, NULL, NULL);
+        if (device_error(rc) && live_lanes(g) > 1) {
+            d->engine_lost++;
+            d->skipped++;
+            lane_fail(g, d, L, e.msg);
+            return true;
+        }
         char what[64];
         snprintf(what, sizeof what, "frame %" PRIu64, f->info.frame_id);
         log_once(d, what, &e);
         d->skipped++;
-    } else if (!f->torn && !g->no_publish) {
-        d->proc_err[0] = '\0';
-        set_pool_max(g, f->slot); /* host buffers grow on first use */
-        /* while recording each frame is finished before the next is taken,
-         * so d->cur still holds its raw spectra */
-        if (g->recording && d->cur.valid && d->cur.info.seq == f->info.seq)
-            octd_record_frame(d, &d->cur, f->slot->prod);
-        publish(d, f->slot, &f->info, f->params_gen, f->want_f32, false);
+    } else {
+        if (!f->torn)
+            d->proc_err[0] = '\0';
+        set_pool_max(L, f->slot); /* host buffers grow on first use */
+        g->held += f->seq != octd_reorder_next(g->order);
+        octd_reorder_put(g->order, f->seq, f, NULL);
     }
-    octd_slot_release(f->slot);
+    publish_in_order(g, d);
     return true;
+}
+
+/* The live engine holding the oldest frame in flight (the one that holds
+ * up publishing), NULL when none is in flight. */
+static path_lane *oldest_lane(octd_frames *g)
+{
+    path_lane *best = NULL;
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        if (L->count > 0 && (!best || L->q[L->head].seq < best->q[best->head].seq))
+            best = L;
+    }
+    return best;
+}
+
+/* How long to sleep between polls: a GPU frame takes >= 100 us; frames only
+ * on CPU workers take milliseconds, and polling faster would take the cores
+ * they compute on. */
+static long poll_ns(const octd_frames *g)
+{
+    for (int i = 0; i < g->nlanes; i++)
+        if (g->lane[i].count > 0 && !g->lane[i].w)
+            return POLL_NS;
+    return WORKER_POLL_NS;
+}
+
+static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
+{
+    path_lane *L = oldest_lane(g);
+    return L && complete_one(g, d, L, timeout_ms);
+}
+
+/* Completes whatever is done now on any engine, except `keep`'s newest frame
+ * (submitted, not yet verified); true if anything was. */
+static bool complete_ready(octd_frames *g, octd *d, const path_lane *keep)
+{
+    bool any = false;
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        if (L->count > (L == keep ? 1 : 0))
+            any |= complete_one(g, d, L, 0);
+    }
+    return any;
 }
 
 static void drain_all(octd_frames *g, octd *d)
 {
-    while (g->count > 0)
-        complete_one(g, d, -1);
+    while (complete_oldest(g, d, -1))
+        ;
 }
 
 void octd_frames_drain(octd *d)
@@ -444,13 +683,13 @@ void octd_frames_drain(octd *d)
     if (!g || !g->bound)
         return;
     drain_all(g, d);
-    unbind_path(g);
+    unbind_path(g, d);
 }
 
 /* ---- taking a frame ---- */
 /* Takes one frame per policy: waits up to IDLE_WAIT_MS, completing older
  * frames meanwhile (polling both: the ring and the device have no fd).
- * In place: *ptr points into the mapping; copied: into d->cur. */
+ * In place: *ptr points into the mapping; copied: into d->scratch. */
 static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_info *info,
                           oct_error *e)
 {
@@ -462,18 +701,18 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
                              d->cfg.ring_frames, bytes);
     for (;;) {
         /* nothing else to do: let the ring library sleep */
-        int wait = g->count == 0 ? IDLE_WAIT_MS : 0;
+        int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
         oct_err rc = g->in_place
                          ? oct_ring_consumer_peek(d->ring, pol, wait, ptr, info, e)
                          : oct_ring_consumer_next(d->ring, pol, d->scratch.data, bytes, wait,
                                                   info, e);
         if (rc != OCT_ETIMEDOUT || wait)
             return rc;
-        if (complete_one(g, d, 0))
+        if (complete_ready(g, d, NULL))
             continue;
         if (oct_time_monotonic_ns() >= deadline)
             return rc;
-        sleep_ns(POLL_NS);
+        sleep_ns(poll_ns(g));
     }
 }
 
@@ -492,6 +731,27 @@ static oct_err skip_frame(octd *d, oct_error *e)
     return rc;
 }
 
+/* The next live engine in turn with room for a frame, NULL when none has:
+ * each keeps its own depth in flight, and no more frames are out than the
+ * live engines' depths together (what the reorder stage holds). */
+static path_lane *pick_lane(octd_frames *g)
+{
+    int budget = 0;
+    for (int i = 0; i < g->nlanes; i++)
+        budget += g->lane[i].dead ? 0 : g->lane[i].depth;
+    if (g->dealt - octd_reorder_next(g->order) >= (uint64_t)budget)
+        return NULL;
+    for (int k = 0; k < g->nlanes; k++) {
+        int i = (g->rr + k) % g->nlanes;
+        path_lane *L = &g->lane[i];
+        if (!L->dead && L->count < L->depth) {
+            g->rr = (i + 1) % g->nlanes;
+            return L;
+        }
+    }
+    return NULL;
+}
+
 oct_err octd_frames_step(octd *d, oct_error *e)
 {
     if (!d->eng || !geom_same(&d->eng_geom, &d->ring_geom)) {
@@ -508,19 +768,26 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         /* a recording starts or ends: finish the frames in flight, then
          * bind again (copied frames, one at a time, while recording) */
         drain_all(g, d);
-        unbind_path(g);
+        unbind_path(g, d);
     }
-    bind_path(g, d);
+    if (!bind_path(g, d)) {
+        octd_log(LOG_ERR, "frame path: out of memory");
+        return skip_frame(d, e);
+    }
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
-    if ((d->params.products & OCT_PRODUCTS_KNOWN) != g->key.products) {
-        pool_sync(g, d); /* may keep the old buffers (it warns once), then tries again */
-        if ((d->params.products & OCT_PRODUCTS_KNOWN) == g->key.products)
-            octd_log(LOG_INFO, "products changed: new product buffers");
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        if (!L->dead && (d->params.products & OCT_PRODUCTS_KNOWN) != L->key.products) {
+            pool_sync(L, d); /* may keep the old buffers (it warns once), then tries again */
+            if ((d->params.products & OCT_PRODUCTS_KNOWN) == L->key.products && i == 0)
+                octd_log(LOG_INFO, "products changed: new product buffers");
+        }
     }
     /* room for one more frame */
-    while (g->count >= g->depth)
-        if (!complete_one(g, d, COMPLETE_WAIT_MS))
+    path_lane *L;
+    while (!(L = pick_lane(g)))
+        if (!complete_oldest(g, d, COMPLETE_WAIT_MS))
             return OCT_ETIMEDOUT; /* the device is slow: main loop, then again */
 
     const void *ptr = NULL;
@@ -535,7 +802,7 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     if (rc != OCT_OK) {
         /* the ring goes away: finish what was read, release the mapping */
         drain_all(g, d);
-        unbind_path(g);
+        unbind_path(g, d);
         return rc;
     }
     d->seen += 1 + info.skipped;
@@ -554,14 +821,23 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     }
     g->last = info;
     g->have_last = true;
+    /* completing older frames meanwhile may have taken L out */
+    if (L->dead && !(L = pick_lane(g))) {
+        d->skipped++;
+        if (g->in_place)
+            oct_ring_consumer_verify(d->ring, &info); /* ends the peek */
+        return OCT_OK;
+    }
 
-    path_frame *f = &g->q[(g->head + g->count) % OCT_ENGINE_DEPTH_MAX];
+    path_frame *f = &L->q[(L->head + L->count) % OCT_ENGINE_DEPTH_MAX];
     memset(f, 0, sizeof *f);
     f->info = info;
-    while (!(f->slot = pool_acquire(g, d)) && complete_one(g, d, COMPLETE_WAIT_MS))
+    while (!(f->slot = pool_acquire(L, d)) && complete_oldest(g, d, COMPLETE_WAIT_MS))
         ;
-    if (!f->slot) {
+    if (!f->slot || L->dead) {
         /* no memory for a buffer: drop */
+        if (f->slot)
+            octd_slot_release(f->slot);
         d->drops++;
         d->skipped++;
         if (g->in_place)
@@ -572,28 +848,46 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
-    rc = oct_engine_submit(g->eng, ptr, bytes, f->slot->prod, &se);
+    rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
+              : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
     if (rc != OCT_OK) {
-        char what[64];
-        snprintf(what, sizeof what, "frame %" PRIu64, info.frame_id);
-        log_once(d, what, &se);
         octd_slot_release(f->slot);
         d->skipped++;
         if (g->in_place)
             oct_ring_consumer_verify(d->ring, &info);
+        if (device_error(rc) && live_lanes(g) > 1) {
+            lane_fail(g, d, L, se.msg);
+            return OCT_OK;
+        }
+        char what[64];
+        snprintf(what, sizeof what, "frame %" PRIu64, info.frame_id);
+        log_once(d, what, &se);
         return OCT_OK;
     }
+    f->seq = g->dealt++;
+    f->lane = L->index;
     f->ticket = f->slot->prod->ticket;
-    g->count++;
+    L->count++;
     /* Wait until the engine has read the input (the slot, or the copy that
      * the next frame overwrites), finishing older frames meanwhile (never
      * the new one: it must be verified first). */
     for (;;) {
-        rc = oct_engine_input_done(g->eng, f->ticket, 0, &se);
+        if (L->w) { /* copied by worker_submit */
+            rc = OCT_OK;
+            break;
+        }
+        rc = oct_engine_input_done(L->eng, f->ticket, 0, &se);
         if (rc != OCT_ETIMEDOUT)
             break;
-        if (!(g->count > 1 && complete_one(g, d, 0)))
-            sleep_ns(POLL_NS);
+        if (!complete_ready(g, d, L))
+            sleep_ns(poll_ns(g));
+        if (L->dead) /* taken out meanwhile: the frame is lost already */
+            break;
+    }
+    if (L->dead) {
+        if (g->in_place)
+            oct_ring_consumer_verify(d->ring, &info);
+        return OCT_OK;
     }
     if (rc != OCT_OK) {
         /* the copy failed: its completion reports the error */
@@ -607,9 +901,9 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         d->torn_since++;
     }
     /* With a synchronous engine the frame is finished already; a recording
-     * needs it finished while d->cur holds its raw spectra. */
-    if (g->depth == 1 || g->recording)
-        complete_one(g, d, -1);
+     * needs it finished (and published) while d->cur holds its raw spectra. */
+    if (L->depth == 1 || g->recording)
+        complete_one(g, d, L, -1);
     return OCT_OK;
 }
 
@@ -623,8 +917,11 @@ void octd_frames_review(octd *d)
         return;
     octd_frames *g = d->frames;
     octd_frames_drain(d); /* the engine runs synchronously here */
-    pool_sync(g, d);
-    octd_slot *slot = pool_acquire(g, d);
+    path_lane *L = &g->lane[0]; /* review runs on the first engine */
+    L->eng = d->eng;
+    pool_sync(L, d);
+    octd_slot *slot = pool_acquire(L, d);
+    L->eng = NULL;
     if (!slot) {
         d->drops++; /* ring counters count ring frames only: not skipped */
         return;
@@ -641,7 +938,7 @@ void octd_frames_review(octd *d)
         snprintf(what, sizeof what, "review of frame %" PRIu64, k->info.frame_id);
         log_once(d, what, &e);
     } else {
-        set_pool_max(g, slot);
+        set_pool_max(L, slot);
         publish(d, slot, &k->info, d->applied_gen, (d->params.products & OCT_PRODUCT_F32) != 0,
                 true);
     }
@@ -677,28 +974,57 @@ void octd_frames_fill_cur(octd *d)
 }
 
 /* ---- memory ---- */
+static void lane_trim(path_lane *g)
+{
+    pool_reap(g);
+    /* idle host buffers beyond what is made up front (pinned ones stay:
+     * making them again in the frame loop would stall it) */
+    int n = 0, keep = g->depth + POOL_EXTRA, zc = 0;
+    for (int i = 0; i < g->nslots; i++) {
+        octd_slot *s = g->slots[i];
+        bool extra = s->copy_only || zc >= keep;
+        if (extra && slot_idle(s) && !s->prod->pinned) {
+            g->ncopy -= s->copy_only;
+            slot_free(s);
+            continue;
+        }
+        zc += !s->copy_only;
+        g->slots[n++] = s;
+    }
+    g->nslots = n;
+}
+
 void octd_frames_trim(octd *d)
 {
     octd_frames *g = d->frames;
-    if (g) {
-        pool_reap(g);
-        /* idle host buffers beyond what is made up front (pinned ones stay:
-         * making them again in the frame loop would stall it) */
-        int n = 0, keep = g->depth + POOL_EXTRA, zc = 0;
-        for (int i = 0; i < g->nslots; i++) {
-            octd_slot *s = g->slots[i];
-            bool extra = s->copy_only || zc >= keep;
-            if (extra && slot_idle(s) && !s->prod->pinned) {
-                g->ncopy -= s->copy_only;
-                slot_free(s);
-                continue;
-            }
-            zc += !s->copy_only;
-            g->slots[n++] = s;
-        }
-        g->nslots = n;
-    }
+    if (g)
+        for (int i = 0; i < OCT_ENGINES_MAX; i++)
+            lane_trim(&g->lane[i]);
     malloc_trim(0);
+}
+
+oct_err octd_frames_set_params(octd *d, int k, const oct_params *p, oct_error *e)
+{
+    oct_engine *eng = d->neng > 0 ? d->engs[k] : d->eng;
+    octd_frames *g = d->frames;
+    lane_worker *w = g && g->bound && k < g->nlanes && g->lane[k].eng == eng ? g->lane[k].w
+                                                                               : NULL;
+    if (w)
+        worker_hold(w);
+    oct_err rc = oct_engine_set_params(eng, p, e);
+    if (w)
+        worker_release(w);
+    return rc;
+}
+
+void octd_frames_engine_counts(const octd *d, uint64_t *published, bool *dead, int *n)
+{
+    const octd_frames *g = d->frames;
+    *n = g && g->bound ? g->nlanes : 0;
+    for (int i = 0; i < *n; i++) {
+        published[i] = g->lane[i].published;
+        dead[i] = g->lane[i].dead;
+    }
 }
 
 void octd_frames_free(octd *d)
@@ -710,13 +1036,17 @@ void octd_frames_free(octd *d)
         /* main.c should have drained before destroying the publisher */
         g->no_publish = true;
         drain_all(g, d);
-        unbind_path(g);
+        unbind_path(g, d);
     }
     /* ZeroMQ is gone: nobody holds them */
-    for (int i = 0; i < g->nslots; i++)
-        slot_free(g->slots[i]);
-    for (int i = 0; i < g->nretired; i++)
-        slot_free(g->retired[i]);
+    for (int k = 0; k < OCT_ENGINES_MAX; k++) {
+        path_lane *L = &g->lane[k];
+        for (int i = 0; i < L->nslots; i++)
+            slot_free(L->slots[i]);
+        for (int i = 0; i < L->nretired; i++)
+            slot_free(L->retired[i]);
+    }
+    octd_reorder_destroy(g->order);
     free(g);
     d->frames = NULL;
 }

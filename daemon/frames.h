@@ -18,6 +18,15 @@
  * messages of stalled subscribers hold every pooled buffer, the frame goes to a
  * copy-only buffer whose images ZeroMQ copies (README "Slow subscribers").
  *
+ * Several engines ([engine] devices, issue 20): frames are dealt to the live
+ * engines in turn (each with room for one more in flight), and a reorder
+ * stage (reorder.h) publishes them in the order they were dealt, so
+ * frame_seq and image_seq stay contiguous.  An engine with a device error is
+ * taken out (not the last one): its frames in flight are lost, counted,
+ * never published; the reason goes to d->engine_warning and the log.  Each
+ * engine has its own product pool and its own registration of the ring; a
+ * synchronous (CPU) engine among several computes in a thread of its own.
+ *
  * main.c calls, all from its one thread:
  *   octd_frames_step()      one online step (takes, submits, completes, publishes);
  *   octd_frames_review()    re-processes d->kept and publishes it as review;
@@ -33,6 +42,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "oct_engine.h"
 #include "oct_types.h"
 
 struct octd;
@@ -65,6 +75,15 @@ void octd_frames_trim(struct octd *d);
  * than twice as large as needed.  A reallocation invalidates b. */
 bool octd_frame_buf_fit(struct octd_frame_buf *b, size_t bytes);
 void octd_frame_buf_free(struct octd_frame_buf *b);
+
+/* oct_engine_set_params on engine k (of d->engs, or d->eng): with several
+ * engines a CPU engine computes in a thread of its own, which has finished
+ * the frames dealt before when the values change. */
+oct_err octd_frames_set_params(struct octd *d, int k, const oct_params *p, oct_error *e);
+
+/* Frames published per engine since the engines were bound, and which were
+ * taken out; *n engines (0 when unbound).  Arrays of OCT_ENGINES_MAX. */
+void octd_frames_engine_counts(const struct octd *d, uint64_t *published, bool *dead, int *n);
 
 /* Frees the product buffers (after octd_pub_destroy: ZeroMQ may hold them
  * until then) and the path's state. */

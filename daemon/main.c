@@ -76,6 +76,14 @@ static uint32_t current_state(const octd *d)
     return d->mode;
 }
 
+static void copy_text(char *dst, size_t len, const char *src)
+{
+    /* Cut to fit, and no stale bytes after the terminator. */
+    size_t n = src ? strnlen(src, len - 1) : 0;
+    memcpy(dst, src ? src : "", n);
+    memset(dst + n, 0, len - n);
+}
+
 static void status_counters(octd *d)
 {
     oct_status_block *b = d->sb;
@@ -94,19 +102,15 @@ static void status_counters(octd *d)
     set_state(d, current_state(d));
 }
 
-static void copy_text(char *dst, size_t len, const char *src)
-{
-    /* Cut to fit, and no stale bytes after the terminator. */
-    size_t n = src ? strnlen(src, len - 1) : 0;
-    memcpy(dst, src ? src : "", n);
-    memset(dst + n, 0, len - n);
-}
 
 static void status_engine(octd *d)
 {
     oct_status_begin(d->st);
     copy_text(d->sb->backend, sizeof d->sb->backend, d->eng ? oct_engine_backend_name(d->eng) : "");
-    copy_text(d->sb->device, sizeof d->sb->device, d->eng ? oct_engine_device_name(d->eng) : "");
+    char dev[sizeof d->sb->device];
+    snprintf(dev, sizeof dev, d->neng > 1 ? "%s (+%d engines)" : "%s",
+             d->eng ? oct_engine_device_name(d->eng) : "", d->neng - 1);
+    copy_text(d->sb->device, sizeof d->sb->device, dev);
     d->sb->ring_epoch = d->ring ? d->ring_epoch : 0;
     d->sb->ring_samples = d->ring ? d->ring_geom.samples : 0;
     d->sb->ring_ascans = d->ring ? d->ring_geom.ascans : 0;
@@ -198,7 +202,7 @@ static void load_data_for(const oct_profile *prof, uint32_t samples, oct_profile
  * actually used (clamped if needed) go to *used.  No side effects on d. */
 static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof,
                            const oct_profile_data *data, const oct_geometry *geom,
-                           const oct_params *want, oct_engine **out, oct_params *used,
+                           const oct_params *want, int k, oct_engine **out, oct_params *used,
                            oct_error *e)
 {
     oct_setup s;
@@ -206,6 +210,20 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
     s.backend = cfg->backend;
     s.device = cfg->device;
     s.threads = cfg->threads;
+    if (cfg->devices_all) {
+        s.backend = OCT_BACKEND_CUDA;
+        s.device = k;
+    } else if (cfg->device_count > 0 && cfg->devices[k] == OCT_DEVICE_CPU) {
+        /* CPU engines share the cores: threads split between them */
+        int ncpu = 0;
+        for (int i = 0; i < cfg->device_count; i++)
+            ncpu += cfg->devices[i] == OCT_DEVICE_CPU;
+        long cores = cfg->threads ? cfg->threads : sysconf(_SC_NPROCESSORS_ONLN);
+        s.backend = OCT_BACKEND_CPU;
+        s.threads = cores / ncpu > 1 ? (int)(cores / ncpu) : 1;
+    } else if (cfg->device_count > 0) {
+        s.device = cfg->devices[k]; /* with [engine] backend (auto: CPU without a GPU) */
+    }
     s.precision = cfg->precision;
     oct_params p = *want;
     oct_error ve;
@@ -226,6 +244,77 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
     if (rc == OCT_OK)
         *used = p;
     return rc;
+}
+
+/* Engines [engine] devices asks for (1 without the key); -1 and e set when
+ * `all` finds no CUDA device. */
+static int engine_count(const oct_daemon_config *cfg, oct_error *e)
+{
+    if (!cfg->devices_all)
+        return cfg->device_count > 0 ? cfg->device_count : 1;
+    int n = oct_cuda_device_count();
+    if (n <= 0)
+        return oct_error_set(e, OCT_EUNSUPPORTED, "%s: [engine] devices = all: no CUDA device "
+                             "found", cfg->source_path), -1;
+    return n < OCT_ENGINES_MAX ? n : OCT_ENGINES_MAX;
+}
+
+/* All engines of [engine] devices for geom: engine 0 with the wanted values
+ * (clamped if needed, as plan_engine), the others with the values it took,
+ * so every engine runs the same generation.  On failure none is left. */
+static oct_err plan_engines(const oct_daemon_config *cfg, const oct_profile *prof,
+                            const oct_profile_data *data, const oct_geometry *geom,
+                            const oct_params *want, oct_engine **engs, int *n_out,
+                            oct_params *used, oct_error *e)
+{
+    int n = engine_count(cfg, e);
+    if (n < 0)
+        return OCT_EUNSUPPORTED;
+    oct_err rc = plan_engine(cfg, prof, data, geom, want, 0, &engs[0], used, e);
+    int k = rc == OCT_OK ? 1 : 0;
+    for (; rc == OCT_OK && k < n; k++) {
+        oct_params p;
+        if ((rc = plan_engine(cfg, prof, data, geom, used, k, &engs[k], &p, e)) != OCT_OK)
+            oct_error_prefix(e, rc, "engine %d of [engine] devices", k);
+    }
+    if (rc != OCT_OK) {
+        for (int i = 0; i < k; i++) {
+            oct_engine_destroy(engs[i]);
+            engs[i] = NULL;
+        }
+        return rc;
+    }
+    if (cfg->fail_after > 0)
+        octd_log(LOG_WARNING, "[engine] fail_after = %d (a test knob): engine %d will fail%s",
+                 cfg->fail_after, cfg->fail_engine >= 0 ? cfg->fail_engine : n - 1,
+                 (cfg->fail_engine >= 0 ? cfg->fail_engine : n - 1) >= n ? " (there is no such "
+                                                                            "engine)" : "");
+    if (n > 1 && used->background == OCT_BG_ROLLING)
+        octd_log(LOG_WARNING, "%d engines: each keeps its own rolling background (of the "
+                              "frames dealt to it)", n);
+    *n_out = n;
+    return OCT_OK;
+}
+
+static void destroy_engines(octd *d)
+{
+    if (d->neng == 0)
+        oct_engine_destroy(d->eng);
+    for (int i = 0; i < d->neng; i++)
+        oct_engine_destroy(d->engs[i]);
+    memset(d->engs, 0, sizeof d->engs);
+    d->neng = 0;
+    d->eng = NULL;
+}
+
+static void install_engines(octd *d, oct_engine **engs, int n)
+{
+    destroy_engines(d);
+    memcpy(d->engs, engs, sizeof(oct_engine *) * (size_t)n);
+    d->neng = n;
+    d->eng = engs[0];
+    d->engine_warning[0] = '\0'; /* all in again */
+    d->engines_gen++;
 }
 
 static void write_params_cb(oct_control_values *v, void *arg)
@@ -255,11 +344,13 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
         load_data_for(&d->prof, geom->samples, &d->data);
         d->data_samples = geom->samples;
     }
-    oct_engine *eng = NULL;
+    oct_engine *engs[OCT_ENGINES_MAX] = {0};
+    int neng = 0;
     oct_params used;
     oct_error e;
     uint64_t t0 = oct_time_monotonic_ns();
-    if (plan_engine(&d->cfg, &d->prof, &d->data, geom, &d->params, &eng, &used, &e) != OCT_OK) {
+    if (plan_engines(&d->cfg, &d->prof, &d->data, geom, &d->params, engs, &neng, &used, &e) !=
+        OCT_OK) {
         if (strcmp(d->proc_err, e.msg) != 0) {
             octd_log(LOG_ERR, "cannot plan the engine for %ux%ux%u %s: %s", geom->lines,
                      geom->ascans, geom->samples, oct_sample_name(geom->sample_type), e.msg);
@@ -270,10 +361,10 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
     }
     octd_frames_drain(d); /* nothing in flight on the old engine */
     bool shrink = d->eng && oct_geometry_frame_bytes(geom) < oct_geometry_frame_bytes(&d->eng_geom);
-    oct_engine_destroy(d->eng);
+    install_engines(d, engs, neng);
     if (shrink)
         malloc_trim(0); /* the larger geometry's engine memory goes back */
-    d->eng = eng;
+    oct_engine *eng = d->eng;
     d->eng_geom = *geom;
     d->error_state = false;
     d->proc_err[0] = '\0';
@@ -281,6 +372,10 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
              oct_engine_backend_name(eng), oct_engine_device_name(eng), geom->lines, geom->ascans,
              geom->samples, oct_sample_name(geom->sample_type),
              (double)(oct_time_monotonic_ns() - t0) / 1e6);
+    for (int i = 1; i < neng; i++)
+        octd_log(LOG_INFO, "engine %d planned: %s (%s), NUMA node %d", i,
+                 oct_engine_backend_name(engs[i]), oct_engine_device_name(engs[i]),
+                 oct_engine_numa_node(engs[i]));
     if (memcmp(&used, &d->params, sizeof used) != 0) {
         d->params = used;
         oct_control_from_params(&d->values, &used);
@@ -600,8 +695,16 @@ static void poll_control(octd *d)
         /* the option table's static rules first: messages in the operator's keys */
         oct_err rc = oct_options_check_values(&v, &e);
         if (rc == OCT_OK)
-            rc = d->eng ? oct_engine_set_params(d->eng, &p, &e)
+            rc = d->eng ? octd_frames_set_params(d, 0, &p, &e)
                         : check_params_without_engine(d, &p, &e);
+        /* every engine: the same generation on each (same set-up, so the
+         * same verdict; one that refuses is logged) */
+        for (int i = 1; rc == OCT_OK && i < d->neng; i++) {
+            oct_error ie;
+            if (octd_frames_set_params(d, i, &p, &ie) != OCT_OK)
+                octd_log(LOG_ERR, "engine %d: control generation %" PRIu64 ": %s", i, gen,
+                         ie.msg);
+        }
         if (rc == OCT_OK) {
             d->params = p;
             d->applied_gen = gen;
@@ -687,7 +790,8 @@ static void do_reload(octd *d)
     oct_profile *prof = malloc(sizeof *prof);
     oct_error e;
     oct_profile_data data = {0};
-    oct_engine *eng = NULL;
+    oct_engine *engs[OCT_ENGINES_MAX] = {0};
+    int neng = 0;
     oct_params used = {0};
     bool ok = false;
     if (!prof) {
@@ -701,7 +805,8 @@ static void do_reload(octd *d)
     /* The engine for the geometry in use, with the new masks and values. */
     if (d->eng) {
         if (oct_profile_load_data(prof, d->eng_geom.samples, &data, &e) != OCT_OK ||
-            plan_engine(&cfg, prof, &data, &d->eng_geom, &prof->params, &eng, &used, &e) != OCT_OK) {
+            plan_engines(&cfg, prof, &data, &d->eng_geom, &prof->params, engs, &neng, &used,
+                         &e) != OCT_OK) {
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
             goto out;
         }
@@ -731,8 +836,8 @@ static void do_reload(octd *d)
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
             if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
                 octd_log(LOG_ERR, "%s", e.msg);
-            oct_engine_destroy(eng);
-            eng = NULL;
+            for (int i = 0; i < neng; i++)
+                oct_engine_destroy(engs[i]);
             goto out;
         }
         d->endpoints = eps;
@@ -749,8 +854,8 @@ static void do_reload(octd *d)
             } else {
                 octd_pub_set_spacing(d->pub, d->prof.spacing_um);
             }
-            oct_engine_destroy(eng);
-            eng = NULL;
+            for (int i = 0; i < neng; i++)
+                oct_engine_destroy(engs[i]);
             goto out;
         }
     }
@@ -762,9 +867,8 @@ static void do_reload(octd *d)
     d->cfg = cfg;
     d->prof = *prof;
     octd_pub_set_spacing(d->pub, d->prof.spacing_um);
-    if (eng) {
-        oct_engine_destroy(d->eng);
-        d->eng = eng;
+    if (neng > 0) {
+        install_engines(d, engs, neng);
         oct_profile_data_free(&d->data);
         d->data = data;
         d->data_samples = d->eng_geom.samples;
@@ -1065,7 +1169,7 @@ out:
     octd_endpoints_release(d->endpoints); /* after the sockets are closed */
     octd_frames_free(d); /* after ZeroMQ let go of the product buffers */
     oct_ring_consumer_close(d->ring);
-    oct_engine_destroy(d->eng);
+    destroy_engines(d);
     oct_products_destroy(d->save_prod);
     oct_profile_data_free(&d->data);
     octd_frame_buf_free(&d->cur);

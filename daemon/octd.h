@@ -45,6 +45,13 @@ typedef struct octd {
 
     /* engine */
     oct_engine *eng;
+    /* [engine] devices (issue 20): engs[0..neng-1], engs[0] == eng (review,
+     * saves and validation use it); neng 0: just eng */
+    oct_engine *engs[OCT_ENGINES_MAX];
+    int neng;
+    char engine_warning[256]; /* why an engine was taken out ("" = none) */
+    bool engine_warning_shown; /* it is in the status block's warnings */
+    uint64_t engines_gen;      /* counts re-plans of the engines */
     oct_geometry eng_geom;
     oct_params params;         /* the good values in use */
     oct_control_values values; /* the same as control values (for sidecars) */
@@ -61,6 +68,7 @@ typedef struct octd {
 
     /* counters (mirrored into the status block) */
     uint64_t seen, processed, skipped, torn, reattaches, published, drops;
+    uint64_t engine_lost; /* frames in flight on an engine that was taken out (in skipped) */
     uint64_t last_frame_id, last_latency, torn_since;
 
     uint64_t last_status_ns, last_watchdog_ns;

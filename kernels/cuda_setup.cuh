@@ -54,6 +54,7 @@ struct Slot {
 struct HostReg {
     const uint8_t *ptr;
     size_t bytes;
+    bool owned; /* false: another engine of this process registered it (issue 20) */
 };
 
 struct CudaState {
@@ -500,7 +501,8 @@ void free_state(CudaState *s)
         free(s);
         return;
     }
-    for (int i = 0; i < s->nreg; i++) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
+    for (int i = 0; i < s->nreg; i++)
+        if (s->reg[i].owned) WARN_CUDA(cudaHostUnregister((void *)s->reg[i].ptr));
     if (s->have_plan_x) WARN_LIB(cufftDestroy(s->plan_x), CUFFT_SUCCESS);
     if (s->have_plan_m) WARN_LIB(cufftDestroy(s->plan_m), CUFFT_SUCCESS);
     if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);

@@ -533,6 +533,14 @@ oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e)
         name[0] = '\0';
     return oct_error_set(e, OCT_EUNSUPPORTED, "octd was built without CUDA");
 }
+
+int oct_cuda_device_count(void) { return 0; }
+
+int oct_engine_numa_node(const oct_engine *eng)
+{
+    (void)eng;
+    return -1;
+}
 #endif
 
 /* ---- the engine ----------------------------------------------------------- */

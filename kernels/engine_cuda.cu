@@ -34,6 +34,7 @@
  * OCT_SETUP_PLAIN_SGEMM / setup.cuda.gemm = sgemm use cublasSgemm; precision tf32
  * is one plain TF32 GEMM (K = M).
  */
+#include <ctype.h>
 #include <cuda_runtime.h>
 #include <cufft.h>
 #include <omp.h>
@@ -957,7 +958,17 @@ oct_err cuda_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_e
     }
     /* read-only where supported (the ring is mapped PROT_READ); else a plain
      * registration, which works for writable memory only */
-    cudaError_t r = cudaHostRegister((void *)ptr, bytes, ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault);
+    /* portable: several engines (devices) of one octd DMA from the same ring;
+     * the first registers it, the others find it registered and use it */
+    cudaError_t r = cudaHostRegister((void *)ptr, bytes,
+                                     (ro ? cudaHostRegisterReadOnly : cudaHostRegisterDefault) |
+                                         cudaHostRegisterPortable);
+    bool owned = true;
+    if (r == cudaErrorHostMemoryAlreadyRegistered) {
+        cudaGetLastError();
+        r = cudaSuccess;
+        owned = false;
+    }
     if (r != cudaSuccess) {
         cudaGetLastError();
         return oct_error_set(e, OCT_EUNSUPPORTED,
@@ -967,6 +978,7 @@ oct_err cuda_register_host(oct_engine *eng, const void *ptr, size_t bytes, oct_e
     }
     s->reg[s->nreg].ptr = a;
     s->reg[s->nreg].bytes = bytes;
+    s->reg[s->nreg].owned = owned;
     s->nreg++;
     return OCT_OK;
 }
@@ -979,7 +991,8 @@ void cuda_unregister_host(oct_engine *eng, const void *ptr)
         warn_cuda("selecting the device", cudaSetDevice(s->device));
         /* input copies in flight may read it */
         warn_cuda("waiting for input copies", cudaStreamSynchronize(s->s_copy));
-        warn_cuda("unregistering host memory", cudaHostUnregister((void *)ptr));
+        if (s->reg[i].owned)
+            warn_cuda("unregistering host memory", cudaHostUnregister((void *)ptr));
         cudaGetLastError();
         s->reg[i] = s->reg[--s->nreg];
         return;
@@ -1115,6 +1128,36 @@ oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e)
 }
 
 static bool is_cuda(const oct_engine *eng) { return eng && eng->ops == &oct_cuda_backend && eng->be; }
+
+int oct_cuda_device_count(void)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return count;
+}
+
+int oct_engine_numa_node(const oct_engine *eng)
+{
+    if (!is_cuda(eng)) return -1;
+    char bus[32];
+    if (cudaDeviceGetPCIBusId(bus, (int)sizeof bus, eng->setup.device) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    for (char *c = bus; *c; c++) *c = (char)tolower((unsigned char)*c); /* sysfs spells it so */
+    char path[96];
+    snprintf(path, sizeof path, "/sys/bus/pci/devices/%s/numa_node", bus);
+    FILE *f = fopen(path, "r");
+    int node = -1;
+    if (f) {
+        if (fscanf(f, "%d", &node) != 1) node = -1;
+        fclose(f);
+    }
+    return node >= 0 ? node : -1;
+}
 
 uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 {

@@ -335,6 +335,13 @@ uint32_t oct_engine_depths(const oct_engine *eng, int method);
  * (the message says why not).  Initialises CUDA: never fork after calling. */
 bool oct_cuda_built(void);
 oct_err oct_cuda_probe(int device, char *name, size_t name_len, oct_error *e);
+/* Number of CUDA devices (0 without CUDA or when none is usable).
+ * Initialises CUDA: never fork after calling. */
+int oct_cuda_device_count(void);
+/* NUMA node of the engine's device as the kernel reports it for its PCI
+ * function (/sys/bus/pci/devices/<id>/numa_node); -1 when unknown, on a
+ * single-node machine, and for CPU engines. */
+int oct_engine_numa_node(const oct_engine *eng);
 
 /* ---- pipelining and DMA (issue 6) --------------------------------------------
  * A frame goes through the engine in three steps that overlap across frames:

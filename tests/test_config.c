@@ -203,6 +203,13 @@ static const ini_case ini_cases[] = {
     {"[engine]\nthreads = 99999999999999999999\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
     {"[engine]\nprecision = fp16\n", OCT_EINVAL, "c.ini:2:", "[engine] precision"},
     {"[engine]\nbackend =\n", OCT_EINVAL, "c.ini:2:", "[engine] backend: empty"},
+    {"[engine]\ndevices = 0,,1\n", OCT_EINVAL, "c.ini:2:", "entry 2 is empty"},
+    {"[engine]\ndevices = 0,gpu\n", OCT_EINVAL, "c.ini:2:", "entry 2 'gpu' is neither"},
+    {"[engine]\ndevices = 0,1,\n", OCT_EINVAL, "c.ini:2:", "entry 3 is empty"},
+    {"[engine]\ndevices = -1\n", OCT_EINVAL, "c.ini:2:", "[engine] devices"},
+    {"[engine]\ndevices = 0,0,0,0,0,0,0,0,0\n", OCT_EINVAL, "c.ini:2:", "more than 8 engines"},
+    {"[engine]\nfail_after = -1\n", OCT_EINVAL, "c.ini:2:", "[engine] fail_after"},
+    {"[engine]\nfail_engine = 8\n", OCT_EINVAL, "c.ini:2:", "[engine] fail_engine"},
     {"[ring]\nframes = octd-frames\n", OCT_EINVAL, "c.ini:2:", "[ring] frames"},
     {"[ring]\ncontrol = /a/b\n", OCT_EINVAL, "c.ini:2:", "[ring] control"},
     {"[ring]\nstatus = /\n", OCT_EINVAL, "c.ini:2:", "[ring] status"},
@@ -222,6 +229,25 @@ static const ini_case ini_cases[] = {
     {"[engine\nbackend = cpu\n", OCT_EPARSE, "c.ini:1:", "syntax"},
     {"[profile]\npath = x\n[save]\nnot_a_key = 2\n", OCT_EPARSE, "c.ini:4:", "[save] not_a_key"},
 };
+
+/* [engine] devices: a list of cpu / device indices, or all (issue 20). */
+START_TEST(ini_devices)
+{
+    oct_daemon_config c;
+    oct_error e;
+    const char *t = "[engine]\ndevices = 0, 1 ,cpu,3\nfail_after = 5\nfail_engine = 2\n";
+    ck_assert_msg(oct_daemon_config_parse(&c, t, strlen(t), "d.ini", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(c.device_count, 4);
+    ck_assert(c.devices[0] == 0 && c.devices[1] == 1 && c.devices[2] == OCT_DEVICE_CPU &&
+              c.devices[3] == 3 && !c.devices_all);
+    ck_assert(c.fail_after == 5 && c.fail_engine == 2);
+    t = "[engine]\ndevices = ALL\n";
+    ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "d.ini", &e), OCT_OK);
+    ck_assert(c.devices_all && c.device_count == 0 && c.fail_after == 0 && c.fail_engine == -1);
+    ck_assert_int_eq(oct_daemon_config_parse(&c, "", 0, "d.ini", &e), OCT_OK);
+    ck_assert(!c.devices_all && c.device_count == 0); /* the single `device` engine */
+}
+END_TEST
 
 START_TEST(ini_errors)
 {
@@ -1543,6 +1569,7 @@ static Suite *config_suite(void)
     TCase *tc = tcase_create("ini");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, ini_defaults_and_values);
+    tcase_add_test(tc, ini_devices);
     tcase_add_loop_test(tc, ini_errors, 0, (int)(sizeof ini_cases / sizeof *ini_cases));
     tcase_add_test(tc, ini_long_line_and_nul);
     tcase_add_test(tc, ini_files);

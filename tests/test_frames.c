@@ -1,5 +1,5 @@
 /* test_frames.c - unit tests of octd's frame path pieces that need no ring
- * or subscriber (daemon/frames.c, issue 21): taking a product buffer never
+ * or subscriber (daemon/frames.c, issue 21; reorder.c, issue 20): taking a product buffer never
  * waits (when every pooled buffer is held by ZeroMQ, a copy-only one), held
  * buffers of an earlier geometry are freed once released, trimming keeps
  * what is in use, and frame buffers fit (grow and shrink).  frames.c and the
@@ -8,6 +8,8 @@
 #include "../daemon/frames.c"
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
+#include "../daemon/reorder.c"
+#include "../daemon/worker.c"
 #include "../daemon/sys.c"
 
 #include <check.h>
@@ -42,6 +44,13 @@ static void setup_octd(octd *d, uint32_t samples, uint32_t ascans)
     ck_assert_ptr_nonnull(d->frames);
 }
 
+/* The first engine's lane, bound to d->eng as bind_path would. */
+static path_lane *lane0(octd *d)
+{
+    d->frames->lane[0].eng = d->eng;
+    return &d->frames->lane[0];
+}
+
 static void teardown_octd(octd *d)
 {
     octd_frames_free(d);
@@ -55,7 +64,7 @@ START_TEST(pool_never_waits)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     ck_assert_int_eq(g->depth, 1);
     ck_assert_int_ge(g->nslots, g->depth + POOL_EXTRA);
@@ -96,7 +105,7 @@ START_TEST(pool_rekey_retires_held)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     octd_slot *a = pool_acquire(g, &d), *b = pool_acquire(g, &d);
     ck_assert(a && b && a != b);
@@ -111,6 +120,7 @@ START_TEST(pool_rekey_retires_held)
     oct_error e;
     ck_assert_msg(oct_engine_create(&d.eng, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
     d.eng_geom = s.geom;
+    g = lane0(&d);
     pool_sync(g, &d);
     ck_assert_int_eq(g->nretired, 2);
     ck_assert(g->key.geom.samples == 128);
@@ -132,7 +142,7 @@ START_TEST(pool_trim_keeps_used)
 {
     octd d;
     setup_octd(&d, 64, 8);
-    octd_frames *g = d.frames;
+    path_lane *g = lane0(&d);
     pool_sync(g, &d);
     octd_slot *used[8];
     for (int i = 0; i < 8; i++)
@@ -173,6 +183,280 @@ START_TEST(frame_buf_fits)
 }
 END_TEST
 
+/* ---- the reorder stage (issue 20) ---- */
+typedef struct item {
+    uint64_t seq, tag;
+} item;
+
+/* Several engines with their own depths finish frames in their own order
+ * (each in dealing order, engines at random relative times); some frames are
+ * lost.  Popping gives every number once, in order, with its own item or
+ * its lost mark, and never anything past a frame still out. */
+START_TEST(reorder_in_dealing_order)
+{
+    enum { LANES = 3, DEPTH = 3, FRAMES = 5000 };
+    octd_reorder *r;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&r, LANES * DEPTH, sizeof(item), &e), OCT_OK);
+    octd_reorder_reset(r, 100);
+    srand(20);
+    uint64_t q[LANES][DEPTH]; /* frames in flight per lane, oldest first */
+    int cnt[LANES] = {0}, rr = 0;
+    uint64_t dealt = 100, want = 100;
+    static bool lost[100 + FRAMES];
+    while (want < 100 + FRAMES) {
+        /* deal round-robin to a lane with room, within the window */
+        if (dealt < 100 + FRAMES && dealt - octd_reorder_next(r) < LANES * DEPTH && rand() % 2) {
+            for (int k = 0; k < LANES; k++) {
+                int l = (rr + k) % LANES;
+                if (cnt[l] < DEPTH) {
+                    q[l][cnt[l]++] = dealt++;
+                    rr = (l + 1) % LANES;
+                    break;
+                }
+            }
+        }
+        /* a random lane finishes its oldest frame */
+        int l = rand() % LANES;
+        if (cnt[l] > 0) {
+            uint64_t seq = q[l][0];
+            memmove(q[l], q[l] + 1, sizeof q[l][0] * (size_t)--cnt[l]);
+            lost[seq] = rand() % 10 == 0;
+            item it = {seq, seq * 7 + 1};
+            ck_assert_int_eq(octd_reorder_put(r, seq, lost[seq] ? NULL : &it, &e), OCT_OK);
+        }
+        uint64_t seq;
+        bool was_lost;
+        item got = {0, 0};
+        while (octd_reorder_pop(r, &seq, &got, &was_lost)) {
+            ck_assert_uint_eq(seq, want);
+            ck_assert(was_lost == lost[seq]);
+            if (!was_lost)
+                ck_assert(got.seq == seq && got.tag == seq * 7 + 1);
+            want++;
+        }
+        /* what stays is only what waits for a frame still out */
+        bool out = false;
+        for (int k = 0; k < LANES; k++)
+            for (int i = 0; i < cnt[k]; i++)
+                out |= q[k][i] == want;
+        ck_assert(out || want == dealt);
+    }
+    ck_assert_uint_eq(octd_reorder_pending(r), 0);
+    octd_reorder_destroy(r);
+}
+END_TEST
+
+/* Bad puts are refused with both numbers in the message and change nothing. */
+START_TEST(reorder_rejects)
+{
+    octd_reorder *r;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&r, 0, sizeof(item), &e), OCT_EINVAL);
+    ck_assert_int_eq(octd_reorder_create(&r, 4, sizeof(item), &e), OCT_OK);
+    item a = {10, 1}, b = {11, 2};
+    octd_reorder_reset(r, 10);
+    ck_assert_int_eq(octd_reorder_put(r, 11, &b, &e), OCT_OK);
+    ck_assert_int_eq(octd_reorder_put(r, 11, &a, &e), OCT_EINVAL);
+    ck_assert_ptr_nonnull(strstr(e.msg, "11 put twice"));
+    ck_assert_int_eq(octd_reorder_put(r, 14, &a, &e), OCT_ESIZE);
+    ck_assert_ptr_nonnull(strstr(e.msg, "window of 4 frames after 10"));
+    ck_assert_int_eq(octd_reorder_put(r, 9, &a, &e), OCT_EINVAL);
+    ck_assert_uint_eq(octd_reorder_pending(r), 1);
+    uint64_t seq;
+    bool lost;
+    item got;
+    ck_assert(!octd_reorder_pop(r, &seq, &got, &lost)); /* 10 is still out */
+    ck_assert_int_eq(octd_reorder_put(r, 10, NULL, &e), OCT_OK);
+    ck_assert(octd_reorder_pop(r, &seq, &got, &lost) && seq == 10 && lost);
+    ck_assert(octd_reorder_pop(r, &seq, &got, &lost) && seq == 11 && !lost && got.tag == 2);
+    ck_assert(!octd_reorder_pop(r, &seq, &got, &lost));
+    ck_assert_int_eq(octd_reorder_put(r, 10, &a, &e), OCT_EINVAL); /* popped already */
+    octd_reorder_destroy(r);
+}
+END_TEST
+
+/* Frames go to the live engines in turn, each up to its depth, no more
+ * in flight than the live engines' depths together; a dead one gets none. */
+START_TEST(lanes_round_robin)
+{
+    octd d;
+    setup_octd(&d, 64, 8);
+    octd_frames *g = d.frames;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&g->order, REORDER_WINDOW, sizeof(path_frame), &e),
+                     OCT_OK);
+    g->nlanes = 3;
+    for (int i = 0; i < 3; i++) {
+        g->lane[i].index = i;
+        g->lane[i].depth = i == 1 ? 2 : 1;
+    }
+    int seen[3] = {0};
+    for (int n = 0; n < 4; n++) { /* budget 1 + 2 + 1 */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        L->count++;
+        g->dealt++;
+        seen[L->index]++;
+    }
+    ck_assert(seen[0] == 1 && seen[1] == 2 && seen[2] == 1);
+    ck_assert_ptr_null(pick_lane(g)); /* all full */
+    for (int i = 0; i < 3; i++)
+        g->lane[i].count = 0;
+    ck_assert_ptr_null(pick_lane(g)); /* nothing published yet: the window is full */
+    octd_reorder_reset(g->order, g->dealt);
+    g->lane[1].dead = true;
+    path_lane *a = pick_lane(g), *b = pick_lane(g), *c = pick_lane(g);
+    ck_assert(a && b && c && a != b && a->index != 1 && b->index != 1 && c == a);
+    g->nlanes = 0;
+    teardown_octd(&d);
+}
+END_TEST
+
+/* A CPU engine's worker thread (several engines): jobs come back in order,
+ * equal to the engine's synchronous results (bit for bit: the same code on
+ * the same input), the input is the caller's again at once; the queue's
+ * limits and states; holding the engine waits for the queued frames. */
+START_TEST(worker_matches_sync)
+{
+    octd d;
+    setup_octd(&d, 128, 16);
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = d.eng_geom;
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 1;
+    oct_engine *ref;
+    oct_error e;
+    ck_assert_msg(oct_engine_create(&ref, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
+    size_t bytes = oct_geometry_frame_bytes(&d.eng_geom);
+    uint16_t *in = malloc(bytes);
+    ck_assert_ptr_nonnull(in);
+    lane_worker *w = worker_start(d.eng);
+    ck_assert_ptr_nonnull(w);
+    oct_products *done;
+    ck_assert_int_eq(worker_complete(w, &done, 0, &e), OCT_ESTATE); /* nothing in flight */
+    srand(7);
+    for (int round = 0; round < 20; round++) {
+        oct_products *out[ASYNC_DEPTH], *want = oct_products_create();
+        uint16_t *frames[ASYNC_DEPTH];
+        for (int k = 0; k < ASYNC_DEPTH; k++) {
+            frames[k] = malloc(bytes);
+            for (size_t i = 0; i < bytes / 2; i++)
+                frames[k][i] = (uint16_t)(rand() % 4096);
+            memcpy(in, frames[k], bytes);
+            out[k] = oct_products_create();
+            ck_assert_int_eq(worker_submit(w, in, bytes, out[k], &e), OCT_OK);
+            memset(in, 0xff, bytes); /* read already: the job holds a copy */
+        }
+        ck_assert_int_eq(worker_submit(w, in, bytes, out[0], &e), OCT_EAGAIN); /* full */
+        if (round % 2) { /* holding waits until the worker has processed both */
+            worker_hold(w);
+            for (int k = 0; k < ASYNC_DEPTH; k++)
+                ck_assert_int_eq(w->job[k].state, JOB_DONE);
+            worker_release(w);
+        }
+        for (int k = 0; k < ASYNC_DEPTH; k++) {
+            ck_assert_int_eq(worker_complete(w, &done, -1, &e), OCT_OK);
+            ck_assert_ptr_eq(done, out[k]); /* in order */
+            ck_assert_int_eq(oct_engine_process(ref, frames[k], bytes, want, &e), OCT_OK);
+            const oct_image *a = &out[k]->img[OCT_METHOD_CFD][OCT_KIND_BSCAN],
+                            *b = &want->img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+            ck_assert(a->present && b->present && a->count == b->count && a->count > 0);
+            ck_assert_int_eq(memcmp(a->u8, b->u8, a->count), 0);
+            oct_products_destroy(out[k]);
+            free(frames[k]);
+        }
+        oct_products_destroy(want);
+    }
+    ck_assert_int_eq(worker_complete(w, &done, 0, &e), OCT_ESTATE);
+    worker_stop(w);
+    free(in);
+    oct_engine_destroy(ref);
+    teardown_octd(&d);
+}
+END_TEST
+
+/* A lane's oldest frame finished (complete_one's success path without an
+ * engine): to the reorder stage, then published in order. */
+static void fake_complete(octd_frames *g, octd *d, path_lane *L)
+{
+    path_frame *f = &L->q[L->head];
+    L->head = (L->head + 1) % OCT_ENGINE_DEPTH_MAX;
+    L->count--;
+    ck_assert_int_eq(octd_reorder_put(g->order, f->seq, f, NULL), OCT_OK);
+    publish_in_order(g, d);
+}
+
+/* An engine taken out: its frames in flight are lost (counted, their
+ * buffers released, never published), the frames of the other engine before
+ * and after them still come out in order, and it gets no more frames. */
+START_TEST(lane_fail_keeps_order)
+{
+    octd d;
+    setup_octd(&d, 64, 8);
+    octd_frames *g = d.frames;
+    oct_error e;
+    ck_assert_int_eq(octd_reorder_create(&g->order, REORDER_WINDOW, sizeof(path_frame), &e),
+                     OCT_OK);
+    g->nlanes = 2;
+    g->no_publish = true; /* no publisher here: frames "published" are released */
+    for (int i = 0; i < 2; i++) {
+        path_lane *L = &g->lane[i];
+        L->eng = d.eng;
+        L->index = i;
+        pool_sync(L, &d);
+        L->depth = 3;
+    }
+    for (int n = 0; n < 6; n++) { /* seq 0, 2, 4 to engine 0; 1, 3, 5 to engine 1 */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        ck_assert_int_eq(L->index, n % 2);
+        path_frame *f = &L->q[(L->head + L->count) % OCT_ENGINE_DEPTH_MAX];
+        memset(f, 0, sizeof *f);
+        ck_assert_ptr_nonnull(f->slot = pool_acquire(L, &d));
+        f->seq = g->dealt++;
+        f->lane = L->index;
+        L->count++;
+    }
+    path_lane *a = &g->lane[0], *b = &g->lane[1];
+    octd_slot *b_slots[3];
+    for (int i = 0; i < 3; i++)
+        b_slots[i] = b->q[(b->head + i) % OCT_ENGINE_DEPTH_MAX].slot;
+    fake_complete(g, &d, a); /* 0: published */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 1);
+    fake_complete(g, &d, a); /* 2: waits for 1 */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 1);
+    lane_fail(g, &d, b, "test failure");
+    ck_assert(b->dead && b->count == 0);
+    ck_assert_uint_eq(octd_reorder_next(g->order), 4); /* 1, 3 lost, 2 published between */
+    ck_assert_uint_eq(d.engine_lost, 3);
+    ck_assert_uint_eq(d.skipped, 3);
+    ck_assert_ptr_nonnull(strstr(d.engine_warning, "engine 1"));
+    ck_assert_ptr_nonnull(strstr(d.engine_warning, "taken out: test failure"));
+    for (int i = 0; i < 3; i++)
+        ck_assert(slot_idle(b_slots[i])); /* the lost frames' buffers are free */
+    fake_complete(g, &d, a); /* 4, then 5 (lost) */
+    ck_assert_uint_eq(octd_reorder_next(g->order), 6);
+    ck_assert_uint_eq(octd_reorder_pending(g->order), 0);
+    ck_assert_uint_eq(a->published + b->published, 0); /* no_publish: none counted */
+    for (int i = 0; i < a->nslots; i++)
+        ck_assert(slot_idle(a->slots[i]));
+    for (int n = 0; n < 3; n++) { /* only engine 0 gets frames now */
+        path_lane *L = pick_lane(g);
+        ck_assert_ptr_nonnull(L);
+        ck_assert_int_eq(L->index, 0);
+        L->count++;
+        g->dealt++;
+    }
+    ck_assert_ptr_null(pick_lane(g)); /* engine 0 full; the window is engine 0's depth */
+    a->count = 0;
+    for (int i = 0; i < 2; i++)
+        g->lane[i].eng = NULL;
+    teardown_octd(&d);
+}
+END_TEST
+
 int main(void)
 {
     octd_log_set_level(LOG_WARNING);
@@ -184,6 +468,14 @@ int main(void)
     tcase_add_test(tc, pool_trim_keeps_used);
     tcase_add_test(tc, frame_buf_fits);
     suite_add_tcase(s, tc);
+    TCase *tr = tcase_create("reorder");
+    tcase_set_timeout(tr, 60);
+    tcase_add_test(tr, reorder_in_dealing_order);
+    tcase_add_test(tr, reorder_rejects);
+    tcase_add_test(tr, lanes_round_robin);
+    tcase_add_test(tr, worker_matches_sync);
+    tcase_add_test(tr, lane_fail_keeps_order);
+    suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);
     int failed = srunner_ntests_failed(r);

@@ -29,6 +29,8 @@ typedef struct octbench_opts {
     /* CUDA tuning of the engine workloads (oct_setup.cuda): --gemm,
      * --gemm-chunk-mb, --cuda-parts, --c2r-batch */
     oct_cuda_tuning cuda;
+    const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine
+                             * baseline of the same workload (issue 20); NULL = one engine */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

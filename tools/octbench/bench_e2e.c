@@ -776,10 +776,38 @@ static void hostile_phases(const octbench_opts *o, const workload *w, producer *
                            const char *backend, const char *prod, const char *policy, double warm,
                            double meas, FILE *json);
 
-static int run_workload(const octbench_opts *o, const workload *w, bool commit,
-                        const char *octd_path, const char *tmp, FILE *json, double *best_gbs,
-                        double *sust_gbs)
+/* After octd stopped: the frames each engine published over the whole run
+ * (octd logs them at exit), as shares of the unpaced rate. */
+static void print_engine_shares(const char *log, const char *wname, double unpaced_fps)
 {
+    FILE *f = fopen(log, "r");
+    char line[512], name[8][160];
+    uint64_t n[8], total = 0;
+    int k = 0;
+    while (f && fgets(line, sizeof line, f) && k < 8) {
+        const char *p = strstr(line, "engine ");
+        const char *q = p ? strstr(p, " frames published") : NULL;
+        const char *c = q ? strstr(p, "): ") : NULL;
+        if (!c || c > q)
+            continue;
+        snprintf(name[k], sizeof name[k], "%.*s", (int)(c + 1 - p), p);
+        n[k] = strtoull(c + 3, NULL, 10);
+        total += n[k++];
+    }
+    if (f)
+        fclose(f);
+    for (int i = 0; i < k; i++)
+        printf("# %s: %s: %" PRIu64 " frames of the run = %.0f%%, ~%.1f of the unpaced %.1f "
+               "frames/s%s\n", wname, name[i], n[i], total ? 100.0 * n[i] / total : 0,
+               total ? unpaced_fps * n[i] / total : 0, unpaced_fps,
+               strstr(name[i], "taken out") ? " (taken out)" : "");
+}
+
+static int run_workload(const octbench_opts *o, const workload *w, bool commit,
+                        const char *devices, const char *octd_path, const char *tmp, FILE *json,
+                        double *best_gbs, double *sust_gbs)
+{
+    double unpaced_fps = 0;
     pid_t me = getpid();
     char ring[64], ctl[64], stn[64], ring_alone[64], ini[PATH_MAX], prof[PATH_MAX],
         masks[PATH_MAX], log[PATH_MAX], endpoint[PATH_MAX + 16];
@@ -841,10 +869,11 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(prof, text))
         return 1;
     tl = snprintf(text, sizeof text,
-             "[engine]\nbackend = %s\nthreads = %d\n[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
+             "[engine]\nbackend = %s\nthreads = %d\n%s%s%s[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
              "%s%s%s[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n"
              "[log]\nlevel = info\n",
-             backend, o->threads, ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
+             backend, o->threads, devices ? "devices = " : "", devices ? devices : "",
+             devices ? "\n" : "", ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
              o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;
@@ -941,8 +970,9 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     producer_one(&pr);
     wait_quiet(st, &pr, 5000);
-    printf("# octd: backend %.*s, device %.*s, policy %s, endpoint %s\n", (int)sizeof b.backend,
-           b.backend, (int)sizeof b.device, b.device, policy, endpoint);
+    printf("# octd: backend %.*s, device %.*s, policy %s, endpoint %s%s%s\n",
+           (int)sizeof b.backend, b.backend, (int)sizeof b.device, b.device, policy, endpoint,
+           devices ? ", [engine] devices = " : ", one engine", devices ? devices : "");
 
     double warm = o->quick ? 0.3 : 1.0;
     double meas = o->seconds > 0 ? o->seconds : o->quick ? 1.0 : 4.0;
@@ -960,6 +990,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     run_phase(w, &pr, &sub, st, o->rate, warm, meas, &r);
     print_phase(w, backend, prod, policy, "-", &r, json);
     first = r;
+    unpaced_fps = r.fps;
     double best = no_loss(&r) ? r.gbs : 0;
     if (o->policy != 0 && o->rate <= 0 && !no_loss(&r) && r.fps > 0) {
         /* the highest paced rate without loss: a few steps down from the sustained one */
@@ -1011,6 +1042,8 @@ out:
         } else if (rc_out) {
             print_log_tail(log);
         }
+        if (devices)
+            print_engine_shares(log, w->name, unpaced_fps);
     }
     if (st)
         oct_status_close(st, false);
@@ -1140,13 +1173,25 @@ int octbench_e2e(const octbench_opts *o)
         if (o->only && strcmp(o->only, "e2e") && strcmp(o->only, wl[i].name))
             continue;
         double b = 0, su = 0;
-        if (copy && run_workload(o, &wl[i], false, octd_path, tmp, json, &best[i], &sust[i]))
+        if (copy && run_workload(o, &wl[i], false, NULL, octd_path, tmp, json, &best[i], &sust[i]))
             rc = 1;
-        if (commit && run_workload(o, &wl[i], true, octd_path, tmp, json, &b, &su))
+        if (commit && run_workload(o, &wl[i], true, NULL, octd_path, tmp, json, &b, &su))
             rc = 1;
         if (!copy) {
             best[i] = b;
             sust[i] = su;
+        }
+        if (o->devices) {
+            /* the same workload with several engines, after the one-engine baseline */
+            double mb = 0, ms = 0;
+            printf("# %s: [engine] devices = %s (the rows above: one engine)\n", wl[i].name,
+                   o->devices);
+            if (run_workload(o, &wl[i], !copy, o->devices, octd_path, tmp, json, &mb, &ms))
+                rc = 1;
+            printf("# %s: devices %s vs one engine: unpaced %.2f vs %.2f GB/s = %.2fx; best "
+                   "loss-free %.2f vs %.2f GB/s = %.2fx\n",
+                   wl[i].name, o->devices, ms, sust[i], sust[i] > 0 ? ms / sust[i] : 0, mb,
+                   best[i], best[i] > 0 ? mb / best[i] : 0);
         }
     }
     /* CUDA only now: every octd child has been forked already. */

@@ -68,6 +68,9 @@ static void usage(FILE *f)
             "                           octd's own ceiling); both: one after the other;\n"
             "                           default copy\n"
             "  --zero-copy auto|on|off  --e2e: octd.ini [ring] zero_copy (default auto)\n"
+            "  --devices LIST           --e2e: per workload, one engine ([engine] device) and\n"
+            "                           then octd.ini [engine] devices = LIST (0,1 | 0,0 |\n"
+            "                           cpu,cpu | all): total and per-engine rates, speed-up\n"
             "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
             "                           with S stalled + C churning subscribers, then (policy\n"
             "                           all) one paced at 90%% of the rate without them\n"
@@ -88,7 +91,7 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -104,6 +107,7 @@ int main(int argc, char **argv)
         {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
         {"cuda-parts", required_argument, 0, O_PARTS},
         {"c2r-batch", required_argument, 0, O_C2R},
+        {"devices", required_argument, 0, O_DEVICES},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
     int c = oct_cli_start("octbench", argc, argv, renames);
@@ -230,6 +234,7 @@ int main(int argc, char **argv)
             o.zero_copy = optarg;
             break;
         case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
+        case O_DEVICES: o.devices = optarg; break; /* checked by octd (octd.ini) */
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return OCT_EX_USAGE;
         }

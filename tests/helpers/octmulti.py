@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""octmulti.py - helpers of tests/e2e_multi.sh (several engines, issue 20).
+
+  produce --ring NAME --geom M,N,L --frames F --fps R --id0 I
+      a paced producer (octfault.py's ring writer) of random frames, each a
+      function of its frame_id only (seeded by it), so two runs give the same
+      frame for the same frame_id; closes the ring at the end
+  sub --endpoint EP --out FILE [--topic bscan/cfd] [--seconds S] [--idle S]
+      records every image of that topic (exactly) as a JSON line: frame_id,
+      frame_seq, image_seq, params_gen, mode, sha1 of the pixels; stops after
+      S seconds or S idle seconds after the first image
+  check-order FILE [--one-gen]   frame_seq and image_seq contiguous and
+                          increasing, frame_id increasing (online images);
+                          --one-gen: all online images of one control generation
+  compare FILE_A FILE_B   the images of the frame_ids both saw are bit-equal
+"""
+import argparse, ctypes, hashlib, json, os, signal, struct, sys, time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import octfault  # noqa: E402
+
+
+class Ring(octfault.Ring):
+    """octfault's ring writer with the header's counters stored as single
+    8-byte words: struct.pack_into zero-fills before it packs, so octd could
+    read a heartbeat of 0 (a stale producer: detach, re-attach, the last frame
+    again) or a sequence of 0 in between."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.u64 = np.frombuffer(self.m, np.uint64)
+
+    def beat(self):
+        if not hasattr(self, "u64"):
+            return super().beat()
+        self.u64[192 // 8] = time.monotonic_ns()
+
+    def begin(self):
+        off, arr = self.payload(self.n)
+        self.u64[off // 8] = 2 * self.n + 1
+        return off, arr
+
+    def commit(self, off, fid):
+        struct.pack_into("<QQI", self.m, off + 8, fid, time.time_ns(), 0)  # inside the seqlock
+        self.u64[off // 8] = 2 * self.n + 2
+        self.n += 1
+        self.u64[128 // 8] = self.n
+        self.beat()
+
+
+def cmd_produce(a):
+    M, N, L = (int(x) for x in a.geom.split(","))
+    r = Ring(a.ring, M, N, L, "u16", 8)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    t_next = time.monotonic()
+    for fid in range(a.id0, a.id0 + a.frames):
+        if stop:
+            break
+        frame = np.random.default_rng(fid).integers(0, 4000, (L, N, M), dtype=np.uint16)
+        off, arr = r.begin()
+        arr[...] = frame
+        r.commit(off, fid)
+        t_next += 1.0 / a.fps
+        while not stop:
+            d = t_next - time.monotonic()
+            if d <= 0:
+                break
+            time.sleep(min(d, 0.05))
+            r.beat()
+    for _ in range(int(a.linger / 0.05)):  # let octd read the last frames
+        if stop:
+            break
+        r.beat()
+        time.sleep(0.05)
+    struct.pack_into("<I", r.m, 256, 2)  # CLOSED
+
+
+def cmd_sub(a):
+    z = octfault.zmq_lib()
+    ctx = z.zmq_ctx_new()
+    s = octfault.sub_socket(z, ctx, a.endpoint, a.topic.encode(), timeout_ms=200, hwm=100000)
+    buf = ctypes.create_string_buffer(16 << 20)
+    end = time.monotonic() + a.seconds
+    last = None
+    with open(a.out, "w") as out:
+        while time.monotonic() < end:
+            if last is not None and time.monotonic() - last > a.idle:
+                break
+            p = octfault.recv_multipart(z, s, buf)
+            if p is None:
+                continue
+            if p[0].decode() != a.topic or len(p) != 3:
+                continue
+            h = json.loads(p[1])
+            rec = {k: h.get(k) for k in ("frame_id", "frame_seq", "image_seq", "params_gen",
+                                         "mode")}
+            rec["sha1"] = hashlib.sha1(p[2]).hexdigest()
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            last = time.monotonic()
+
+
+def load(f):
+    with open(f) as fh:
+        return [json.loads(x) for x in fh if x.strip()]
+
+
+def cmd_check_order(a):
+    recs = load(a.file)
+    online = [r for r in recs if r["mode"] == "online"]
+    if len(online) < a.min:
+        sys.exit("check-order: %d online images, want >= %d" % (len(online), a.min))
+    for x, y in zip(recs, recs[1:]):
+        if y["frame_seq"] != x["frame_seq"] + 1 or y["image_seq"] != x["image_seq"] + 1:
+            sys.exit("check-order: gap or reorder: frame_seq %d -> %d, image_seq %d -> %d"
+                     % (x["frame_seq"], y["frame_seq"], x["image_seq"], y["image_seq"]))
+    for x, y in zip(online, online[1:]):
+        if y["frame_id"] <= x["frame_id"]:
+            sys.exit("check-order: frame_id %d after %d" % (y["frame_id"], x["frame_id"]))
+    gens = sorted({r["params_gen"] for r in online})
+    if a.one_gen and len(gens) != 1:
+        sys.exit("check-order: online images of generations %s, want one" % gens)
+    print("check-order: %d images, frame_seq %d..%d contiguous, frame_id increasing"
+          % (len(recs), recs[0]["frame_seq"], recs[-1]["frame_seq"]))
+
+
+def cmd_compare(a):
+    ra = {r["frame_id"]: r["sha1"] for r in load(a.a) if r["mode"] == "online"}
+    rb = {r["frame_id"]: r["sha1"] for r in load(a.b) if r["mode"] == "online"}
+    common = sorted(set(ra) & set(rb))
+    diff = [f for f in common if ra[f] != rb[f]]
+    print("compare: %d frames in both, %d differ" % (len(common), len(diff)))
+    if diff:
+        sys.exit("compare: frames %s differ" % diff[:5])
+    if len(common) < a.min:
+        sys.exit("compare: only %d common frames, want >= %d" % (len(common), a.min))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sp = ap.add_subparsers(dest="cmd", required=True)
+    p = sp.add_parser("produce")
+    p.add_argument("--ring", required=True)
+    p.add_argument("--geom", default="256,32,1")
+    p.add_argument("--frames", type=int, default=60)
+    p.add_argument("--fps", type=float, default=20)
+    p.add_argument("--id0", type=int, default=1)
+    p.add_argument("--linger", type=float, default=1.0)
+    p = sp.add_parser("sub")
+    p.add_argument("--endpoint", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--topic", default="bscan/cfd")
+    p.add_argument("--seconds", type=float, default=60)
+    p.add_argument("--idle", type=float, default=3)
+    p = sp.add_parser("check-order")
+    p.add_argument("file")
+    p.add_argument("--min", type=int, default=1)
+    p.add_argument("--one-gen", action="store_true")
+    p = sp.add_parser("compare")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("--min", type=int, default=1)
+    a = ap.parse_args()
+    {"produce": cmd_produce, "sub": cmd_sub, "check-order": cmd_check_order,
+     "compare": cmd_compare}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
