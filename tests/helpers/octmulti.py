@@ -14,7 +14,7 @@
                           --one-gen: all online images of one control generation
   compare FILE_A FILE_B   the images of the frame_ids both saw are bit-equal
 """
-import argparse, ctypes, hashlib, json, os, signal, struct, sys, time
+import argparse, base64, ctypes, hashlib, json, os, signal, struct, sys, time
 
 import numpy as np
 
@@ -98,6 +98,7 @@ def cmd_sub(a):
             rec = {k: h.get(k) for k in ("frame_id", "frame_seq", "image_seq", "params_gen",
                                          "mode")}
             rec["sha1"] = hashlib.sha1(p[2]).hexdigest()
+            rec["u8"] = base64.b64encode(p[2]).decode()  # compare: SPEC 7 tolerance
             out.write(json.dumps(rec) + "\n")
             out.flush()
             last = time.monotonic()
@@ -128,13 +129,26 @@ def cmd_check_order(a):
 
 
 def cmd_compare(a):
-    ra = {r["frame_id"]: r["sha1"] for r in load(a.a) if r["mode"] == "online"}
-    rb = {r["frame_id"]: r["sha1"] for r in load(a.b) if r["mode"] == "online"}
+    """SPEC 7: gray images equal except pixels at a rounding boundary, never
+    off by more than one level (two runs may plan FFTs and split threads
+    differently, so float sums may differ in the last bit)."""
+    ra = {r["frame_id"]: r for r in load(a.a) if r["mode"] == "online"}
+    rb = {r["frame_id"]: r for r in load(a.b) if r["mode"] == "online"}
     common = sorted(set(ra) & set(rb))
-    diff = [f for f in common if ra[f] != rb[f]]
-    print("compare: %d frames in both, %d differ" % (len(common), len(diff)))
-    if diff:
-        sys.exit("compare: frames %s differ" % diff[:5])
+    diff, off = [], []
+    for f in common:
+        if ra[f]["sha1"] == rb[f]["sha1"]:
+            continue
+        x = np.frombuffer(base64.b64decode(ra[f]["u8"]), np.uint8).astype(int)
+        y = np.frombuffer(base64.b64decode(rb[f]["u8"]), np.uint8).astype(int)
+        d = np.abs(x - y) if x.size == y.size else np.array([999])
+        if d.max() > 1 or np.count_nonzero(d) > max(1, x.size // 1000):
+            off.append(f)
+        diff.append(f)
+    print("compare: %d frames in both, %d bit-equal, %d within one level at a few pixels, %d off"
+          % (len(common), len(common) - len(diff), len(diff) - len(off), len(off)))
+    if off:
+        sys.exit("compare: frames %s differ beyond SPEC 7" % off[:5])
     if len(common) < a.min:
         sys.exit("compare: only %d common frames, want >= %d" % (len(common), a.min))
 
