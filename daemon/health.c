@@ -158,7 +158,7 @@ static void kinds_text(uint32_t bits, char *buf, size_t len)
 {
     size_t o = 0;
     buf[0] = '\0';
-    for (int k = 0; k < OCT_KIND_COUNT && o + 1 < len; k++)
+    for (int k = 0; k < OCT_KIND_ASLAB_FIRST && o + 1 < len; k++) /* 13..: no bits of their own */
         if (bits & OCT_PRODUCT_BIT(k))
             o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", oct_kind_name(k));
 }

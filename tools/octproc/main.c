@@ -141,7 +141,7 @@ static oct_err write_products(const oct_products *pr, bool want_f32, const char 
             const oct_image *img = &pr->img[m][k];
             if (!img->present)
                 continue;
-            const char *kn = oct_kind_name(k), *mn = oct_method_name(m);
+            const char *kn = oct_kind_name(k), *mn = oct_product_method_name(m, k);
             if (img->ndim == 2) {
                 if ((err = out_path(path, sizeof path, e, "%s/%s_%s.png", dir, kn, mn)))
                     return err;
