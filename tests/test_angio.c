@@ -778,6 +778,18 @@ START_TEST(t_profile_repeats)
     const char *big = "geometry: {samples: 256, ascans: 10, lines: 130, repeats: 65}\n";
     ck_assert_int_eq(oct_profile_parse(p, big, strlen(big), "c.yaml", &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "repeats"), "%s", e.msg);
+    /* slab: {start, end} (the en-face angiograms' depths) */
+    const char *slab = "geometry: {samples: 256, ascans: 10, lines: 8, repeats: 4}\n"
+                       "products: [slab_max]\nslab: {start: 12, end: 40}\n";
+    ck_assert_msg(oct_profile_parse(p, slab, strlen(slab), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(p->params.slab_start, 12);
+    ck_assert_int_eq(p->params.slab_end, 40);
+    const char *neg = "slab:\n  start: -3\n";
+    ck_assert_int_eq(oct_profile_parse(p, neg, strlen(neg), "n.yaml", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "n.yaml:2") && strstr(e.msg, "slab.start"), "%s", e.msg);
+    const char *typo = "slab: {begin: 3}\n";
+    ck_assert_int_eq(oct_profile_parse(p, typo, strlen(typo), "t.yaml", &e), OCT_EPARSE);
+    ck_assert_msg(strstr(e.msg, "begin"), "%s", e.msg);
     free(p);
 }
 END_TEST
