@@ -12,7 +12,9 @@
 #    slab_max_ssada.npy for the same frame and values;
 #  - invalid values (angio.bands=0, angio.band_width=9, an empty slab) are
 #    rejected naming the key, in octctl's message and the status block, and
-#    the old values stay; octd stays alive and keeps publishing.
+#    the old values stay; octd stays alive and keeps publishing;
+#  - a second octd on the same ring whose profile has no geometry.repeats
+#    accepts angio.metrics but says in its status warnings why nothing comes.
 # BACKEND=cuda on a GPU machine.  Exit 0 pass, 77 skip, else fail.
 set -u
 BIN=$(cd "${BIN:-bin}" 2>/dev/null && pwd) || { echo "SKIP e2e_angio_live: no bin directory"; exit 77; }
@@ -39,22 +41,31 @@ freq_cutoff: 4
 products: [slab_mean, slab_max]
 slab: {start: 20, end: 100}
 EOF
-cat >octd.ini <<EOF
+sed '/^geometry:/s/, repeats: [0-9]*//' p.yaml >p1.yaml
+ini() { # SUFFIX PROFILE
+    cat <<EOF
 [engine]
 backend = $BACKEND
 threads = 1
 [ring]
 frames = $N-frames
-control = $N-control
-status = $N-status
+control = $N-control$1
+status = $N-status$1
 [publish]
-endpoint = ipc://$T/pub
+endpoint = ipc://$T/pub$1
 [profile]
-path = $T/p.yaml
+path = $T/$2
 EOF
+}
+ini "" p.yaml >octd.ini
+ini 1 p1.yaml >octd1.ini
+E2E_LOGS=("$T/octd.log" "$T/octd1.log")
 "$BIN/octd" --config octd.ini 2>octd.log &
 PIDS+=($!)
 OCTD=$!
+"$BIN/octd" --config octd1.ini 2>octd1.log &
+PIDS+=($!)
+OCTD1=$!
 "$BIN/octsim" replay f.npy --ring "$N-frames" --loop --ascan-rate $((G * R * A * 20)) --quiet 2>>sim.log &
 PIDS+=($!)
 CTL=("$BIN/octctl" --control "$N-control" --status "$N-status" --timeout 5)
@@ -134,4 +145,17 @@ reject slab.end slab.start=90 slab.end=90
 alive || fail "octd died"
 grab g2 slab_max/ssada || fail "no slab_max/ssada after the rejections: $(tail -3 g2.txt)"
 echo "ok   octd alive, old values kept, slab_max/ssada keeps coming"
+
+# no repeats in the profile: accepted, nothing made, and the status says why
+CTL1=("$BIN/octctl" --control "$N-control1" --status "$N-status1" --timeout 5)
+wait_for 20 '[ "$("${CTL1[@]}" status 2>/dev/null | sed -n "s/^frames_processed=//p")" -gt 0 ] 2>/dev/null' ||
+    fail "the second octd processes no frames"
+out=$("${CTL1[@]}" set angio.metrics=ssada 2>&1) || fail "octd without repeats: set angio.metrics: $out"
+wait_for 10 '"${CTL1[@]}" status | grep "^warnings=" | grep -q "geometry.repeats"' ||
+    fail "no warning about geometry.repeats: $("${CTL1[@]}" status | grep -i warn)"
+"$BIN/octgrab" --endpoint "ipc://$T/pub1" --count 6 --timeout 10 >all1.txt 2>&1 ||
+    fail "octgrab (second octd): $(tail -3 all1.txt)"
+grep -Eq "^(ssada|slab_[a-z]*/ssada)" all1.txt && fail "angiography without repeats: $(cat all1.txt)"
+kill -0 "$OCTD1" 2>/dev/null || fail "the second octd died"
+echo "ok   without geometry.repeats: angio.metrics accepted, no angiography, warning: $("${CTL1[@]}" status | sed -n 's/^warnings=//p' | head -c 120)"
 echo "e2e_angio_live: all checks passed"
