@@ -676,6 +676,15 @@ static oct_err enface_pair(pctx *x, int k, const char *path, yaml_node_t *key, y
     }
 }
 
+/* slab: {start: d0, end: d1} (SPEC 10.2; the option table's ranges) */
+static oct_err slab_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
+                         void *arg)
+{
+    oct_params *pp = &x->p->params;
+    return get_opt_i32(x, v, path, k == 0 ? "slab.start" : "slab.end",
+                       k == 0 ? &pp->slab_start : &pp->slab_end);
+}
+
 static oct_err xsec_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml_node_t *v,
                          void *arg)
 {
@@ -753,11 +762,11 @@ static oct_err angio_pair(pctx *x, int k, const char *path, yaml_node_t *key, ya
 
 enum top_key {
     T_GEOMETRY, T_METHODS, T_WINDOW, T_FREQ, T_BACKGROUND, T_MSI, T_ENFACE, T_XSEC, T_SCALE,
-    T_DISPLAY, T_PRODUCTS, T_KLIN, T_DISPERSION, T_CMS, T_ANGIO
+    T_DISPLAY, T_PRODUCTS, T_KLIN, T_DISPERSION, T_CMS, T_ANGIO, T_SLAB
 };
 
 typedef struct top_seen {
-    yaml_node_t *node[T_ANGIO + 1];
+    yaml_node_t *node[T_SLAB + 1];
     window_seen win;
     bg_seen bg;
     msi_seen msi;
@@ -844,6 +853,10 @@ static oct_err top_pair(pctx *x, int k, const char *path, yaml_node_t *key, yaml
     case T_ANGIO: {
         static const char *const keys[] = {"metrics", "bands", "band_width", "align", NULL};
         return walk_map(x, v, path, keys, angio_pair, NULL);
+    }
+    case T_SLAB: {
+        static const char *const keys[] = {"start", "end", NULL};
+        return walk_map(x, v, path, keys, slab_pair, NULL);
     }
     }
     return OCT_OK;
@@ -1070,7 +1083,7 @@ oct_err oct_profile_parse(oct_profile *p, const char *text, size_t len, const ch
         static const char *const keys[] = {"geometry", "methods", "window", "freq_cutoff",
                                            "background", "msi", "enface", "xsec", "scale",
                                            "display", "products", "klin", "dispersion", "cms",
-                                           "angio", NULL}; /* = enum top_key */
+                                           "angio", "slab", NULL}; /* = enum top_key */
         top_seen seen;
         memset(&seen, 0, sizeof seen);
         err = walk_map(&x, root, "", keys, top_pair, &seen);

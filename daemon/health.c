@@ -158,7 +158,7 @@ static void kinds_text(uint32_t bits, char *buf, size_t len)
 {
     size_t o = 0;
     buf[0] = '\0';
-    for (int k = 0; k < OCT_KIND_COUNT && o + 1 < len; k++)
+    for (int k = 0; k < OCT_KIND_ASLAB_FIRST && o + 1 < len; k++) /* 13..: no bits of their own */
         if (bits & OCT_PRODUCT_BIT(k))
             o += (size_t)snprintf(buf + o, len - o, "%s%s", o ? ", " : "", oct_kind_name(k));
 }
@@ -204,6 +204,10 @@ static void compute(octd *d, octd_health *h, uint64_t now)
             }
         }
     }
+    /* angiography (SPEC 10.3) is made of repeated B-scans, from CFD */
+    if (p->angio_metrics && (d->prof.repeats < 2 || !(p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD))))
+        warn(h, "angio.metrics is set but %s: no angiography images are published",
+             d->prof.repeats < 2 ? "the profile has no geometry.repeats >= 2" : "methods has no cfd");
     /* Whatever the reason: frames processed, nothing published for 2 s
      * (counted from the first frame processed after the last image). */
     if (!h->watch_ns || d->published != h->watch_published) {

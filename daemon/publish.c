@@ -145,7 +145,7 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_str(&j, "htype", "octd-image-1");
     octd_json_str(&j, "topic", topic);
     octd_json_str(&j, "kind", oct_kind_name(kind));
-    octd_json_str(&j, "method", oct_method_name(method));
+    octd_json_str(&j, "method", oct_product_method_name(method, kind)); /* en-face angiograms: the metric */
     octd_json_u64(&j, "frame_id", m->frame_id);
     octd_json_u64(&j, "frame_seq", m->frame_seq);
     octd_json_u64(&j, "image_seq", image_seq);
@@ -190,7 +190,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     continue;
                 images++;
                 snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
-                         oct_method_name(method), f32 ? "/f32" : "");
+                         oct_product_method_name(method, kind), f32 ? "/f32" : "");
                 uint64_t seq = p->image_seq[method][kind][f32]++;
                 size_t hlen = image_header(header, sizeof header, topic, method, kind, f32, seq,
                                            img, m, p->spacing_um);

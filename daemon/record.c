@@ -697,10 +697,10 @@ static bool set_layout(octd_rec *r, const oct_products *p)
                 t->kind = k;
                 t->f32 = f;
                 t->dset = -1;
-                snprintf(t->topic, sizeof t->topic, "%s/%s%s", oct_kind_name(k), oct_method_name(m),
+                snprintf(t->topic, sizeof t->topic, "%s/%s%s", oct_kind_name(k), oct_product_method_name(m, k),
                          f ? "/f32" : "");
                 snprintf(t->path, sizeof t->path, "/products/%s/%s%s", oct_kind_name(k),
-                         oct_method_name(m), f ? "_f32" : "");
+                         oct_product_method_name(m, k), f ? "_f32" : "");
                 t->ndim = img->ndim;
                 memcpy(t->shape, img->shape, sizeof t->shape);
                 t->bytes = img->count * (f ? sizeof(float) : 1);

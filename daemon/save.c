@@ -261,7 +261,7 @@ static oct_err write_image(int tfd, int method, int kind, const oct_image *img, 
                            oct_error *e)
 {
     char path[128];
-    const char *kn = oct_kind_name(kind), *mn = oct_method_name(method);
+    const char *kn = oct_kind_name(kind), *mn = oct_product_method_name(method, kind);
     oct_err rc = OCT_OK;
     uint64_t shape[3] = {img->shape[0], img->shape[1], img->ndim > 2 ? img->shape[2] : 0};
     if (kind == OCT_KIND_VOLUME) {

@@ -283,6 +283,24 @@ const oct_angio_config *oct_angio_config_of(const oct_angio *a)
     return &a->c;
 }
 
+void oct_angio_slab(const float *img, size_t st_g, size_t st_n, size_t st_d, uint32_t G,
+                    uint32_t N, int32_t d0, int32_t d1, bool max, float *out, int threads)
+{
+    const int64_t total = (int64_t)G * N;
+    if (threads < 1)
+        threads = omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < total; i++) {
+        const float *p = img + (size_t)(i / N) * st_g + (size_t)(i % N) * st_n;
+        double acc = max ? -INFINITY : 0.0;
+        for (int32_t d = d0; d < d1; d++) {
+            double v = p[(size_t)d * st_d];
+            acc = max ? (v > acc ? v : acc) : acc + v;
+        }
+        out[i] = (float)(max ? acc : acc / (double)(d1 - d0));
+    }
+}
+
 void oct_angio_shifts(const oct_angio *a, float *dz, float *dx)
 {
     for (uint32_t r = 0; r < a->c.repeats; r++) {

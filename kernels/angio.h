@@ -101,6 +101,12 @@ const oct_angio_config *oct_angio_config_of(const oct_angio *a);
 oct_err oct_angio_group(oct_angio *a, const float *A, const float *xt, const oct_angio_out *o,
                         oct_error *e);
 
+/* En-face angiogram (SPEC 10.2 on 10.3): out[g*N + n] = mean (max = false)
+ * or maximum over d0 <= d < d1 of img[g*st_g + n*st_n + d*st_d], for G
+ * groups of N A-scans; d1 > d0.  Summed in double. */
+void oct_angio_slab(const float *img, size_t st_g, size_t st_n, size_t st_d, uint32_t G,
+                    uint32_t N, int32_t d0, int32_t d1, bool max, float *out, int threads);
+
 /* Alignment shifts of the last group (dz, dx per repeat, 0 for repeat 0 and
  * when alignment is off); R floats each. */
 void oct_angio_shifts(const oct_angio *a, float *dz, float *dx);

@@ -1128,7 +1128,7 @@ static oct_err angio_stage(oct_engine *eng, cpu_state *s, const frame_ctx *c, oc
     int64_t st_g = 0;
     for (uint32_t i = 0; i < k->n; i++) {
         const oct_layout *r = k->r[i];
-        if (r->select != OCT_SEL_GROUP)
+        if (r->select != OCT_SEL_GROUP || oct_kind_angio_source(r->kind) >= 0)
             continue;
         o.img[r->kind - OCT_KIND_ANGIO_FIRST] = k->f[i];
         o.stride_n = (size_t)r->st_a, o.stride_d = (size_t)r->st_d, st_g = r->st_l;
@@ -1142,6 +1142,20 @@ static oct_err angio_stage(oct_engine *eng, cpu_state *s, const frame_ctx *c, oc
                                       c->angX ? c->angX + g * per * s->M : NULL, &o, e);
         if (err)
             return oct_error_prefix(e, err, "group %u", g);
+    }
+    /* en-face angiograms: the slab of each metric image, all groups at once */
+    for (uint32_t i = 0; i < k->n; i++) {
+        const oct_layout *r = k->r[i];
+        const int src = oct_kind_angio_source(r->kind);
+        if (src < 0)
+            continue;
+        const float *img = base[src - OCT_KIND_ANGIO_FIRST];
+        const oct_layout *sr = oct_plan_layout(c->pl, OCT_METHOD_CFD, src);
+        if (!img || !sr)
+            return oct_error_set(e, OCT_ESTATE, "cpu: %s/%s without its metric image",
+                                 oct_kind_name(r->kind), oct_kind_name(src));
+        oct_angio_slab(img, (size_t)sr->st_l, (size_t)sr->st_a, (size_t)sr->st_d, G, s->N, r->d0,
+                       r->d1, r->reduce == OCT_REDUCE_MAX, k->f[i], s->threads);
     }
     return OCT_OK;
 }

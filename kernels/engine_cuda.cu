@@ -443,6 +443,24 @@ __global__ void angio_gray_kernel(const float *__restrict__ f, uint8_t *__restri
     if (i < n) u[i] = oct_gray_level(f[i], g);
 }
 
+/* En-face angiogram: pixel i = (g, n) of [G][N] is the mean / max over
+ * d0 <= d < d1 of the metric image (strides of its GROUP layout row); one
+ * thread per pixel, summed in double like the CPU's. */
+__global__ void angio_slab_kernel(const float *__restrict__ img, long long st_g, long long st_n,
+                                  long long st_d, long long n, int N, int d0, int d1, bool max,
+                                  float *__restrict__ out)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float *p = img + (i / N) * st_g + (i % N) * st_n;
+    double acc = max ? -(double)INFINITY : 0.0;
+    for (int d = d0; d < d1; d++) {
+        double v = p[(long long)d * st_d];
+        acc = max ? fmax(acc, v) : acc + v;
+    }
+    out[i] = (float)(max ? acc : acc / (double)(d1 - d0));
+}
+
 /* Angiography (SPEC 10.3) of the frame on the compute stream, once x~ of
  * every spectrum is in d_x (or d_xk with k-linearisation): the GROUP rows
  * of the CFD layout, through angio_cuda.cu (its own R2C of x~ for the CFD
@@ -477,12 +495,27 @@ oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     memset(&o, 0, sizeof o);
     for (uint32_t i = 0; i < pm->nlayout; i++) {
         const oct_layout *r = &pm->layout[i];
-        if (r->select != OCT_SEL_GROUP) continue;
+        if (r->select != OCT_SEL_GROUP || oct_kind_angio_source(r->kind) >= 0) continue;
         o.img[r->kind - OCT_KIND_ANGIO_FIRST] = sl->prod[OCT_METHOD_CFD][r->kind].f;
         o.stride_g = (size_t)r->st_l, o.stride_n = (size_t)r->st_a, o.stride_d = (size_t)r->st_d;
     }
     const float *xt = s->klin_T > 0 ? s->d_xk : s->d_x;
-    TRY(oct_angio_cuda_run(s->ang, NULL, xt, (uint32_t)(s->L / R), &o, e));
+    const uint32_t G = (uint32_t)(s->L / R);
+    TRY(oct_angio_cuda_run(s->ang, NULL, xt, G, &o, e));
+    /* en-face angiograms: the slab of each metric image (before the gray levels) */
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        const int src = oct_kind_angio_source(r->kind);
+        if (src < 0) continue;
+        const oct_layout *sr = oct_plan_layout(eng->plan, OCT_METHOD_CFD, src);
+        if (!sr)
+            return oct_error_set(e, OCT_ESTATE, "cuda: %s/%s without its metric image",
+                                 oct_kind_name(r->kind), oct_kind_name(src));
+        angio_slab_kernel<<<blocks_for((long long)r->count, 256), 256, 0, s->s_comp>>>(
+            sl->prod[OCT_METHOD_CFD][src].f, sr->st_l, sr->st_a, sr->st_d, (long long)r->count,
+            s->N, r->d0, r->d1, r->reduce == OCT_REDUCE_MAX, sl->prod[OCT_METHOD_CFD][r->kind].f);
+        LAUNCHED("angio_slab");
+    }
     for (uint32_t i = 0; i < pm->nlayout; i++) {
         const oct_layout *r = &pm->layout[i];
         if (r->select != OCT_SEL_GROUP) continue;

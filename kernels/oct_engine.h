@@ -115,9 +115,23 @@ enum oct_kind {
     OCT_KIND_SV = 10,
     OCT_KIND_DECOR = 11,
     OCT_KIND_SSADA = 12,
-    OCT_KIND_COUNT = 13
+    /* En-face angiograms (SPEC 10.2 applied to 10.3): [G][N], the mean / max
+     * over depths [slab_start, slab_end) of the metric's image; made when the
+     * metric is in angio_metrics and the slab_mean / slab_max product bit is
+     * set (they have no bit of their own).  Topic and file names put the
+     * metric where other products put the method: slab_max/ssada,
+     * slab_max_ssada.png (oct_product_method_name). */
+    OCT_KIND_SLAB_MEAN_SV = 13,
+    OCT_KIND_SLAB_MAX_SV = 14,
+    OCT_KIND_SLAB_MEAN_DECOR = 15,
+    OCT_KIND_SLAB_MAX_DECOR = 16,
+    OCT_KIND_SLAB_MEAN_SSADA = 17,
+    OCT_KIND_SLAB_MAX_SSADA = 18,
+    OCT_KIND_COUNT = 19
 };
 #define OCT_KIND_ANGIO_FIRST OCT_KIND_STRUCT /* kind = OCT_KIND_ANGIO_FIRST + angio metric */
+#define OCT_KIND_ANGIO_LAST OCT_KIND_SSADA
+#define OCT_KIND_ASLAB_FIRST OCT_KIND_SLAB_MEAN_SV /* en-face angiograms: 13..18 */
 #define OCT_PRODUCT_BIT(k) ((k) < 8 ? 1u << (k) : 1u << ((k) + 1))
 #define OCT_PRODUCT_F32 (1u << 8) /* also deliver float32 intensities */
 #define OCT_PRODUCTS_KNOWN (0xffu | OCT_PRODUCT_F32 | 0x3e00u)
@@ -125,6 +139,13 @@ enum oct_kind {
 /* Names used in topics, files and profiles: "cfd", "msi"; "bscan", "enface", ... */
 const char *oct_method_name(int method);
 const char *oct_kind_name(int kind);
+/* The second part of a product's topic and file name: the method name, or
+ * for an en-face angiogram (kinds 13..18) its metric ("sv", "decor",
+ * "ssada"): topic "<kind name>/<this>", file "<kind name>_<this>.png". */
+const char *oct_product_method_name(int method, int kind);
+/* The angiography kind (OCT_KIND_SV, _DECOR, _SSADA) an en-face angiogram
+ * reduces, or -1 for other kinds. */
+int oct_kind_angio_source(int kind);
 const char *oct_window_name(int window);
 /* Gray class of a product kind (bscan, xsec_h, xsec_v, volume -> OCT_CLASS_BSCAN;
  * slab_mean, slab_max -> OCT_CLASS_ENFACE). */

@@ -51,7 +51,32 @@ static const oct_kind_info kind_table[OCT_KIND_COUNT] = {
     ANGIO_ROW(OCT_KIND_DECOR, "decor"),
     ANGIO_ROW(OCT_KIND_SSADA, "ssada"),
 #undef ANGIO_ROW
+/* En-face angiograms: a RANGE reduce of a GROUP image, made by the
+ * angiography stage after the metrics; the bit is the slab's (no bit of
+ * their own), `source` the metric's kind. */
+#define ASLAB_ROW(kind, name, slab, red, src)                                                      \
+    [kind] = {name, OCT_PRODUCT_BIT(slab), OCT_CLASS_ENFACE, OCT_FRAMES_GROUPS, OCT_SEL_GROUP,    \
+              OCT_DEPTHS_RANGE, red, OCT_SHAPE_GN, OCT_INDEX_RANGE, src}
+    ASLAB_ROW(OCT_KIND_SLAB_MEAN_SV, "slab_mean", OCT_KIND_SLAB_MEAN, OCT_REDUCE_MEAN, OCT_KIND_SV),
+    ASLAB_ROW(OCT_KIND_SLAB_MAX_SV, "slab_max", OCT_KIND_SLAB_MAX, OCT_REDUCE_MAX, OCT_KIND_SV),
+    ASLAB_ROW(OCT_KIND_SLAB_MEAN_DECOR, "slab_mean", OCT_KIND_SLAB_MEAN, OCT_REDUCE_MEAN, OCT_KIND_DECOR),
+    ASLAB_ROW(OCT_KIND_SLAB_MAX_DECOR, "slab_max", OCT_KIND_SLAB_MAX, OCT_REDUCE_MAX, OCT_KIND_DECOR),
+    ASLAB_ROW(OCT_KIND_SLAB_MEAN_SSADA, "slab_mean", OCT_KIND_SLAB_MEAN, OCT_REDUCE_MEAN, OCT_KIND_SSADA),
+    ASLAB_ROW(OCT_KIND_SLAB_MAX_SSADA, "slab_max", OCT_KIND_SLAB_MAX, OCT_REDUCE_MAX, OCT_KIND_SSADA),
+#undef ASLAB_ROW
 };
+
+int oct_kind_angio_source(int kind)
+{
+    const oct_kind_info *k = oct_kind_info_of(kind);
+    return k && k->source ? k->source : -1;
+}
+
+const char *oct_product_method_name(int method, int kind)
+{
+    int src = oct_kind_angio_source(kind);
+    return src >= 0 ? oct_kind_name(src) : oct_method_name(method);
+}
 
 const oct_kind_info *oct_kind_info_of(int kind)
 {
@@ -102,7 +127,7 @@ size_t oct_kind_cap_setup(const oct_setup *s, int method, uint32_t D, int kind)
     const uint32_t R = s->repeats;
     if (method != OCT_METHOD_CFD || R < 2 || s->geom.lines % R)
         return 0;
-    return (size_t)(s->geom.lines / R) * s->geom.ascans * D;
+    return (size_t)(s->geom.lines / R) * s->geom.ascans * (k->shape == OCT_SHAPE_GN ? 1 : D);
 }
 
 size_t oct_kind_cap_indices(uint32_t D, int kind)
@@ -503,9 +528,11 @@ static bool kind_wanted(const oct_engine *eng, const oct_plan *pl, int m, int ki
 {
     const oct_params *p = &pl->params;
     const oct_kind_info *k = &kind_table[kind];
-    if (k->frames == OCT_FRAMES_GROUPS) /* SPEC 10.3: chosen by angio.metrics, CFD only */
+    if (k->frames == OCT_FRAMES_GROUPS) { /* SPEC 10.3: chosen by angio.metrics, CFD only */
+        const int metric = (k->source ? k->source : kind) - OCT_KIND_ANGIO_FIRST;
         return m == OCT_METHOD_CFD && (p->methods & OCT_METHOD_BIT(m)) && eng->setup.repeats >= 2 &&
-               ((p->angio_metrics >> (kind - OCT_KIND_ANGIO_FIRST)) & 1u);
+               ((p->angio_metrics >> metric) & 1u) && (!k->source || (p->products & k->bit));
+    }
     if (!(p->methods & OCT_METHOD_BIT(m)) || eng->depths[m] == 0 || !(p->products & k->bit))
         return false;
     if ((k->frames == OCT_FRAMES_BSCAN) != (eng->setup.geom.lines == 1))
@@ -576,6 +603,10 @@ static void layout_rows(const oct_engine *eng, oct_plan *pl, int m)
             }
             break;
         }
+        case OCT_SHAPE_GN: /* st_l: per group */
+            r->ndim = 2, r->shape[0] = L / eng->setup.repeats, r->shape[1] = N;
+            r->st_l = N, r->st_a = 1, r->st_d = 0;
+            break;
         }
         r->count = (size_t)r->shape[0] * r->shape[1] * (r->ndim == 3 ? r->shape[2] : 1);
         pm->row_of[kind] = (int8_t)pm->nlayout++;

@@ -46,7 +46,9 @@ enum oct_frames { OCT_FRAMES_BSCAN = 0, OCT_FRAMES_VOLUME = 1, OCT_FRAMES_GROUPS
 /* C-order shapes (letters: D depths, N A-scans, L lines, Q en-face depths). */
 /* GROUP: [D][N] for one group (G = L/R = 1), else [G][N][D]; pixel of
  * A-scan a, depth d of group g at g*st_l + a*st_a + d*st_d. */
-enum oct_shape { OCT_SHAPE_DN, OCT_SHAPE_QLN, OCT_SHAPE_LN, OCT_SHAPE_DL, OCT_SHAPE_LND, OCT_SHAPE_GROUP };
+/* GN: [G][N], an en-face angiogram (group g, A-scan a at g*st_l + a). */
+enum oct_shape { OCT_SHAPE_DN, OCT_SHAPE_QLN, OCT_SHAPE_LN, OCT_SHAPE_DL, OCT_SHAPE_LND, OCT_SHAPE_GROUP,
+                 OCT_SHAPE_GN };
 /* What img->indices holds. */
 enum oct_index { OCT_INDEX_NONE, OCT_INDEX_ENFACE, OCT_INDEX_XSEC_H, OCT_INDEX_XSEC_V, OCT_INDEX_RANGE };
 
@@ -60,6 +62,7 @@ typedef struct oct_kind_info {
     int reduce;        /* enum oct_reduce */
     int shape;         /* enum oct_shape */
     int index;         /* enum oct_index */
+    int source;        /* en-face angiogram: the GROUP kind it reduces (else 0) */
 } oct_kind_info;
 
 /* The row of a kind (NULL when unknown). */

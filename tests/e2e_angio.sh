@@ -38,7 +38,8 @@ geometry: {samples: $M, ascans: $N, lines: $((G * R)), sample_type: u16, repeats
 window: {type: hann}
 background: {mode: frame_mean}
 freq_cutoff: 4
-products: [f32]
+products: [f32, slab_mean, slab_max]
+slab: {start: 30, end: 100}
 angio: {metrics: [struct, median, sv, decor, ssada], bands: 3, band_width: 1.2}
 EOF
     rm -rf "$T/o$G" && mkdir -p "$T/o$G"
@@ -46,6 +47,11 @@ EOF
         > "$T/proc$G.log" 2>&1 || fail "octproc $BK G=$G: $(cat "$T/proc$G.log")"
     for m in struct median sv decor ssada; do
         [ -s "$T/o$G/${m}_cfd.png" ] && [ -s "$T/o$G/${m}_cfd.npy" ] || fail "G=$G: no ${m}_cfd files"
+    done
+    for m in sv decor ssada; do  # en-face angiograms: the metric in place of the method
+        for s in slab_mean slab_max; do
+            [ -s "$T/o$G/${s}_${m}.png" ] && [ -s "$T/o$G/${s}_${m}.npy" ] || fail "G=$G: no ${s}_${m} files"
+        done
     done
     "$PYTHON" - "$T" $G $M $N $R <<'EOF' || fail "G=$G: numpy comparison"
 import sys, numpy as np
@@ -79,6 +85,15 @@ for m, r in ref.items():
     err = np.linalg.norm(got - r) / np.linalg.norm(r)
     assert err <= 1e-4, f"{m}: relative L2 {err:.3g} > 1e-4"
     print(f"  G={G} {m}: rel L2 {err:.2e}")
+# en-face angiograms [G][N]: slabs of the float64 metrics over depths [30, 100)
+for m in ("sv", "decor", "ssada"):
+    for s, f in (("slab_mean", np.mean), ("slab_max", np.max)):
+        got = np.load(f"{t}/o{G}/{s}_{m}.npy").astype(np.float64)
+        want = f(ref[m][:, :, 30:100], axis=2)
+        assert got.shape == want.shape, f"{s}_{m}: shape {got.shape}, want {want.shape}"
+        err = np.linalg.norm(got - want) / np.linalg.norm(want)
+        assert err <= 1e-4, f"{s}_{m}: relative L2 {err:.3g} > 1e-4"
+        print(f"  G={G} {s}/{m}: rel L2 {err:.2e}")
 lab = np.load(f"{t}/t{G}.npy")
 s = ref["ssada"]
 ratio = s[lab == 2].mean() / s[lab == 1].mean()

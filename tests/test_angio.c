@@ -778,6 +778,18 @@ START_TEST(t_profile_repeats)
     const char *big = "geometry: {samples: 256, ascans: 10, lines: 130, repeats: 65}\n";
     ck_assert_int_eq(oct_profile_parse(p, big, strlen(big), "c.yaml", &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "repeats"), "%s", e.msg);
+    /* slab: {start, end} (the en-face angiograms' depths) */
+    const char *slab = "geometry: {samples: 256, ascans: 10, lines: 8, repeats: 4}\n"
+                       "products: [slab_max]\nslab: {start: 12, end: 40}\n";
+    ck_assert_msg(oct_profile_parse(p, slab, strlen(slab), "s.yaml", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(p->params.slab_start, 12);
+    ck_assert_int_eq(p->params.slab_end, 40);
+    const char *neg = "slab:\n  start: -3\n";
+    ck_assert_int_eq(oct_profile_parse(p, neg, strlen(neg), "n.yaml", &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "n.yaml:2") && strstr(e.msg, "slab.start"), "%s", e.msg);
+    const char *typo = "slab: {begin: 3}\n";
+    ck_assert_int_eq(oct_profile_parse(p, typo, strlen(typo), "t.yaml", &e), OCT_EPARSE);
+    ck_assert_msg(strstr(e.msg, "begin"), "%s", e.msg);
     free(p);
 }
 END_TEST
@@ -807,11 +819,52 @@ static float *ref_preprocess(const void *fr, const oct_geometry *g, bool frame_m
     return x;
 }
 
+/* The en-face angiograms (kinds 13..18) of out against slabs of the float64
+ * metric images ref[m] ([G][N][D]), depths [d0, d1): direct sums here. */
+static void check_engine_aslab(const oct_products *out, double *const ref[OCT_ANGIO_M_COUNT],
+                               uint32_t N, uint32_t D, uint32_t G, int32_t d0, int32_t d1,
+                               const char *who)
+{
+    static const struct { int kind, metric; bool max; } ks[] = {
+        {OCT_KIND_SLAB_MEAN_SV, OCT_ANGIO_M_SV, false},
+        {OCT_KIND_SLAB_MAX_SV, OCT_ANGIO_M_SV, true},
+        {OCT_KIND_SLAB_MEAN_DECOR, OCT_ANGIO_M_DECOR, false},
+        {OCT_KIND_SLAB_MAX_DECOR, OCT_ANGIO_M_DECOR, true},
+        {OCT_KIND_SLAB_MEAN_SSADA, OCT_ANGIO_M_SSADA, false},
+        {OCT_KIND_SLAB_MAX_SSADA, OCT_ANGIO_M_SSADA, true}};
+    double *want = malloc(sizeof(double) * G * N);
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        const oct_image *im = &out->img[OCT_METHOD_CFD][ks[i].kind];
+        ck_assert_msg(im->present && im->f32 && im->u8, "%s: %s/%s not present", who,
+                      oct_kind_name(ks[i].kind), oct_product_method_name(OCT_METHOD_CFD, ks[i].kind));
+        ck_assert_msg(im->ndim == 2 && im->shape[0] == G && im->shape[1] == N && im->count == (size_t)G * N,
+                      "%s: %s shape %u x %u", who, oct_kind_name(ks[i].kind), im->shape[0], im->shape[1]);
+        ck_assert(im->n_indices == 2 && im->indices[0] == d0 && im->indices[1] == d1);
+        for (uint32_t g = 0; g < G; g++)
+            for (uint32_t n = 0; n < N; n++) {
+                const double *v = ref[ks[i].metric] + ((size_t)g * N + n) * D;
+                double acc = ks[i].max ? v[d0] : 0.0;
+                for (int32_t d = d0; d < d1; d++)
+                    acc = ks[i].max ? (v[d] > acc ? v[d] : acc) : acc + v[d];
+                want[(size_t)g * N + n] = ks[i].max ? acc : acc / (d1 - d0);
+            }
+        char what[128], msg[512];
+        snprintf(what, sizeof what, "%s %s/%s [%d, %d) G=%u", who, oct_kind_name(ks[i].kind),
+                 oct_product_method_name(OCT_METHOD_CFD, ks[i].kind), d0, d1, G);
+        uint32_t shape[3] = {G, N, 1};
+        ck_assert_msg(tu_check_f32(what, im->f32, want, (size_t)G * N, 2, shape, TU_TOL_FP32, msg,
+                                   sizeof msg),
+                      "%s", msg);
+    }
+    free(want);
+}
+
 /* Checks the angiography images of out (CFD kinds 8..12) against the
- * float64 reference of frame x~ (G groups of R x N spectra). */
+ * float64 reference of frame x~ (G groups of R x N spectra); with d1 > d0
+ * also the en-face angiograms of depths [d0, d1). */
 static void check_engine_angio(const oct_products *out, const float *x, uint32_t M, uint32_t N,
                                uint32_t R, uint32_t G, uint32_t F, int K, double width,
-                               const char *who)
+                               int32_t d0, int32_t d1, const char *who)
 {
     const uint32_t D = M / 2 + 1;
     ref_case rc = {M, N, R, F, K, width};
@@ -845,8 +898,11 @@ static void check_engine_angio(const oct_products *out, const float *x, uint32_t
         uint32_t shape[3] = {G, N, D};
         ck_assert_msg(tu_check_f32(what, got, ref[m], img * G, 3, shape, TU_TOL_FP32, msg, sizeof msg),
                       "%s", msg);
-        free(ref[m]);
     }
+    if (d1 > d0)
+        check_engine_aslab(out, ref, N, D, G, d0, d1, who);
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+        free(ref[m]);
     free(got);
     free(A);
 }
@@ -872,7 +928,12 @@ START_TEST(t_engine)
         p.angio_metrics = OCT_ANGIO_METRICS_ALL;
         p.angio_bands = 3;
         p.angio_band_width = 1.3f;
-        p.products |= OCT_PRODUCT_F32;
+        p.products |= OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) |
+                      OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX);
+        /* en-face angiograms: an inner slab, and one clamped to the last depth */
+        const int32_t D = (int32_t)(M / 2 + 1), d0 = ci == 1 ? 2 : 9;
+        const int32_t d1 = ci == 1 ? D : D - 11;
+        p.slab_start = d0, p.slab_end = ci == 1 ? INT32_MAX : d1;
         oct_engine *eng;
         oct_error e = {{0}};
         ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
@@ -881,7 +942,14 @@ START_TEST(t_engine)
         oct_products *out = oct_products_create();
         ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
         float *x = ref_preprocess(frame, &su.geom, ec[ci].mean);
-        check_engine_angio(out, x, M, N, R, G, 3, 3, 1.3, "engine");
+        check_engine_angio(out, x, M, N, R, G, 3, 3, 1.3, d0, d1, "engine");
+        ck_assert_str_eq(oct_kind_name(OCT_KIND_SLAB_MAX_SSADA), "slab_max");
+        ck_assert_str_eq(oct_product_method_name(OCT_METHOD_CFD, OCT_KIND_SLAB_MAX_SSADA), "ssada");
+        ck_assert_str_eq(oct_product_method_name(OCT_METHOD_CFD, OCT_KIND_SLAB_MEAN_SV), "sv");
+        ck_assert_str_eq(oct_product_method_name(OCT_METHOD_MSI, OCT_KIND_SLAB_MAX), "msi");
+        ck_assert_int_eq(oct_kind_class(OCT_KIND_SLAB_MEAN_DECOR), OCT_CLASS_ENFACE);
+        ck_assert_int_eq(oct_kind_angio_source(OCT_KIND_SLAB_MEAN_DECOR), OCT_KIND_DECOR);
+        ck_assert_int_eq(oct_kind_angio_source(OCT_KIND_SLAB_MAX), -1);
         ck_assert_str_eq(oct_kind_name(OCT_KIND_SSADA), "ssada");
         ck_assert_int_eq(oct_kind_class(OCT_KIND_DECOR), OCT_CLASS_BSCAN);
         /* live change: only decor; the others are no longer produced */
@@ -891,6 +959,20 @@ START_TEST(t_engine)
         ck_assert(out->img[OCT_METHOD_CFD][OCT_KIND_DECOR].present);
         ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_SSADA].present);
         ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_STRUCT].present);
+        ck_assert(out->img[OCT_METHOD_CFD][OCT_KIND_SLAB_MAX_DECOR].present);
+        ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_SLAB_MAX_SSADA].present);
+        ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_SLAB_MEAN_SV].present);
+        /* no slab product bit: no en-face angiogram */
+        p.products &= ~OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX);
+        ck_assert_msg(oct_engine_set_params(eng, &p, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_process(eng, frame, bytes, out, &e) == OCT_OK, "%s", e.msg);
+        ck_assert(out->img[OCT_METHOD_CFD][OCT_KIND_SLAB_MEAN_DECOR].present);
+        ck_assert(!out->img[OCT_METHOD_CFD][OCT_KIND_SLAB_MAX_DECOR].present);
+        /* an empty slab is refused by name */
+        oct_params q = p;
+        q.slab_start = 40, q.slab_end = 40;
+        ck_assert_int_eq(oct_engine_set_params(eng, &q, &e), OCT_EINVAL);
+        ck_assert_msg(strstr(e.msg, "slab.end"), "%s", e.msg);
         /* bad values are refused by name, the old ones stay */
         p.angio_bands = 0;
         ck_assert_int_eq(oct_engine_set_params(eng, &p, &e), OCT_EINVAL);
@@ -1024,7 +1106,10 @@ START_TEST(t_cuda_engine)
         p.angio_metrics = OCT_ANGIO_METRICS_ALL;
         p.angio_bands = 3;
         p.angio_band_width = 1.3f;
-        p.products |= OCT_PRODUCT_F32;
+        p.products |= OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN) |
+                      OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX);
+        const int32_t d0 = 4 + (int32_t)ci, d1 = (int32_t)D - 3;
+        p.slab_start = d0, p.slab_end = d1;
         size_t bytes;
         void *frame = tu_frame_random(&su.geom, 700 + ci, &bytes);
         oct_products *out[2];
@@ -1044,17 +1129,19 @@ START_TEST(t_cuda_engine)
             oct_engine_destroy(eng);
         }
         float *x = ref_preprocess(frame, &su.geom, true);
-        check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, "cpu engine");
-        check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, "cuda engine");
+        check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cpu engine");
+        check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine");
         free(x);
-        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
-            const oct_image *a = &out[0]->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
-            const oct_image *b = &out[1]->img[OCT_METHOD_CFD][OCT_KIND_ANGIO_FIRST + m];
+        for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++) {
+            const int m = k <= OCT_KIND_ANGIO_LAST ? k - OCT_KIND_ANGIO_FIRST
+                                                   : oct_kind_angio_source(k) - OCT_KIND_ANGIO_FIRST;
+            const oct_image *a = &out[0]->img[OCT_METHOD_CFD][k];
+            const oct_image *b = &out[1]->img[OCT_METHOD_CFD][k];
             ck_assert_msg(a->present && b->present && a->count == b->count &&
-                              a->count == (size_t)G * N * D,
+                              a->count == (size_t)G * N * (k <= OCT_KIND_ANGIO_LAST ? D : 1),
                           "%s: present %d/%d", oct_angio_metric_name(m), a->present, b->present);
             char what[96], msg[512];
-            snprintf(what, sizeof what, "cuda vs cpu engine %s M=%u R=%u G=%u",
+            snprintf(what, sizeof what, "cuda vs cpu engine %s/%s M=%u R=%u G=%u", oct_kind_name(k),
                      oct_angio_metric_name(m), M, R, G);
             ck_assert_msg(tu_check_gray_pair(what, b->u8, a->u8, a->count, a->ndim, a->shape, msg,
                                              sizeof msg),

@@ -750,7 +750,7 @@ START_TEST(test_names_and_defaults)
     ck_assert_str_eq(oct_method_name(OCT_METHOD_MSI), "msi");
     ck_assert_str_eq(oct_kind_name(OCT_KIND_XSEC_V), "xsec_v");
     ck_assert_str_eq(oct_window_name(OCT_WINDOW_TUKEY), "tukey");
-    ck_assert_str_eq(oct_kind_name(17), "unknown");
+    ck_assert_str_eq(oct_kind_name(OCT_KIND_COUNT), "unknown");
     ck_assert_int_eq(oct_kind_class(OCT_KIND_VOLUME), OCT_CLASS_BSCAN);
     ck_assert_int_eq(oct_kind_class(OCT_KIND_CONFOCAL), OCT_CLASS_CONFOCAL);
     oct_params p;

@@ -66,6 +66,23 @@ START_TEST(test_kind_table)
         ck_assert_uint_eq(oct_kind_info_of(k)->bit, oct_kind_bit(k));
     }
     ck_assert_ptr_null(oct_kind_info_of(OCT_KIND_COUNT));
+    /* en-face angiograms: the slab kinds' names and bits, the metric as method part */
+    ck_assert_str_eq(oct_kind_name(OCT_KIND_SLAB_MAX_SSADA), "slab_max");
+    ck_assert_str_eq(oct_kind_name(OCT_KIND_SLAB_MEAN_SV), "slab_mean");
+    ck_assert_uint_eq(oct_kind_bit(OCT_KIND_SLAB_MAX_DECOR), OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX));
+    ck_assert_uint_eq(oct_kind_bit(OCT_KIND_SLAB_MEAN_SSADA), OCT_PRODUCT_BIT(OCT_KIND_SLAB_MEAN));
+    ck_assert_str_eq(oct_product_method_name(OCT_METHOD_CFD, OCT_KIND_SLAB_MEAN_DECOR), "decor");
+    ck_assert_str_eq(oct_product_method_name(OCT_METHOD_CMS, OCT_KIND_BSCAN), "cms");
+    {
+        oct_setup su;
+        oct_setup_default(&su);
+        su.geom = (oct_geometry){128, 5, 12, OCT_SAMPLE_U16, 0};
+        su.repeats = 4;
+        ck_assert_uint_eq(oct_kind_cap_setup(&su, OCT_METHOD_CFD, 65, OCT_KIND_SLAB_MAX_SSADA), 3 * 5);
+        ck_assert_uint_eq(oct_kind_cap_setup(&su, OCT_METHOD_CFD, 65, OCT_KIND_SSADA), 3 * 5 * 65);
+        ck_assert_uint_eq(oct_kind_cap_setup(&su, OCT_METHOD_MSI, 65, OCT_KIND_SLAB_MAX_SSADA), 0);
+        ck_assert_uint_eq(oct_kind_cap_indices(65, OCT_KIND_SLAB_MEAN_SV), 2);
+    }
     /* pool capacities: volume frames only for the volume kinds, D for the slots */
     const oct_geometry vol = {128, 5, 3, OCT_SAMPLE_U16, 0}, bs = {128, 5, 1, OCT_SAMPLE_U16, 0};
     ck_assert_uint_eq(oct_kind_cap(&vol, 65, OCT_KIND_SLAB_MAX), 15);

@@ -12,6 +12,10 @@
  *                  engine (--backend): conversion, frame-mean background,
  *                  Hann window, CFD and the angiography stage in one call
  *                  (CUDA: wall time with copies, and device time)
+ *   angio-slab     a volume frame of G positions x R = 4 repeats through the
+ *                  engine with the en-face angiograms slab_max/decor and
+ *                  slab_max/ssada over the vessel (and slab_max/cfd):
+ *                  256 x 304 positions on CUDA or with --only, else 16 x 64
  *   angio-physics  ssada/decor/sv scores against the phantom's truth
  *                  (R = 4): vessel / static tissue, en-face slab_max CNR
  * The input is hann . (x - frame mean) of the phantom, as the engine's
@@ -202,19 +206,23 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
     return 0;
 }
 
-static int engine_group(const octbench_opts *o, FILE *json)
+/* One raw frame of G groups through the engine; slabs: also the en-face
+ * angiograms slab_max/decor, slab_max/ssada (and slab_max/cfd) over the
+ * phantom's vessel depths. */
+static int engine_group(const octbench_opts *o, FILE *json, const char *name, uint32_t N,
+                        uint32_t G, bool slabs)
 {
-    const uint32_t M = 1024, N = 500, R = 4;
+    const uint32_t M = 1024, R = 4;
     sim_flow f;
-    sim_flow_default(&f, M, N, 1, R);
+    sim_flow_default(&f, M, N, G, R);
     oct_setup su;
     oct_setup_default(&su);
-    su.geom = (oct_geometry){M, N, R, OCT_SAMPLE_U16, 0};
+    su.geom = (oct_geometry){M, N, R * G, OCT_SAMPLE_U16, 0};
     su.backend = o->backend;
     su.threads = o->threads;
     su.repeats = R;
     su.flags = o->quick ? OCT_SETUP_QUICK_PLAN : 0;
-    const size_t bytes = (size_t)M * N * R * 2;
+    const size_t bytes = (size_t)M * N * R * G * 2;
     uint16_t *frame = malloc(bytes);
     oct_error e;
     if (!frame || sim_flow_frame(&f, frame, NULL, &e)) {
@@ -225,11 +233,16 @@ static int engine_group(const octbench_opts *o, FILE *json)
     oct_params_default(&p);
     p.background = OCT_BG_FRAME_MEAN;
     p.freq_cutoff = 4;
-    p.products = 0; /* only the angiography */
+    p.products = slabs ? OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX) : 0; /* only the angiography */
     p.angio_metrics = OCT_ANGIO_STRUCT | OCT_ANGIO_DECOR | OCT_ANGIO_SSADA;
+    if (slabs) {
+        uint32_t d0, d1;
+        sim_flow_slab(&f, &d0, &d1);
+        p.slab_start = (int32_t)d0, p.slab_end = (int32_t)d1;
+    }
     oct_engine *eng;
     if (oct_engine_create(&eng, &su, &p, &e)) {
-        fprintf(stderr, "octbench angio-engine: %s\n", e.msg);
+        fprintf(stderr, "octbench %s: %s\n", name, e.msg);
         free(frame);
         return -1;
     }
@@ -244,7 +257,7 @@ static int engine_group(const octbench_opts *o, FILE *json)
             c0 = cpu_ms();
         double t0 = now_ms();
         if (oct_engine_process(eng, frame, bytes, out, &e)) {
-            fprintf(stderr, "octbench angio-engine: %s\n", e.msg);
+            fprintf(stderr, "octbench %s: %s\n", name, e.msg);
             rc = -1;
             break;
         }
@@ -263,17 +276,19 @@ static int engine_group(const octbench_opts *o, FILE *json)
         for (int k = 0; k < 5; k++)
             qsort(t + k * reps, reps, sizeof(double), cmp_d);
         const char *bn = oct_engine_backend_name(eng);
-        printf("angio-engine   %-4s %ux%ux%u u16 frame, struct+decor+ssada: %.2f ms per group "
+        printf("%-14s %-4s %ux%ux%ux%u u16 frame, struct+decor+ssada%s: %.2f ms per frame "
                "(min %.2f, cpu %.2f ms; median of %d; convert %.2f, CFD %.2f, products %.2f, "
                "device %.3f)\n",
-               bn, R, N, M, t[reps / 2], t[0], cpu_per, reps, t[reps + reps / 2],
+               name, bn, G, R, N, M, slabs ? "+slab_max" : "", t[reps / 2], t[0], cpu_per, reps,
+               t[reps + reps / 2],
                t[2 * reps + reps / 2], t[3 * reps + reps / 2], t[4 * reps + reps / 2]);
         if (json)
             fprintf(json,
-                    "{\"part\":\"angio\",\"workload\":\"angio-engine\",\"backend\":\"%s\","
-                    "\"samples\":%u,\"ascans\":%u,\"repeats\":%u,\"total_ms\":%.3f,"
-                    "\"min_ms\":%.3f,\"cpu_ms\":%.3f,\"device_ms\":%.4f}\n",
-                    bn, M, N, R, t[reps / 2], t[0], cpu_per, t[4 * reps + reps / 2]);
+                    "{\"part\":\"angio\",\"workload\":\"%s\",\"backend\":\"%s\","
+                    "\"samples\":%u,\"ascans\":%u,\"repeats\":%u,\"groups\":%u,\"slabs\":%s,"
+                    "\"total_ms\":%.3f,\"min_ms\":%.3f,\"cpu_ms\":%.3f,\"device_ms\":%.4f}\n",
+                    name, bn, M, N, R, G, slabs ? "true" : "false", t[reps / 2], t[0], cpu_per,
+                    t[4 * reps + reps / 2]);
     }
     free(t);
     free(frame);
@@ -365,7 +380,14 @@ int octbench_angio(const octbench_opts *o)
     }
     if (!only || !strcmp(only, "angio-engine")) {
         ran++;
-        rc |= engine_group(o, json);
+        rc |= engine_group(o, json, "angio-engine", N, 1, false);
+    }
+    /* the volume with its en-face angiograms through the engine: 256 x 304
+     * positions on CUDA (or with --only), else (and --quick) 16 x 64 */
+    if (!only || !strcmp(only, "angio-slab")) {
+        ran++;
+        const bool big = (cuda || only) && !o->quick;
+        rc |= engine_group(o, json, "angio-slab", big ? 304 : 64, big ? 256 : 16, true);
     }
     if ((only && !strcmp(only, "angio-volume")) || (!only && cuda)) {
         ran++;
@@ -407,7 +429,7 @@ int octbench_angio(const octbench_opts *o)
     }
     if (!ran) {
         fprintf(stderr, "octbench: no angio workload named '%s' (angio-bscan, angio-align, "
-                        "angio-engine, angio-volume, angio-physics)\n",
+                        "angio-engine, angio-slab, angio-volume, angio-physics)\n",
                 only);
         rc = -1;
     }

@@ -437,9 +437,9 @@ const char *const *octbench_only_names(void)
         "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan",
         /* bench_register.c, bench_angio.c */
         "register", "register-512", "angio", "angio-bscan", "angio-align", "angio-engine",
-        "angio-volume", "angio-physics"};
-    if (!names[16]) {
-        size_t n = 16;
+        "angio-slab", "angio-volume", "angio-physics"};
+    if (!names[17]) {
+        size_t n = 17;
         for (size_t i = 0; i < sizeof workloads / sizeof workloads[0] && n + 1 < sizeof names / sizeof *names; i++)
             names[n++] = workloads[i].name;
 #ifdef OCT_HAVE_CUDA

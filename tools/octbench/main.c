@@ -53,7 +53,7 @@ static void usage(FILE *f)
             "                           (engine, ipc, e2e); register, register-512: volume\n"
             "                           registration on simulated motion (issue 17); angio\n"
             "                           (issue 18: angio-bscan, angio-align, angio-engine,\n"
-            "                           angio-volume, angio-physics)\n"
+            "                           angio-slab, angio-volume, angio-physics)\n"
             "  --quick                  small sizes, few reps (smoke test)\n"
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"

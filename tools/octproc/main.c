@@ -53,6 +53,8 @@ static void usage(FILE *f)
             "  dispersion: {a2: 0.0, a3: 0.0, k0: 0.5}\n"
             "  background: {mode: rolling, frames: 16} | {mode: fpn, segment: 50}\n"
             "  cms: {calibration: cal.npy, depths: [z1, z2, ...], grid: {start, step, count}}\n"
+            "  slab: {start: d0, end: d1}    depths of slab_mean / slab_max\n"
+            "  angio: {metrics: [struct, median, sv, decor, ssada], bands: 4, band_width: 1.0}\n"
             "\n"
             "Files per frame, for each method (cfd, msi, cms) and product of the profile:\n"
             "  <kind>_<method>.png        8-bit gray image (bscan, confocal, xsec_h, xsec_v,\n"
@@ -62,6 +64,10 @@ static void usage(FILE *f)
             "  volume_<method>.png        the volume as (L*N) rows x D columns\n"
             "  <kind>_<method>.npy        float32 intensities in the message shape\n"
             "                             (en-face [Q, L, N]) when products has f32\n"
+            "  <metric>_cfd.png / .npy    angiography (geometry.repeats >= 2, angio.metrics):\n"
+            "                             struct, median, sv, decor, ssada\n"
+            "  slab_mean_<metric>.png     en-face angiograms [G, N] of sv, decor, ssada\n"
+            "  slab_max_<metric>.png      (products slab_mean / slab_max; .npy with f32)\n"
             "\n"
             "Registration (motion correction; MATH.md, README \"Volume registration\"):\n"
             "  --register REF.npy registers every target volume of --input against REF and\n"
@@ -141,7 +147,7 @@ static oct_err write_products(const oct_products *pr, bool want_f32, const char 
             const oct_image *img = &pr->img[m][k];
             if (!img->present)
                 continue;
-            const char *kn = oct_kind_name(k), *mn = oct_method_name(m);
+            const char *kn = oct_kind_name(k), *mn = oct_product_method_name(m, k);
             if (img->ndim == 2) {
                 if ((err = out_path(path, sizeof path, e, "%s/%s_%s.png", dir, kn, mn)))
                     return err;

@@ -49,6 +49,11 @@ const PANELS = [
   { title: 'Cross-section (A-scan column)', kinds: ['xsec_v'] },
   { title: 'Slab', kinds: ['slab_mean', 'slab_max'], click: true },
 ];
+// En-face angiograms (slab_max/ssada, slab_mean/decor, ...: the metric in
+// place of the method) have one row per position of R repeated lines, not
+// per line: no cross-section lines to click on or draw there.
+const ANGIO_METRICS = ['struct', 'median', 'sv', 'decor', 'ssada'];
+const perGroup = (topic) => ANGIO_METRICS.includes((topic || '').split('/')[1]);
 let selected = 0;                     // the panel of the histogram
 
 // Physical pixel size [rows, cols] in µm from the header's spacing_um
@@ -166,7 +171,7 @@ class Panel {
     const g = this.geom, c = this.overlay, ctx = c.getContext('2d'), r = window.devicePixelRatio || 1;
     ctx.clearRect(0, 0, c.width, c.height);
     ctx.save(); ctx.scale(r, r);
-    if (this.def.click) {             // the cross-section lines: xsec.h_index (line), xsec.v_index (A-scan)
+    if (this.def.click && !perGroup(this.topic)) { // the cross-section lines: xsec.h_index (line), xsec.v_index (A-scan)
       const hi = +O.values['xsec.h_index'], vi = +O.values['xsec.v_index'];
       ctx.strokeStyle = 'rgba(255,80,80,.85)'; ctx.lineWidth = 1;
       if (hi >= 0 && hi < g.orows) { const y = (hi + 0.5) * g.dh / g.orows; ctx.beginPath(); ctx.moveTo(0, y); ctx.lineTo(g.dw, y); ctx.stroke(); }
@@ -184,7 +189,7 @@ class Panel {
     ctx.restore();
   }
   click(ev) {
-    if (!this.def.click || !this.geom || O.role !== 'operator') return;
+    if (!this.def.click || !this.geom || O.role !== 'operator' || perGroup(this.topic)) return;
     const rect = this.canvas.getBoundingClientRect(), g = this.geom;
     const row = Math.floor((ev.clientY - rect.top) / rect.height * g.orows);
     const col = Math.floor((ev.clientX - rect.left) / rect.width * g.ocols);
