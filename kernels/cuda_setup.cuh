@@ -131,6 +131,7 @@ struct CudaState {
     /* intra-frame pipeline: parts per frame (1 = off) and the R2C plan of
      * one part's spectra (CFD stream, plan_x's work area) */
     int parts;
+    int last_nparts; /* parts of the last submitted frame (oct_cuda_last_parts) */
     cufftHandle plan_xp;
     bool have_plan_xp;
 

@@ -632,6 +632,8 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->parts < 0 || ct->parts > 8)
         return oct_error_set(e, OCT_EINVAL, "cuda.parts = %d: must be in [0, 8] (0 = auto, 1 = off)",
                              ct->parts);
+    if (ct->parts_ext < 0 || ct->parts_ext > 1)
+        return oct_error_set(e, OCT_EINVAL, "cuda.parts_ext = %d: must be 0 or 1", ct->parts_ext);
     if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
                              "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,

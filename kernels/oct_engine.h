@@ -216,6 +216,10 @@ typedef struct oct_cuda_tuning {
     double gemm_chunk_mb;  /* MSI GEMM output chunk: 0 = ~3/4 of L2, < 0 = the whole frame */
     int parts;             /* intra-frame pipeline parts of a volume: 0 = auto, 1 = off, <= 8 */
     int64_t c2r_batch;     /* FFT-path MSI C2R batch (spectra x masks): 0 = ~64 MiB */
+    /* 1: the intra-frame pipeline also with k-linearisation, dispersion and
+     * the frame-mean / rolling backgrounds (issue 19.3; off until verified on
+     * a GPU); 0 = only without them */
+    int parts_ext;
 } oct_cuda_tuning;
 
 typedef struct oct_setup {

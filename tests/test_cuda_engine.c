@@ -251,6 +251,7 @@ static void fixture_free(fixture *f)
 /* Intra-frame pipeline parts for the engines make_engine() creates
  * (setup.cuda.parts; 0 = the engine's choice). */
 static int g_parts;
+static int g_parts_ext; /* setup.cuda.parts_ext of make_engine() */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -325,6 +326,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     oct_setup s = f->setup;
     s.backend = b;
     s.cuda.parts = g_parts;
+    s.cuda.parts_ext = g_parts_ext;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -823,6 +825,83 @@ START_TEST(t_parts)
 }
 END_TEST
 
+/* Issue 19.3: the intra-frame pipeline with setup.cuda.parts_ext: k-lin and
+ * dispersion per part (PARTS_ALL), frame-mean / rolling column sums per part
+ * with the rest after the last (PARTS_BG), FPN whole.  Every product of
+ * every variant against the float64 reference, and oct_cuda_last_parts()
+ * shows which frames really went through the parts (so a variant that
+ * silently fell back would fail). */
+START_TEST(t_parts_ext)
+{
+    g_parts = 4;
+    g_parts_ext = 1;
+    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
+    fixture f;
+    fixture_make(&f, c, 4713);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_parts = 0;
+    g_parts_ext = 0;
+    const uint32_t M = c->g.samples;
+    size_t total = (f.bytes + 4095) & ~(size_t)4095;
+    uint8_t *buf = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+    memcpy(buf, f.frame, f.bytes);
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    if (err == OCT_OK) {
+        oct_products *out = oct_products_create();
+        const uint32_t all = OCT_PRODUCTS_KNOWN, nov = OCT_PRODUCTS_KNOWN & ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+        /* methods: 1 CFD, 2 MSI, 3 both; klin: 0 off; parts: expected oct_cuda_last_parts */
+        static const struct {
+            const char *what;
+            uint32_t methods, bg, klin;
+            int taps, bgp;
+            bool disp, volume;
+            int parts;
+        } v[] = {
+            {"k-lin sinc 21, no background", 3, OCT_BG_NONE, OCT_KLIN_SINC, 21, 0, false, false, 4},
+            {"k-lin cubic + dispersion, reference, volume", 3, OCT_BG_REFERENCE, OCT_KLIN_CUBIC, 4, 0, true, true, 4},
+            {"dispersion only, cfd only", 1, OCT_BG_NONE, OCT_KLIN_OFF, 0, 0, true, false, 4},
+            {"frame-mean", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, 0, 0, false, false, 4},
+            {"frame-mean + k-lin linear + dispersion, volume", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_LINEAR, 2, 0, true,
+             true, 4},
+            {"rolling K=3 (same frame)", 3, OCT_BG_ROLLING, OCT_KLIN_OFF, 0, 3, false, false, 4},
+            {"rolling K=2 + k-lin sinc 11, msi only", 2, OCT_BG_ROLLING, OCT_KLIN_SINC, 11, 2, false, true, 4},
+            {"fpn (whole frame)", 3, OCT_BG_FPN, OCT_KLIN_SINC, 21, 12, true, false, 1},
+        };
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            oct_params p = f.p;
+            p.methods = v[i].methods;
+            p.background = v[i].bg;
+            p.background_param = v[i].bgp;
+            p.klin = v[i].klin;
+            if (v[i].klin == OCT_KLIN_SINC) p.klin_taps = v[i].taps;
+            p.klin_source = OCT_KLIN_POLY;
+            p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+            if (v[i].disp) p.disp_a2 = 30.0f, p.disp_a3 = -20.0f, p.disp_k0 = 0.45f;
+            p.products = v[i].volume ? all : nov;
+            ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+            char label[128];
+            /* twice: the rolling history then holds two frames (of the same data) */
+            for (int rep = 0; rep < 2; rep++) {
+                snprintf(label, sizeof label, "parts_ext: %s (frame %d)", v[i].what, rep);
+                run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, buf);
+                ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].parts, "%s: %d parts, expected %d", label,
+                              oct_cuda_last_parts(gpu), v[i].parts);
+            }
+        }
+        oct_products_destroy(out);
+        oct_engine_unregister_host(gpu, buf);
+    } else {
+        printf("cuda: t_parts_ext: register_host: %s (parts not exercised)\n", e.msg);
+    }
+    oct_engine_destroy(gpu);
+    free(buf);
+    fixture_free(&f);
+}
+END_TEST
+
 START_TEST(t_pipeline_errors)
 {
     tcase_cfg c = g_cfgs[6];
@@ -1241,6 +1320,7 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_parts);
+    tcase_add_test(tc, t_parts_ext);
     tcase_add_test(tc, t_pipeline_errors);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);

@@ -77,6 +77,8 @@ static void usage(FILE *f)
             "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
             "                           negative = the whole frame in one chunk)\n"
             "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
+            "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
+            "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
@@ -88,7 +90,7 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_PARTS_EXT };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -103,6 +105,7 @@ int main(int argc, char **argv)
         {"gemm", required_argument, 0, O_GEMM},
         {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
         {"cuda-parts", required_argument, 0, O_PARTS},
+        {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
@@ -132,6 +135,9 @@ int main(int argc, char **argv)
             o.cuda.gemm_chunk_mb = v;
             break;
         }
+        case O_PARTS_EXT:
+            o.cuda.parts_ext = 1;
+            break;
         case O_PARTS:
         case O_C2R: {
             long long v = strtoll(optarg, &end, 10);
