@@ -7,6 +7,7 @@
 #define OCT_CUDA_KERNELS_CUH
 
 #include <climits>
+#include <cuda_fp16.h>
 #include <cstdint>
 
 #include "formulas.h"
@@ -66,12 +67,37 @@ __device__ __forceinline__ void store_split(float *dst, long long j, int n, int 
     p[2 * M4] = lo;
 }
 
+/* Split FP16 (issue 19.4): v = sc*a (sc a power of two, exact); hi =
+ * fp16(v), lo = fp16(v - hi); [hi | hi | lo] as store_split.  sc keeps
+ * |v| <= 2^14 (no overflow: fp16 max 65504); lo is >= 2^-24 apart (fp16
+ * subnormals), i.e. 2^-38 of the range: the split is exact to ~2^-22 of
+ * each value, as the TF32 split. */
+__device__ __forceinline__ void store_split_h(__half *dst, long long j, int n, int M, float4 o, float sc)
+{
+    float v[4] = {o.x * sc, o.y * sc, o.z * sc, o.w * sc};
+    __half hi[4], lo[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        hi[k] = __float2half_rn(v[k]);
+        lo[k] = __float2half_rn(v[k] - __half2float(hi[k]));
+    }
+    __half2 *p = reinterpret_cast<__half2 *>(dst + j * 3 * M + n); /* n % 4 == 0: 8-byte aligned */
+    int M2 = M / 2;
+    p[0] = __halves2half2(hi[0], hi[1]);
+    p[1] = __halves2half2(hi[2], hi[3]);
+    p[M2] = p[0];
+    p[M2 + 1] = p[1];
+    p[2 * M2] = __halves2half2(lo[0], lo[1]);
+    p[2 * M2 + 1] = __halves2half2(lo[2], lo[3]);
+}
+
 template <typename T>
 __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
                                float *__restrict__ x3, float *__restrict__ xp,
                                float *__restrict__ xp3, long long n4, int M, int sh,
                                const float *__restrict__ w, const float *__restrict__ bg,
-                               int *__restrict__ bad, long long jbase)
+                               int *__restrict__ bad, long long jbase, __half *__restrict__ x3h,
+                               float hsc)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
@@ -91,6 +117,7 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
     }
     if (x) reinterpret_cast<float4 *>(x)[i] = o;
     if (x3) store_split(x3, j, n, M, o);
+    if (x3h) store_split_h(x3h, j, n, M, o, hsc);
     if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
     if (xp3) store_split(xp3, j, n, M, d);
 }
@@ -280,6 +307,27 @@ __global__ void build_matrix_kernel(const float *__restrict__ mf, int M, const i
         v = part == 1 ? tf32_round(v - hi) : hi;
     }
     B[i] = v;
+}
+
+/* The MSI matrix as split FP16 (as build_matrix_kernel with split, parts
+ * [hi | lo | hi] of sc * mask, sc a power of two keeping |sc * mask| <= 2^14). */
+__global__ void build_matrix16_kernel(const float *__restrict__ mf, int M, const int *__restrict__ ridx,
+                                      int nslots, int nl, int W1, float sc, __half *__restrict__ B)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = 3 * M;
+    long long total = (long long)nslots * nl * kM;
+    if (i >= total) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int li = (int)(c % nl);
+    int s = (int)(c / nl);
+    int r = ridx ? ridx[s] : s;
+    int l = W1 + li;
+    float v = sc * mf[(long long)r * M + ((n - l) & (M - 1))];
+    __half hi = __float2half_rn(v);
+    B[i] = part == 1 ? __float2half_rn(v - __half2float(hi)) : hi;
 }
 
 /* Y[(jl*nr + s)*K + k] = X[row(jl)*K + k] * conj(Mf[r(s)*K + k]) (FFT path). */

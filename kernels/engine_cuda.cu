@@ -212,8 +212,12 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
     } else {
         long long tot = (long long)n * s->kM;
         const float *src = s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x;
-        gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            src, s->kM, s->N, h, v, *nh, n, s->d_xg);
+        if (s->h16)
+            gather_xsec_kernel<__half><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                (const __half *)s->d_x3, s->kM, s->N, h, v, *nh, n, (__half *)s->d_xg);
+        else
+            gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                src, s->kM, s->N, h, v, *nh, n, s->d_xg);
     }
     LAUNCHED("gather");
     return OCT_OK;
@@ -277,7 +281,16 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
         for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
             long long nj = std::min(cs, jbase + nrows - j0);
             /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
-            if (s->gemm_mode == GEMM_SGEMM)
+            if (s->h16) {
+                /* split FP16: [hi | lo | hi] . [hi ; hi ; lo] of the scaled
+                 * operands, FP32 accumulation; alpha (a power of two) undoes
+                 * the scales exactly */
+                const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
+                const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
+                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &alpha, Ah, CUDA_R_16F,
+                                  kM, Xh + j0 * kM, CUDA_R_16F, kM, &zero, s->d_C, CUDA_R_32F, ncol,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            } else if (s->gemm_mode == GEMM_SGEMM)
                 BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
                                  kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
             else /* TF32 tensor cores; the split operands are exact TF32 values */
@@ -558,7 +571,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool split = s->gemm_mode == GEMM_SPLIT;
     bool msplit = msi && !fft_path && split;
     float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
-    float *x3 = msplit ? s->d_x3 : NULL;
+    float *x3 = msplit && !s->h16 ? s->d_x3 : NULL;
+    __half *x3h = msplit && s->h16 ? (__half *)s->d_x3 : NULL; /* split FP16 parts */
     float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
     float *xp3 = cms && split ? s->d_xp3 : NULL;
     CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
@@ -591,18 +605,19 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         unsigned nb = blocks_for(n4, 256);
         float *px = x ? x + o : NULL, *px3 = x3 ? x3 + o3 : NULL, *pxp = xp ? xp + o : NULL,
               *pxp3 = xp3 ? xp3 + o3 : NULL;
+        __half *px3h = x3h ? x3h + o3 : NULL;
         switch (g->sample_type) {
         case OCT_SAMPLE_U16:
             convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         case OCT_SAMPLE_I16:
             convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         default:
             convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0);
+                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         }
         LAUNCHED("convert");
@@ -660,7 +675,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         double ns = (double)s->S * s->M, in = (double)s->frame_bytes;
         bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
         sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
-                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)));
+                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)) +
+                                                       6.0 * (x3h != NULL));
     }
     if (commit) {
         roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
@@ -1201,7 +1217,7 @@ const char *oct_cuda_gemm_name(const oct_engine *eng)
 {
     if (!is_cuda(eng)) return "none";
     if (ST(eng)->R == 0 || ST(eng)->path != OCT_MSI_GEMM) return "none";
-    return gemm_names[ST(eng)->gemm_mode];
+    return ST(eng)->h16 ? "3xfp16" : gemm_names[ST(eng)->gemm_mode];
 }
 
 oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_stage_times *t,

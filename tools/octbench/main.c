@@ -73,7 +73,8 @@ static void usage(FILE *f)
             "                           all) one paced at 90%% of the rate without them\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "CUDA tuning of the engine workloads (defaults: the engine's own choice):\n"
-            "  --gemm sgemm|3xtf32      fp32 MSI matrix product (default 3xtf32)\n"
+            "  --gemm sgemm|3xtf32|3xfp16  fp32 MSI matrix product (default 3xtf32;\n"
+            "                           3xfp16: split FP16, integer samples, not yet default)\n"
             "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
             "                           negative = the whole frame in one chunk)\n"
             "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
@@ -121,8 +122,10 @@ int main(int argc, char **argv)
                 o.cuda.gemm = OCT_CUDA_GEMM_SGEMM;
             else if (!strcmp(optarg, "3xtf32"))
                 o.cuda.gemm = OCT_CUDA_GEMM_3XTF32;
+            else if (!strcmp(optarg, "3xfp16"))
+                o.cuda.gemm = OCT_CUDA_GEMM_3XFP16;
             else {
-                fprintf(stderr, "octbench: --gemm %s: must be sgemm or 3xtf32\n", optarg);
+                fprintf(stderr, "octbench: --gemm %s: must be sgemm, 3xtf32 or 3xfp16\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
