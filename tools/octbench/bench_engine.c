@@ -462,13 +462,32 @@ static int octbench_stream(const octbench_opts *o, FILE *json)
     printf("GPU stream (frames submitted back-to-back, depth %d, products into pinned pool; "
            "input registered host memory vs pageable)\n", OCT_ENGINE_DEPTH_MAX);
     int rc = 0;
-    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++)
+    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++) {
+        /* --only NAME of a stream-only workload: that one */
+        if (o->only && strcmp(o->only, "stream") && strcmp(o->only, "engine") &&
+            strcmp(o->only, stream_workloads[i].name))
+            continue;
         for (int r = 1; r >= 0; r--)
             if (stream_workload(o, &stream_workloads[i], r == 1, json))
                 rc = -1;
+    }
     return rc;
 }
 #endif
+
+/* A name only the stream has (not an engine workload): --only runs its stream. */
+static bool stream_only_name(const char *n)
+{
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+        if (!strcmp(n, workloads[i].name))
+            return false;
+#ifdef OCT_HAVE_CUDA
+    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++)
+        if (!strcmp(n, stream_workloads[i].name))
+            return true;
+#endif
+    return false;
+}
 
 const char *const *octbench_only_names(void)
 {
@@ -504,7 +523,7 @@ int octbench_engine(const octbench_opts *o)
         return -1;
     }
     int rc = 0, ran = 0;
-    bool only_stream = o->only && !strcmp(o->only, "stream");
+    bool only_stream = o->only && (!strcmp(o->only, "stream") || stream_only_name(o->only));
 #ifdef OCT_HAVE_CUDA
     char devname[128];
     bool cuda = o->backend == OCT_BACKEND_CUDA ||
