@@ -596,7 +596,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     } else if (sl->nparts > 1 && pm != PARTS_ALL) {
         /* parts were copied but this frame is done whole: wait for them all
          * (the compute stream waited for the first only) */
-        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[P - 1], 0));
+        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
     }
     TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
     /* conversion of spectra [j0, j0 + ns) */
