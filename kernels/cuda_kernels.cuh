@@ -174,21 +174,26 @@ __global__ void roll_commit_kernel(const double *__restrict__ sum, double invS, 
  * n, the mean of the segment of G spectra whose sum of squared deviations at
  * n is smallest (ties: lowest segment), with the statistics of formulas.h.
  * Block (32, FPN_WARPS): lanes are 32 consecutive samples (coalesced),
- * warps take segments in turn. */
+ * warps take segments in turn.  Segments [sg0, sg1) of the frame's (sg1 <
+ * 0: all); with b the mean of the best goes to b, else (the intra-frame
+ * pipeline: a range per part) the best key, mean and segment to pk, pm, ps
+ * for fpn_reduce_kernel. */
 enum { FPN_WARPS = 16 };
 template <typename T>
 __global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh, int G,
-                           float *__restrict__ b)
+                           float *__restrict__ b, long long sg0, long long sg1, double *__restrict__ pk,
+                           double *__restrict__ pm, long long *__restrict__ ps)
 {
     __shared__ double s_key[FPN_WARPS][32], s_mean[FPN_WARPS][32];
     __shared__ long long s_seg[FPN_WARPS][32];
     int tx = threadIdx.x, ty = threadIdx.y;
     int n = blockIdx.x * 32 + tx;
     long long nseg = S < G ? 1 : S / G, len = S < G ? S : G;
+    if (sg1 >= 0) nseg = sg1; /* a range of a frame with S >= G */
     double best = INFINITY, bmean = 0.0;
     long long bseg = LLONG_MAX;
     if (n < M) {
-        for (long long sg = ty; sg < nseg; sg += FPN_WARPS) {
+        for (long long sg = sg0 + ty; sg < nseg; sg += FPN_WARPS) {
             const T *p = raw + sg * len * M + n;
             oct_fpn_acc acc;
             oct_fpn_start(&acc, (double)Raw<T>::cv(p[0], sh));
@@ -212,8 +217,29 @@ __global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh
                 bmean = s_mean[y][tx];
                 bseg = s_seg[y][tx];
             }
-        b[n] = (float)bmean;
+        if (b) {
+            b[n] = (float)bmean;
+        } else {
+            pk[n] = best;
+            pm[n] = bmean;
+            ps[n] = bseg;
+        }
     }
+}
+
+/* The best of P per-part FPN results ([p][M] each; ties: lowest segment) -> b. */
+__global__ void fpn_reduce_kernel(const double *__restrict__ pk, const double *__restrict__ pm,
+                                  const long long *__restrict__ ps, int P, int M, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= M) return;
+    double best = INFINITY, bmean = 0.0;
+    long long bseg = LLONG_MAX;
+    for (int p = 0; p < P; p++) {
+        long long i = (long long)p * M + n;
+        if (oct_fpn_better(pk[i], ps[i], best, bseg)) best = pk[i], bmean = pm[i], bseg = ps[i];
+    }
+    b[n] = (float)bmean;
 }
 
 /* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]

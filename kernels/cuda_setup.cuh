@@ -90,6 +90,9 @@ struct CudaState {
     float *d_x, *d_x3;
     float *d_win, *d_bg;
     double *d_bgsum;
+    /* FPN per part (intra-frame pipeline): best key, mean, segment [PARTS_MAX][M] */
+    double *d_fpk, *d_fpm;
+    long long *d_fps;
     float2 *d_X;
 
     /* MSI */
@@ -559,7 +562,8 @@ void free_state(CudaState *s)
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
-                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
+                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
+                   s->d_fpk, s->d_fpm, s->d_fps};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -652,6 +656,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_win, (size_t)s->M, "the window", e));
     TRY(dmalloc(s, &s->d_bg, (size_t)s->M, "the background", e));
     TRY(dmalloc(s, &s->d_bgsum, (size_t)s->M, "the frame-mean sums", e));
+    TRY(dmalloc(s, &s->d_fpk, (size_t)PARTS_MAX * s->M, "the per-part FPN keys", e));
+    TRY(dmalloc(s, &s->d_fpm, (size_t)PARTS_MAX * s->M, "the per-part FPN means", e));
+    TRY(dmalloc(s, &s->d_fps, (size_t)PARTS_MAX * s->M, "the per-part FPN segments", e));
     TRY(dmalloc(s, &s->d_X, (size_t)s->S * s->K, "the spectra's DFT", e));
     /* issue 7: every option can be switched on live, so its buffers are made
      * now (control changes never allocate): background vector and rolling

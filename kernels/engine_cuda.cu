@@ -228,10 +228,11 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  * PARTS_ALL: each part converted, CFD'd (k-lin, R2C, plain or dispersion
  *   sink: all per spectrum) and MSI'd (en-face / all depths) on arrival;
  *   cross-sections and CMS once the whole frame is converted.
- * PARTS_BG: frame-mean / rolling background: the column sums of each part
- *   on arrival (the reduction hides under the DMA), the rest of the frame
- *   once the last part has landed (the subtraction needs the whole sum).
- * Off for FPN (its segment search spans parts), the FFT-path MSI (or its
+ * PARTS_BG: frame-mean / rolling / FPN background: the column sums (FPN:
+ *   the best segment of those complete so far) of each part on arrival (the
+ *   reduction hides under the DMA), the rest of the frame once the last part
+ *   has landed (the subtraction needs the whole frame's statistics).
+ * Off for the FFT-path MSI (or its
  * masks: plan_x on the compute stream shares the CFD plans' work area), and
  * (without setup.cuda.parts_ext) for k-lin, dispersion and the whole-frame
  * backgrounds.  With it, the stage times other than device_ms mix stages
@@ -255,6 +256,11 @@ int parts_mode(const oct_engine *eng)
     case OCT_BG_REFERENCE: return PARTS_ALL;
     case OCT_BG_FRAME_MEAN:
     case OCT_BG_ROLLING: return ext ? PARTS_BG : PARTS_OFF;
+    case OCT_BG_FPN: /* segments of a valid G; (a bad G: background() says so) */
+        return ext && p->background_param >= 2 && p->background_param <= OCT_FPN_SEGMENT_MAX &&
+                       s->S >= p->background_param
+                   ? PARTS_BG
+                   : PARTS_OFF;
     default: return PARTS_OFF;
     }
 }
@@ -423,10 +429,16 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, bool sums_done, const
                                  OCT_FPN_SEGMENT_MAX);
         dim3 blk(32, FPN_WARPS);
         unsigned gb = blocks_for(s->M, 32);
+        if (sums_done) { /* the parts' results are in d_fpk/d_fpm/d_fps */
+            fpn_reduce_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_fpk, s->d_fpm, s->d_fps, sl->nparts, s->M, s->d_bcur);
+            LAUNCHED("fpn_reduce");
+            *bvec = s->d_bcur;
+            return OCT_OK;
+        }
         switch (g->sample_type) {
-        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
-        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
-        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur); break;
+        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
         }
         LAUNCHED("fpn");
         *bvec = s->d_bcur;
@@ -583,8 +595,28 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     int P = replay ? 1 : sl->nparts;
     int pm = P > 1 ? parts_mode(eng) : PARTS_OFF;
     bool sums_done = false;
-    if (pm == PARTS_BG && (eng->params.background == OCT_BG_FRAME_MEAN ||
-                           eng->params.background == OCT_BG_ROLLING)) {
+    if (pm == PARTS_BG && eng->params.background == OCT_BG_FPN) {
+        /* per part, the FPN segments complete once it has landed (a segment
+         * across a part boundary goes with the later part); the best of the
+         * parts in background() */
+        long long np = s->S / P, G = eng->params.background_param, nseg = s->S / G, sg0 = 0;
+        dim3 blk(32, FPN_WARPS);
+        unsigned gb = blocks_for(s->M, 32);
+        for (int p = 0; p < P; p++) {
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            long long sg1 = std::min(nseg, (long long)(p + 1) * np / G);
+            double *pk = s->d_fpk + (size_t)p * s->M, *pmn = s->d_fpm + (size_t)p * s->M;
+            long long *ps = s->d_fps + (size_t)p * s->M;
+            switch (g->sample_type) {
+            case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, (int)G, NULL, sg0, sg1, pk, pmn, ps); break; /* sh: integers only */
+            }
+            LAUNCHED("fpn");
+            sg0 = sg1;
+        }
+        sums_done = true;
+    } else if (pm == PARTS_BG) {
         /* the column sums part by part as the DMA lands; the rest after the last */
         long long np = s->S / P;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));

@@ -921,8 +921,8 @@ START_TEST(t_parts)
 END_TEST
 
 /* Issue 19.3: the intra-frame pipeline with setup.cuda.parts_ext: k-lin and
- * dispersion per part (PARTS_ALL), frame-mean / rolling column sums per part
- * with the rest after the last (PARTS_BG), FPN whole.  Every product of
+ * dispersion per part (PARTS_ALL), frame-mean / rolling column sums and the
+ * FPN segments per part with the rest after the last (PARTS_BG).  Every product of
  * every variant against the float64 reference, and oct_cuda_last_parts()
  * shows which frames really went through the parts (so a variant that
  * silently fell back would fail). */
@@ -963,7 +963,11 @@ START_TEST(t_parts_ext)
              true, 4},
             {"rolling K=3 (same frame)", 3, OCT_BG_ROLLING, OCT_KLIN_OFF, 0, 3, false, false, 4},
             {"rolling K=2 + k-lin sinc 11, msi only", 2, OCT_BG_ROLLING, OCT_KLIN_SINC, 11, 2, false, true, 4},
-            {"fpn (whole frame)", 3, OCT_BG_FPN, OCT_KLIN_SINC, 21, 12, true, false, 1},
+            {"fpn G=12 (segments inside parts) + k-lin + dispersion", 3, OCT_BG_FPN, OCT_KLIN_SINC, 21, 12, true,
+             false, 4},
+            {"fpn G=7 (segments across parts, 2 spectra left over), volume", 3, OCT_BG_FPN, OCT_KLIN_OFF, 0, 7,
+             false, true, 4},
+            {"fpn G=100 (no segment in part 0)", 2, OCT_BG_FPN, OCT_KLIN_OFF, 0, 100, false, false, 4},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             oct_params p = f.p;
