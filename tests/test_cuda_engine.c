@@ -704,6 +704,40 @@ START_TEST(t_gemm_fp16)
         oct_engine_destroy(gpu);
         fixture_free(&f);
     }
+    /* with the intra-frame pipeline (parts_ext): the parts' FP16 operands */
+    {
+        g_parts = 4;
+        g_parts_ext = 1;
+        fixture f;
+        fixture_make(&f, &g_cfgs[0], 1970);
+        oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+        g_parts = 0;
+        g_parts_ext = 0;
+        size_t total = (f.bytes + 4095) & ~(size_t)4095;
+        uint8_t *buf = NULL;
+        ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+        memcpy(buf, f.frame, f.bytes);
+        oct_error e = {{0}};
+        if (oct_engine_register_host(gpu, buf, total, &e) == OCT_OK) {
+            oct_products *out = oct_products_create();
+            static const uint32_t bgs[] = {OCT_BG_NONE, OCT_BG_FRAME_MEAN};
+            for (int i = 0; i < 2; i++) {
+                oct_params p = f.p;
+                p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
+                p.background = bgs[i];
+                p.products = OCT_PRODUCTS_KNOWN;
+                ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+                run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, i ? "3xfp16 parts, frame-mean" : "3xfp16 parts",
+                                   buf);
+                ck_assert_int_eq(oct_cuda_last_parts(gpu), 4);
+            }
+            oct_products_destroy(out);
+            oct_engine_unregister_host(gpu, buf);
+        }
+        oct_engine_destroy(gpu);
+        free(buf);
+        fixture_free(&f);
+    }
     /* f32 samples have no known range: the split-TF32 product stays */
     {
         tcase_cfg c6 = g_cfgs[6];
