@@ -29,6 +29,11 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms,
  * or "none" (FFT path, no masks, not a CUDA engine). */
 const char *oct_cuda_gemm_name(const oct_engine *eng);
 
+/* The input parts of the last submitted frame: > 1 when it went through
+ * the intra-frame pipeline (its DMA in parts), else 1; 0 before the first
+ * frame or for another backend.  Tests use it to prove the pipeline ran. */
+int oct_cuda_last_parts(const oct_engine *eng);
+
 /* Host -> device copy rate of `bytes` (<= one frame) from `src` into the
  * engine's input buffer, `reps` copies timed by events, in GB/s (1e9 B/s).
  * With src pinned or registered this is the DMA ceiling the pipeline is

@@ -7,6 +7,7 @@
 #define OCT_CUDA_KERNELS_CUH
 
 #include <climits>
+#include <cuda_fp16.h>
 #include <cstdint>
 
 #include "formulas.h"
@@ -66,12 +67,37 @@ __device__ __forceinline__ void store_split(float *dst, long long j, int n, int 
     p[2 * M4] = lo;
 }
 
+/* Split FP16 (issue 19.4): v = sc*a (sc a power of two, exact); hi =
+ * fp16(v), lo = fp16(v - hi); [hi | hi | lo] as store_split.  sc keeps
+ * |v| <= 2^14 (no overflow: fp16 max 65504); lo is >= 2^-24 apart (fp16
+ * subnormals), i.e. 2^-38 of the range: the split is exact to ~2^-22 of
+ * each value, as the TF32 split. */
+__device__ __forceinline__ void store_split_h(__half *dst, long long j, int n, int M, float4 o, float sc)
+{
+    float v[4] = {o.x * sc, o.y * sc, o.z * sc, o.w * sc};
+    __half hi[4], lo[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        hi[k] = __float2half_rn(v[k]);
+        lo[k] = __float2half_rn(v[k] - __half2float(hi[k]));
+    }
+    __half2 *p = reinterpret_cast<__half2 *>(dst + j * 3 * M + n); /* n % 4 == 0: 8-byte aligned */
+    int M2 = M / 2;
+    p[0] = __halves2half2(hi[0], hi[1]);
+    p[1] = __halves2half2(hi[2], hi[3]);
+    p[M2] = p[0];
+    p[M2 + 1] = p[1];
+    p[2 * M2] = __halves2half2(lo[0], lo[1]);
+    p[2 * M2 + 1] = __halves2half2(lo[2], lo[3]);
+}
+
 template <typename T>
 __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
                                float *__restrict__ x3, float *__restrict__ xp,
                                float *__restrict__ xp3, long long n4, int M, int sh,
                                const float *__restrict__ w, const float *__restrict__ bg,
-                               int *__restrict__ bad, long long jbase)
+                               int *__restrict__ bad, long long jbase, __half *__restrict__ x3h,
+                               float hsc)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
@@ -91,6 +117,7 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
     }
     if (x) reinterpret_cast<float4 *>(x)[i] = o;
     if (x3) store_split(x3, j, n, M, o);
+    if (x3h) store_split_h(x3h, j, n, M, o, hsc);
     if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
     if (xp3) store_split(xp3, j, n, M, d);
 }
@@ -147,21 +174,26 @@ __global__ void roll_commit_kernel(const double *__restrict__ sum, double invS, 
  * n, the mean of the segment of G spectra whose sum of squared deviations at
  * n is smallest (ties: lowest segment), with the statistics of formulas.h.
  * Block (32, FPN_WARPS): lanes are 32 consecutive samples (coalesced),
- * warps take segments in turn. */
+ * warps take segments in turn.  Segments [sg0, sg1) of the frame's (sg1 <
+ * 0: all); with b the mean of the best goes to b, else (the intra-frame
+ * pipeline: a range per part) the best key, mean and segment to pk, pm, ps
+ * for fpn_reduce_kernel. */
 enum { FPN_WARPS = 16 };
 template <typename T>
 __global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh, int G,
-                           float *__restrict__ b)
+                           float *__restrict__ b, long long sg0, long long sg1, double *__restrict__ pk,
+                           double *__restrict__ pm, long long *__restrict__ ps)
 {
     __shared__ double s_key[FPN_WARPS][32], s_mean[FPN_WARPS][32];
     __shared__ long long s_seg[FPN_WARPS][32];
     int tx = threadIdx.x, ty = threadIdx.y;
     int n = blockIdx.x * 32 + tx;
     long long nseg = S < G ? 1 : S / G, len = S < G ? S : G;
+    if (sg1 >= 0) nseg = sg1; /* a range of a frame with S >= G */
     double best = INFINITY, bmean = 0.0;
     long long bseg = LLONG_MAX;
     if (n < M) {
-        for (long long sg = ty; sg < nseg; sg += FPN_WARPS) {
+        for (long long sg = sg0 + ty; sg < nseg; sg += FPN_WARPS) {
             const T *p = raw + sg * len * M + n;
             oct_fpn_acc acc;
             oct_fpn_start(&acc, (double)Raw<T>::cv(p[0], sh));
@@ -185,8 +217,29 @@ __global__ void fpn_kernel(const T *__restrict__ raw, long long S, int M, int sh
                 bmean = s_mean[y][tx];
                 bseg = s_seg[y][tx];
             }
-        b[n] = (float)bmean;
+        if (b) {
+            b[n] = (float)bmean;
+        } else {
+            pk[n] = best;
+            pm[n] = bmean;
+            ps[n] = bseg;
+        }
     }
+}
+
+/* The best of P per-part FPN results ([p][M] each; ties: lowest segment) -> b. */
+__global__ void fpn_reduce_kernel(const double *__restrict__ pk, const double *__restrict__ pm,
+                                  const long long *__restrict__ ps, int P, int M, float *__restrict__ b)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= M) return;
+    double best = INFINITY, bmean = 0.0;
+    long long bseg = LLONG_MAX;
+    for (int p = 0; p < P; p++) {
+        long long i = (long long)p * M + n;
+        if (oct_fpn_better(pk[i], ps[i], best, bseg)) best = pk[i], bmean = pm[i], bseg = ps[i];
+    }
+    b[n] = (float)bmean;
 }
 
 /* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]
@@ -280,6 +333,27 @@ __global__ void build_matrix_kernel(const float *__restrict__ mf, int M, const i
         v = part == 1 ? tf32_round(v - hi) : hi;
     }
     B[i] = v;
+}
+
+/* The MSI matrix as split FP16 (as build_matrix_kernel with split, parts
+ * [hi | lo | hi] of sc * mask, sc a power of two keeping |sc * mask| <= 2^14). */
+__global__ void build_matrix16_kernel(const float *__restrict__ mf, int M, const int *__restrict__ ridx,
+                                      int nslots, int nl, int W1, float sc, __half *__restrict__ B)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = 3 * M;
+    long long total = (long long)nslots * nl * kM;
+    if (i >= total) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int li = (int)(c % nl);
+    int s = (int)(c / nl);
+    int r = ridx ? ridx[s] : s;
+    int l = W1 + li;
+    float v = sc * mf[(long long)r * M + ((n - l) & (M - 1))];
+    __half hi = __float2half_rn(v);
+    B[i] = part == 1 ? __float2half_rn(v - __half2float(hi)) : hi;
 }
 
 /* Y[(jl*nr + s)*K + k] = X[row(jl)*K + k] * conj(Mf[r(s)*K + k]) (FFT path). */

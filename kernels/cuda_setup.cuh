@@ -72,6 +72,13 @@ struct CudaState {
     size_t blas_work_bytes;
     int gemm_mode;    /* GEMM_* */
     int kM;           /* GEMM inner dimension: M, or 3M for split TF32 */
+    /* MSI GEMM as split FP16 (setup.cuda.gemm = 3xfp16, integer samples):
+     * x3, the MSI matrices and xg hold __half; power-of-two scales of the
+     * spectra (from the input range, window and reference) and of the
+     * matrix (from the filtered masks); the GEMM's alpha undoes both. */
+    bool h16;
+    float hsc_x, hsc_m;
+    double wmax, refmax;
     bool x_on_comp;   /* plan_x runs on the compute stream (FFT path), else the CFD stream */
 
     /* geometry */
@@ -84,6 +91,9 @@ struct CudaState {
     float *d_x, *d_x3;
     float *d_win, *d_bg;
     double *d_bgsum;
+    /* FPN per part (intra-frame pipeline): best key, mean, segment [PARTS_MAX][M] */
+    double *d_fpk, *d_fpm;
+    long long *d_fps;
     float2 *d_X;
 
     /* MSI */
@@ -132,6 +142,7 @@ struct CudaState {
     /* intra-frame pipeline: parts per frame (1 = off) and the R2C plan of
      * one part's spectra (CFD stream, plan_x's work area) */
     int parts;
+    int last_nparts; /* parts of the last submitted frame (oct_cuda_last_parts) */
     cufftHandle plan_xp;
     bool have_plan_xp;
 
@@ -246,6 +257,12 @@ void cuda_msi_rates(const oct_setup *su, oct_msi_rates *r)
     const int M = (int)su->geom.samples, kM = gemm_mode_of(su) == GEMM_SPLIT ? 3 * M : M;
     r->fft_ns_per_sample = 16.0 / 3000.0;
     r->gemm_flops_per_ns = 50000.0;
+    /* split FP16: half the tensor-core time of split TF32 (H100 dense FP16
+     * 989 vs TF32 495 TFLOP/s) and half the operand bytes; predicted, not
+     * measured (CUDA_NOTES.md v5) */
+    if (su->precision == OCT_PRECISION_FP32 && su->cuda.gemm == OCT_CUDA_GEMM_3XFP16 &&
+        su->geom.sample_type != OCT_SAMPLE_F32 && !(su->flags & OCT_SETUP_PLAIN_SGEMM))
+        r->gemm_flops_per_ns = 100000.0;
     r->gemm_ok = true;
     r->gemm_lags_max = (uint32_t)gemm_lag_capacity((int)su->mask_count, kM, M);
 }
@@ -293,6 +310,17 @@ oct_err ensure_matrices(oct_engine *eng, int nl, oct_error *e)
  * the next call (prepare, or the next frame with the engine's plan) redoes
  * it.  Matrices derived on the device are rebuilt lazily (prepare_msi,
  * prepare_cms). */
+/* The power of two 2^k with bound * 2^k <= 2^14 (split FP16 operands: the
+ * hi part stays below fp16's 65504 with room, the lo part far above its
+ * 2^-24 subnormal step); 1 for a zero bound. */
+float pow2_scale(double bound)
+{
+    if (!(bound > 0.0) || !std::isfinite(bound)) return 1.0f;
+    int ex = 0;
+    frexp(bound, &ex); /* bound < 2^ex */
+    return (float)ldexp(1.0, std::max(-100, std::min(100, 14 - ex)));
+}
+
 oct_err sync_plan(oct_engine *eng, const oct_plan *pl, oct_error *e)
 {
     CudaState *s = ST(eng);
@@ -302,6 +330,15 @@ oct_err sync_plan(oct_engine *eng, const oct_plan *pl, oct_error *e)
         s->held.win = 0;
         CU(cudaMemcpyAsync(s->d_win, pl->window, (size_t)s->M * sizeof(float), cudaMemcpyHostToDevice, s->s_comp));
         copies = true;
+        if (s->h16) {
+            double m = 0.0;
+            for (int n = 0; n < s->M; n++) m = std::max(m, (double)fabsf(pl->window[n]));
+            s->wmax = m;
+            /* |x~| <= (max |sample| + max |b|) max |w|: samples are < 2^16 in
+             * magnitude; frame-mean/rolling/FPN b lie within their range, a
+             * reference within refmax */
+            s->hsc_x = pow2_scale((65536.0 + std::max(65536.0, s->refmax)) * m);
+        }
     }
     if (s->held.enface != gen[OCT_PK_ENFACE]) {
         s->held.enface = 0;
@@ -320,6 +357,11 @@ oct_err sync_plan(oct_engine *eng, const oct_plan *pl, oct_error *e)
         CU(cudaMemcpyAsync(s->d_mf, pl->masks_filt, (size_t)s->R * s->M * sizeof(float), cudaMemcpyHostToDevice,
                            s->s_comp));
         copies = true;
+        if (s->h16) {
+            double m = 0.0;
+            for (size_t i = 0; i < (size_t)s->R * s->M; i++) m = std::max(m, (double)fabsf(pl->masks_filt[i]));
+            s->hsc_m = pow2_scale(m);
+        }
     }
     if (s->held.klin != gen[OCT_PK_KLIN]) {
         s->held.klin = 0;
@@ -418,15 +460,24 @@ oct_err prepare_msi(oct_engine *eng, oct_error *e)
         int split = s->gemm_mode == GEMM_SPLIT;
         TRY(ensure_matrices(eng, nl, e));
         long long tot = (long long)s->R * nl * s->kM;
-        build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            s->d_mf, s->M, NULL, s->R, nl, pl->params.lag_lo, split, s->d_Bfull);
+        if (s->h16)
+            build_matrix16_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                s->d_mf, s->M, NULL, s->R, nl, pl->params.lag_lo, s->hsc_m, (__half *)s->d_Bfull);
+        else
+            build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                s->d_mf, s->M, NULL, s->R, nl, pl->params.lag_lo, split, s->d_Bfull);
         LAUNCHED("build_matrix");
         uint32_t Q = pl->enface_n[OCT_METHOD_MSI];
         if (Q > 0 && s->L > 1) {
             tot = (long long)Q * nl * s->kM;
-            build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-                s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, pl->params.lag_lo, split,
-                s->d_Benf);
+            if (s->h16)
+                build_matrix16_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                    s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, pl->params.lag_lo, s->hsc_m,
+                    (__half *)s->d_Benf);
+            else
+                build_matrix_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                    s->d_mf, s->M, s->d_eidx[OCT_METHOD_MSI], (int)Q, nl, pl->params.lag_lo, split,
+                    s->d_Benf);
             LAUNCHED("build_matrix");
         }
     }
@@ -513,7 +564,8 @@ void free_state(CudaState *s)
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
-                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc};
+                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
+                   s->d_fpk, s->d_fpm, s->d_fps};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -575,6 +627,12 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
      * OCT_SETUP_PLAIN_SGEMM choose sgemm. */
     s->gemm_mode = gemm_mode_of(&eng->setup);
     s->kM = s->gemm_mode == GEMM_SPLIT ? 3 * s->M : s->M;
+    s->h16 = s->gemm_mode == GEMM_SPLIT && eng->setup.cuda.gemm == OCT_CUDA_GEMM_3XFP16 &&
+             eng->setup.geom.sample_type != OCT_SAMPLE_F32;
+    s->hsc_x = s->hsc_m = 1.0f;
+    s->refmax = 0.0;
+    if (eng->reference)
+        for (int n = 0; n < s->M; n++) s->refmax = std::max(s->refmax, (double)fabsf(eng->reference[n]));
 
     CU(cudaStreamCreateWithFlags(&s->s_comp, cudaStreamNonBlocking));
     CU(cudaStreamCreateWithFlags(&s->s_cfd, cudaStreamNonBlocking));
@@ -600,6 +658,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_win, (size_t)s->M, "the window", e));
     TRY(dmalloc(s, &s->d_bg, (size_t)s->M, "the background", e));
     TRY(dmalloc(s, &s->d_bgsum, (size_t)s->M, "the frame-mean sums", e));
+    TRY(dmalloc(s, &s->d_fpk, (size_t)PARTS_MAX * s->M, "the per-part FPN keys", e));
+    TRY(dmalloc(s, &s->d_fpm, (size_t)PARTS_MAX * s->M, "the per-part FPN means", e));
+    TRY(dmalloc(s, &s->d_fps, (size_t)PARTS_MAX * s->M, "the per-part FPN segments", e));
     TRY(dmalloc(s, &s->d_X, (size_t)s->S * s->K, "the spectra's DFT", e));
     /* issue 7: every option can be switched on live, so its buffers are made
      * now (control changes never allocate): background vector and rolling

@@ -634,12 +634,14 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         return oct_error_set(e, OCT_EINVAL, "threads = %d: must be in [0, 4096] (0 = all cores)",
                              setup->threads);
     const oct_cuda_tuning *ct = &setup->cuda;
-    if ((unsigned)ct->gemm > OCT_CUDA_GEMM_3XTF32)
-        return oct_error_set(e, OCT_EINVAL, "cuda.gemm = %d: must be 0 (auto), 1 (sgemm) or 2 (3xtf32)",
+    if ((unsigned)ct->gemm > OCT_CUDA_GEMM_3XFP16)
+        return oct_error_set(e, OCT_EINVAL, "cuda.gemm = %d: must be 0 (auto), 1 (sgemm), 2 (3xtf32) or 3 (3xfp16)",
                              ct->gemm);
     if (ct->parts < 0 || ct->parts > 8)
         return oct_error_set(e, OCT_EINVAL, "cuda.parts = %d: must be in [0, 8] (0 = auto, 1 = off)",
                              ct->parts);
+    if (ct->parts_ext < 0 || ct->parts_ext > 1)
+        return oct_error_set(e, OCT_EINVAL, "cuda.parts_ext = %d: must be 0 or 1", ct->parts_ext);
     if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
                              "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,

@@ -213,29 +213,57 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
     } else {
         long long tot = (long long)n * s->kM;
         const float *src = s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x;
-        gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
-            src, s->kM, s->N, h, v, *nh, n, s->d_xg);
+        if (s->h16)
+            gather_xsec_kernel<__half><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                (const __half *)s->d_x3, s->kM, s->N, h, v, *nh, n, (__half *)s->d_xg);
+        else
+            gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                src, s->kM, s->N, h, v, *nh, n, s->d_xg);
     }
     LAUNCHED("gather");
     return OCT_OK;
 }
 
-/* Whether this frame goes through the intra-frame pipeline: a volume, and
- * nothing that needs the whole frame before the first part can be
- * processed (frame-mean, rolling or FPN background) or that the per-part
- * path does not do (k-linearisation, dispersion, FFT-path MSI).  With it,
- * the stage times other than device_ms mix stages (octbench times a replay,
- * which never uses parts). */
-bool parts_apply(const oct_engine *eng)
+/* How a frame goes through the intra-frame pipeline (volumes DMA'd from
+ * registered memory in parts):
+ * PARTS_ALL: each part converted, CFD'd (k-lin, R2C, plain or dispersion
+ *   sink: all per spectrum) and MSI'd (en-face / all depths) on arrival;
+ *   cross-sections and CMS once the whole frame is converted.
+ * PARTS_BG: frame-mean / rolling / FPN background: the column sums (FPN:
+ *   the best segment of those complete so far) of each part on arrival (the
+ *   reduction hides under the DMA), the rest of the frame once the last part
+ *   has landed (the subtraction needs the whole frame's statistics).
+ * Off for the FFT-path MSI (or its
+ * masks: plan_x on the compute stream shares the CFD plans' work area), and
+ * (without setup.cuda.parts_ext) for k-lin, dispersion and the whole-frame
+ * backgrounds.  With it, the stage times other than device_ms mix stages
+ * (octbench times a replay, which never uses parts). */
+enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2 };
+int parts_mode(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
-    if (s->parts <= 1 || s->L <= 1) return false;
-    if (p->background != OCT_BG_NONE && p->background != OCT_BG_REFERENCE) return false;
+    if (s->parts <= 1 || s->L <= 1) return PARTS_OFF;
+    bool ext = eng->setup.cuda.parts_ext != 0;
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
-    if (cfd && (s->klin_T > 0 || s->disp_on)) return false;
-    if (msi && s->path != OCT_MSI_GEMM) return false;
-    return true;
+    if (msi && s->path != OCT_MSI_GEMM) return PARTS_OFF;
+    /* plan_x bound to the compute stream (FFT-path masks) shares its work
+     * area with the per-part plans on the CFD stream: a later frame's R2C
+     * there could overlap this frame's parts */
+    if (s->x_on_comp) return PARTS_OFF;
+    if (cfd && (s->klin_T > 0 || s->disp_on) && !ext) return PARTS_OFF;
+    switch (p->background) {
+    case OCT_BG_NONE:
+    case OCT_BG_REFERENCE: return PARTS_ALL;
+    case OCT_BG_FRAME_MEAN:
+    case OCT_BG_ROLLING: return ext ? PARTS_BG : PARTS_OFF;
+    case OCT_BG_FPN: /* segments of a valid G; (a bad G: background() says so) */
+        return ext && p->background_param >= 2 && p->background_param <= OCT_FPN_SEGMENT_MAX &&
+                       s->S >= p->background_param
+                   ? PARTS_BG
+                   : PARTS_OFF;
+    default: return PARTS_OFF;
+    }
 }
 
 /* One MSI pass over nrows rows (spectra j0.. or gathered) with nslots depth
@@ -260,7 +288,16 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
         for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
             long long nj = std::min(cs, jbase + nrows - j0);
             /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
-            if (s->gemm_mode == GEMM_SGEMM)
+            if (s->h16) {
+                /* split FP16: [hi | lo | hi] . [hi ; hi ; lo] of the scaled
+                 * operands, FP32 accumulation; alpha (a power of two) undoes
+                 * the scales exactly */
+                const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
+                const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
+                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &alpha, Ah, CUDA_R_16F,
+                                  kM, Xh + j0 * kM, CUDA_R_16F, kM, &zero, s->d_C, CUDA_R_32F, ncol,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            } else if (s->gemm_mode == GEMM_SGEMM)
                 BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
                                  kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
             else /* TF32 tensor cores; the split operands are exact TF32 values */
@@ -319,11 +356,30 @@ oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
     return OCT_OK;
 }
 
+/* Adds the column sums of raw spectra [j0, j0 + ns) to d_bgsum (compute stream). */
+oct_err colsum_rows(oct_engine *eng, Slot *sl, long long j0, long long ns, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_geometry *g = &eng->setup.geom;
+    int sh = g->sample_type == OCT_SAMPLE_F32 ? 0 : (int)g->sample_shift;
+    dim3 grid(blocks_for(s->M, 256), (unsigned)std::min(ns, 512ll));
+    long long o = j0 * s->M;
+    switch (g->sample_type) {
+    case OCT_SAMPLE_U16: colsum_kernel<uint16_t><<<grid, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, ns, s->M, sh, s->d_bgsum); break;
+    case OCT_SAMPLE_I16: colsum_kernel<int16_t><<<grid, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, ns, s->M, sh, s->d_bgsum); break;
+    default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, ns, s->M, 0, s->d_bgsum); break;
+    }
+    LAUNCHED("colsum");
+    return OCT_OK;
+}
+
 /* Background of this frame into s->d_bcur (NULL: none), on the compute
  * stream, which orders the rolling history across frames in submission
  * order.  *commit: the rolling history must take this frame's mean after
- * the conversion. */
-oct_err background(oct_engine *eng, Slot *sl, bool replay, const float **bvec, bool *commit, oct_error *e)
+ * the conversion.  sums_done: the column sums are in d_bgsum already (the
+ * intra-frame pipeline summed the parts as they arrived). */
+oct_err background(oct_engine *eng, Slot *sl, bool replay, bool sums_done, const float **bvec, bool *commit,
+                   oct_error *e)
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
@@ -342,14 +398,10 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, const float **bvec, b
         return OCT_OK;
     case OCT_BG_FRAME_MEAN:
     case OCT_BG_ROLLING: {
-        CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
-        dim3 grid(blocks_for(s->M, 256), (unsigned)std::min(s->S, 512ll));
-        switch (g->sample_type) {
-        case OCT_SAMPLE_U16: colsum_kernel<uint16_t><<<grid, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, s->d_bgsum); break;
-        case OCT_SAMPLE_I16: colsum_kernel<int16_t><<<grid, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, s->d_bgsum); break;
-        default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, s->d_bgsum); break;
+        if (!sums_done) {
+            CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
+            TRY(colsum_rows(eng, sl, 0, s->S, e));
         }
-        LAUNCHED("colsum");
         if (p->background == OCT_BG_FRAME_MEAN) {
             bg_mean_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_bgsum, invS, s->M, s->d_bcur);
             LAUNCHED("bg_mean");
@@ -378,10 +430,16 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, const float **bvec, b
                                  OCT_FPN_SEGMENT_MAX);
         dim3 blk(32, FPN_WARPS);
         unsigned gb = blocks_for(s->M, 32);
+        if (sums_done) { /* the parts' results are in d_fpk/d_fpm/d_fps */
+            fpn_reduce_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_fpk, s->d_fpm, s->d_fps, sl->nparts, s->M, s->d_bcur);
+            LAUNCHED("fpn_reduce");
+            *bvec = s->d_bcur;
+            return OCT_OK;
+        }
         switch (g->sample_type) {
-        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
-        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur); break;
-        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur); break;
+        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
         }
         LAUNCHED("fpn");
         *bvec = s->d_bcur;
@@ -390,6 +448,34 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, const float **bvec, b
     default:
         return oct_error_set(e, OCT_EINVAL, "cuda: background mode %u unknown", p->background);
     }
+}
+
+/* The dispersion chain of spectra [jb, jb + nrows) (their R2C in d_X) on
+ * stream st, in chunks of at most DB spectra: pad -> C2C inverse -> phase ->
+ * C2C forward -> sink. */
+oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb, long long nrows, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    FFT(cufftSetStream(s->plan_d, st));
+    long long nch = (nrows + s->DB - 1) / s->DB;
+    long long cs = (nrows + nch - 1) / nch;
+    for (long long j0 = jb; j0 < jb + nrows; j0 += cs) {
+        long long nj = std::min(cs, jb + nrows - j0);
+        long long tot = nj * s->M;
+        /* rows nj..DB-1 of the batch are stale: transformed, never read */
+        disp_pad_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_X + j0 * s->K, s->K, s->M, p->freq_cutoff,
+                                                             nj, s->d_Z);
+        LAUNCHED("disp_pad");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_INVERSE));
+        disp_phase_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_Z, s->d_disp, s->M, nj,
+                                                               1.0f / (float)s->M);
+        LAUNCHED("disp_phase");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_FORWARD));
+        SrcDisp src = {s->d_Z, s->M, p->freq_cutoff};
+        TRY(launch_sink(st, src, k, MODE_ALL, j0, nj, 0, e));
+    }
+    return OCT_OK;
 }
 
 /* CFD of the frame on stream st (after x~ or x' is ready there): [k-lin]
@@ -414,25 +500,7 @@ oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
         SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
         return launch_sink(st, src, k, MODE_ALL, 0, s->S, 0, e);
     }
-    FFT(cufftSetStream(s->plan_d, st));
-    long long nch = (s->S + s->DB - 1) / s->DB;
-    long long cs = (s->S + nch - 1) / nch;
-    for (long long j0 = 0; j0 < s->S; j0 += cs) {
-        long long nj = std::min(cs, s->S - j0);
-        long long tot = nj * s->M;
-        /* rows nj..DB-1 of the batch are stale: transformed, never read */
-        disp_pad_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_X + j0 * s->K, s->K, s->M, p->freq_cutoff,
-                                                             nj, s->d_Z);
-        LAUNCHED("disp_pad");
-        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_INVERSE));
-        disp_phase_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_Z, s->d_disp, s->M, nj,
-                                                               1.0f / (float)s->M);
-        LAUNCHED("disp_phase");
-        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_FORWARD));
-        SrcDisp src = {s->d_Z, s->M, p->freq_cutoff};
-        TRY(launch_sink(st, src, k, MODE_ALL, j0, nj, 0, e));
-    }
-    return OCT_OK;
+    return disp_rows(eng, st, k, 0, s->S, e);
 }
 
 /* Gray levels of an angiography image (the sink does them for the others). */
@@ -549,42 +617,83 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool split = s->gemm_mode == GEMM_SPLIT;
     bool msplit = msi && !fft_path && split;
     float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
-    float *x3 = msplit ? s->d_x3 : NULL;
+    float *x3 = msplit && !s->h16 ? s->d_x3 : NULL;
+    __half *x3h = msplit && s->h16 ? (__half *)s->d_x3 : NULL; /* split FP16 parts */
     float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
     float *xp3 = cms && split ? s->d_xp3 : NULL;
     CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
     const float *bvec = NULL;
     bool commit = false;
-    TRY(background(eng, sl, replay, &bvec, &commit, e));
+    /* Intra-frame pipeline (see parts_mode): P parts of the input, each
+     * waited for by its event on the compute stream. */
+    int P = replay ? 1 : sl->nparts;
+    int pm = P > 1 ? parts_mode(eng) : PARTS_OFF;
+    bool sums_done = false;
+    if (pm == PARTS_BG && eng->params.background == OCT_BG_FPN) {
+        /* per part, the FPN segments complete once it has landed (a segment
+         * across a part boundary goes with the later part); the best of the
+         * parts in background() */
+        long long np = s->S / P, G = eng->params.background_param, nseg = s->S / G, sg0 = 0;
+        dim3 blk(32, FPN_WARPS);
+        unsigned gb = blocks_for(s->M, 32);
+        for (int p = 0; p < P; p++) {
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            long long sg1 = std::min(nseg, (long long)(p + 1) * np / G);
+            double *pk = s->d_fpk + (size_t)p * s->M, *pmn = s->d_fpm + (size_t)p * s->M;
+            long long *ps = s->d_fps + (size_t)p * s->M;
+            switch (g->sample_type) {
+            case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, (int)G, NULL, sg0, sg1, pk, pmn, ps); break; /* sh: integers only */
+            }
+            LAUNCHED("fpn");
+            sg0 = sg1;
+        }
+        sums_done = true;
+    } else if (pm == PARTS_BG) {
+        /* the column sums part by part as the DMA lands; the rest after the last */
+        long long np = s->S / P;
+        CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
+        for (int p = 0; p < P; p++) {
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            TRY(colsum_rows(eng, sl, (long long)p * np, np, e));
+        }
+        sums_done = true;
+    } else if (sl->nparts > 1 && pm != PARTS_ALL) {
+        /* parts were copied but this frame is done whole: wait for them all
+         * (the compute stream waited for the first only) */
+        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
+    }
+    TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
     /* conversion of spectra [j0, j0 + ns) */
     auto convert = [&](long long j0, long long ns) -> oct_err {
         long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
         unsigned nb = blocks_for(n4, 256);
         float *px = x ? x + o : NULL, *px3 = x3 ? x3 + o3 : NULL, *pxp = xp ? xp + o : NULL,
               *pxp3 = xp3 ? xp3 + o3 : NULL;
+        __half *px3h = x3h ? x3h + o3 : NULL;
         switch (g->sample_type) {
         case OCT_SAMPLE_U16:
             convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         case OCT_SAMPLE_I16:
             convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0);
+                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         default:
             convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0);
+                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
             break;
         }
         LAUNCHED("convert");
         return OCT_OK;
     };
-    /* Intra-frame pipeline (volumes with input DMA'd in parts; see
-     * parts_apply for when): per part, wait for its copy, convert it, then
-     * CFD (own stream) and the MSI en-face / all-depth pass of its spectra;
-     * cross-sections and CMS follow once the whole frame is converted. */
-    int P = replay ? 1 : sl->nparts;
-    bool parts = P > 1 && parts_apply(eng);
+    /* PARTS_ALL: per part, wait for its copy, convert it, then CFD (own
+     * stream: k-lin, R2C, plain or dispersion sink) and the MSI en-face /
+     * all-depth pass of its spectra; cross-sections and CMS follow once the
+     * whole frame is converted. */
+    bool parts = pm == PARTS_ALL;
     bool msi_full = false, msi_done = false;
     if (parts) {
         long long np = s->S / P;
@@ -595,6 +704,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             msi_full = km.full;
         }
         const oct_params *pp = &eng->params;
+        const float *xc = klin ? s->d_xk : s->d_x; /* the CFD's R2C input */
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
             if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
@@ -602,9 +712,19 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
             if (cfd) {
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
-                FFT(cufftExecR2C(s->plan_xp, x + j0 * s->M, (cufftComplex *)(s->d_X + j0 * s->K)));
-                SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
-                TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
+                if (klin) {
+                    unsigned gb = (unsigned)std::min(np, 1ll << 20);
+                    klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), s->s_cfd>>>(
+                        s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np, s->d_xk + j0 * s->M);
+                    LAUNCHED("klin");
+                }
+                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                if (s->disp_on) {
+                    TRY(disp_rows(eng, s->s_cfd, kc, j0, np, e));
+                } else {
+                    SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
+                    TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
+                }
             }
             if (msi && (msi_full || km.sub))
                 TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
@@ -621,7 +741,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         double ns = (double)s->S * s->M, in = (double)s->frame_bytes;
         bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
         sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
-                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)));
+                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)) +
+                                                       6.0 * (x3h != NULL));
     }
     if (commit) {
         roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
@@ -638,7 +759,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
      * needs its own R2C of other spectra into the same d_X, so it runs on the
      * compute stream after the MSI ("late"). */
     bool x_on_comp = s->x_on_comp;
-    bool late = cfd && klin && x_on_comp;
+    bool late = !parts && cfd && klin && x_on_comp; /* parts: the CFD ran per part */
     if (parts) {
         /* the CFD ran per part above */
         if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
@@ -841,7 +962,8 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     CU(cudaStreamWaitEvent(s->s_copy, sl->ev[EV_CONV], 0));
     CU(cudaEventRecord(sl->ev_h2d0, s->s_copy));
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
-    sl->nparts = sl->direct_in && parts_apply(eng) ? s->parts : 1;
+    sl->nparts = sl->direct_in && parts_mode(eng) != PARTS_OFF ? s->parts : 1;
+    s->last_nparts = sl->nparts;
     if (sl->direct_in) {
         size_t pb = s->frame_bytes / sl->nparts; /* S % parts == 0 (create) */
         for (int p = 0; p < sl->nparts; p++) {
@@ -1197,11 +1319,13 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
     return is_cuda(eng) ? ST(eng)->allocs : 0;
 }
 
+int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
+
 const char *oct_cuda_gemm_name(const oct_engine *eng)
 {
     if (!is_cuda(eng)) return "none";
     if (ST(eng)->R == 0 || ST(eng)->path != OCT_MSI_GEMM) return "none";
-    return gemm_names[ST(eng)->gemm_mode];
+    return ST(eng)->h16 ? "3xfp16" : gemm_names[ST(eng)->gemm_mode];
 }
 
 oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_stage_times *t,

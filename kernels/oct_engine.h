@@ -231,12 +231,19 @@ typedef enum oct_msi_path { OCT_MSI_AUTO = 0, OCT_MSI_FFT = 1, OCT_MSI_GEMM = 2 
 #define OCT_SETUP_PLAIN_SGEMM 2u
 
 /* CUDA tuning (octbench flags, tests); 0 everywhere = the defaults. */
-enum oct_cuda_gemm { OCT_CUDA_GEMM_AUTO = 0, OCT_CUDA_GEMM_SGEMM = 1, OCT_CUDA_GEMM_3XTF32 = 2 };
+/* 3XFP16 (issue 19.4, opt-in until verified on a GPU): the MSI product as
+ * split FP16 (hi/lo halves, power-of-two scales from the input's range, FP32
+ * accumulation); integer samples only (f32 input keeps 3xTF32); CMS keeps 3xTF32. */
+enum oct_cuda_gemm { OCT_CUDA_GEMM_AUTO = 0, OCT_CUDA_GEMM_SGEMM = 1, OCT_CUDA_GEMM_3XTF32 = 2, OCT_CUDA_GEMM_3XFP16 = 3 };
 typedef struct oct_cuda_tuning {
     int gemm;              /* enum oct_cuda_gemm (precision fp32 only) */
     double gemm_chunk_mb;  /* MSI GEMM output chunk: 0 = ~3/4 of L2, < 0 = the whole frame */
     int parts;             /* intra-frame pipeline parts of a volume: 0 = auto, 1 = off, <= 8 */
     int64_t c2r_batch;     /* FFT-path MSI C2R batch (spectra x masks): 0 = ~64 MiB */
+    /* 1: the intra-frame pipeline also with k-linearisation, dispersion and
+     * the frame-mean / rolling backgrounds (issue 19.3; off until verified on
+     * a GPU); 0 = only without them */
+    int parts_ext;
 } oct_cuda_tuning;
 
 typedef struct oct_setup {

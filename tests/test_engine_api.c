@@ -222,6 +222,15 @@ START_TEST(test_bad_setup)
     s.msi_path = (oct_msi_path)7;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, "msi_path"));
+    s.msi_path = OCT_MSI_AUTO;
+    /* CUDA tuning fields are checked on every backend (issue 19) */
+    s.cuda.gemm = 4;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.gemm = 4") && strstr(e.msg, "3xfp16"), "'%s'", e.msg);
+    s.cuda.gemm = OCT_CUDA_GEMM_3XFP16;
+    s.cuda.parts_ext = 2;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 2"), "'%s'", e.msg);
     free(m);
 }
 END_TEST

@@ -328,6 +328,13 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     p.enface_start = w.enface_start, p.enface_step = w.enface_step, p.enface_count = w.enface_count;
     p.xsec_h = (int32_t)(w.L / 2), p.xsec_v = (int32_t)(w.N / 2);
     p.freq_cutoff = 8;
+    if (w.bg)
+        p.background = w.bg, p.background_param = w.bg_param;
+    p.klin = w.klin, p.klin_taps = w.taps, p.klin_source = OCT_KLIN_POLY; /* as run_workload */
+    p.klin_coef[0] = 0, p.klin_coef[1] = 0.96 * w.M, p.klin_coef[2] = 0.08 * w.M;
+    p.klin_coef[3] = -0.04 * w.M;
+    if (w.disp)
+        p.disp_a2 = 40.0f, p.disp_a3 = 5.0f, p.disp_k0 = 0.5f;
     if (oct_engine_create(&eng, &su, &p, &e)) {
         fprintf(stderr, "octbench: stream %s: %s\n", w.name, e.msg);
         goto done;
@@ -387,14 +394,43 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
         printf("  (pinned H2D %.1f GB/s: %.0f%%)", h2d, 100.0 * gbs / h2d);
     printf("  host submit %.1f us/frame", 1e3 * submit_ms / nframes);
     printf("\n");
+    /* Latency, one frame in flight (what the intra-frame pipeline shortens):
+     * submit -> complete, median and p99 of 50 (10 with --quick) frames;
+     * parts = the input parts of the last frame (1: the pipeline was off). */
+    double lat_p50 = 0, lat_p99 = 0;
+    int lat_parts = 0;
+    if (reg) {
+        enum { NLAT = 50 };
+        double lat[NLAT];
+        int nl = o->quick ? 10 : NLAT;
+        for (int i = 0; i < nl; i++) {
+            oct_products *out = freel[--nfree], *d = NULL;
+            double ts = oct_now_ms();
+            if (oct_engine_submit(eng, buf + (i % K) * stride, fbytes, out, &e) ||
+                oct_engine_complete(eng, &d, -1, &e)) {
+                fprintf(stderr, "octbench: stream %s: latency: %s\n", w.name, e.msg);
+                if (!d)
+                    freel[nfree++] = out;
+                goto done;
+            }
+            lat[i] = oct_now_ms() - ts;
+            freel[nfree++] = d;
+        }
+        lat_parts = oct_cuda_last_parts(eng);
+        qsort(lat, (size_t)nl, sizeof lat[0], cmp_double);
+        lat_p50 = lat[nl / 2], lat_p99 = lat[(int)(0.99 * (nl - 1) + 0.5)];
+        printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts)\n", w.name,
+               "registered", lat_p50, lat_p99, lat_parts);
+    }
     if (json)
         fprintf(json,
                 "{\"part\":\"stream\",\"workload\":\"%s\",\"input\":\"%s\",\"device\":\"%s\","
                 "\"depth\":%d,\"frames\":%d,\"frame_bytes\":%zu,\"frames_per_s\":%.2f,"
                 "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f,"
-                "\"submit_us\":%.2f}\n",
+                "\"submit_us\":%.2f,\"latency_p50_ms\":%.4f,\"latency_p99_ms\":%.4f,\"parts\":%d}\n",
                 w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
-                fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes);
+                fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes, lat_p50, lat_p99,
+                lat_parts);
     rc = 0;
 done:
     while (eng && oct_engine_inflight(eng) > 0) {
@@ -415,6 +451,10 @@ done:
 static const workload stream_workloads[] = {
     {"volume-cfd+msi", 1024, 200, 192, 512, CFD | MSI, -10, 10, VOLPROD, 20, 10, 40, ""},
     {"bscan-cfd+msi", 1024, 500, 1, 512, CFD | MSI, -10, 10, P(BSCAN), 0, 1, 1, ""},
+    /* issue 19.3: the intra-frame pipeline with k-lin, dispersion and a
+     * frame-mean background (--cuda-parts-ext; compare --cuda-parts 1) */
+    {"volume-klin-disp", 1024, 200, 192, 512, CFD | MSI, -10, 10, VOLPROD, 20, 10, 40, "", OCT_KLIN_SINC, 21,
+     true, 0, 0, OCT_BG_FRAME_MEAN, 0},
 };
 
 static int octbench_stream(const octbench_opts *o, FILE *json)
@@ -422,13 +462,32 @@ static int octbench_stream(const octbench_opts *o, FILE *json)
     printf("GPU stream (frames submitted back-to-back, depth %d, products into pinned pool; "
            "input registered host memory vs pageable)\n", OCT_ENGINE_DEPTH_MAX);
     int rc = 0;
-    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++)
+    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++) {
+        /* --only NAME of a stream-only workload: that one */
+        if (o->only && strcmp(o->only, "stream") && strcmp(o->only, "engine") &&
+            strcmp(o->only, stream_workloads[i].name))
+            continue;
         for (int r = 1; r >= 0; r--)
             if (stream_workload(o, &stream_workloads[i], r == 1, json))
                 rc = -1;
+    }
     return rc;
 }
 #endif
+
+/* A name only the stream has (not an engine workload): --only runs its stream. */
+static bool stream_only_name(const char *n)
+{
+    for (size_t i = 0; i < sizeof workloads / sizeof workloads[0]; i++)
+        if (!strcmp(n, workloads[i].name))
+            return false;
+#ifdef OCT_HAVE_CUDA
+    for (size_t i = 0; i < sizeof stream_workloads / sizeof stream_workloads[0]; i++)
+        if (!strcmp(n, stream_workloads[i].name))
+            return true;
+#endif
+    return false;
+}
 
 const char *const *octbench_only_names(void)
 {
@@ -464,7 +523,7 @@ int octbench_engine(const octbench_opts *o)
         return -1;
     }
     int rc = 0, ran = 0;
-    bool only_stream = o->only && !strcmp(o->only, "stream");
+    bool only_stream = o->only && (!strcmp(o->only, "stream") || stream_only_name(o->only));
 #ifdef OCT_HAVE_CUDA
     char devname[128];
     bool cuda = o->backend == OCT_BACKEND_CUDA ||

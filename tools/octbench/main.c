@@ -76,10 +76,13 @@ static void usage(FILE *f)
             "                           all) one paced at 90%% of the rate without them\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "CUDA tuning of the engine workloads (defaults: the engine's own choice):\n"
-            "  --gemm sgemm|3xtf32      fp32 MSI matrix product (default 3xtf32)\n"
+            "  --gemm sgemm|3xtf32|3xfp16  fp32 MSI matrix product (default 3xtf32;\n"
+            "                           3xfp16: split FP16, integer samples, not yet default)\n"
             "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
             "                           negative = the whole frame in one chunk)\n"
             "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
+            "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
+            "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
@@ -91,7 +94,7 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -106,6 +109,7 @@ int main(int argc, char **argv)
         {"gemm", required_argument, 0, O_GEMM},
         {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
         {"cuda-parts", required_argument, 0, O_PARTS},
+        {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
         {"devices", required_argument, 0, O_DEVICES},
         {0, 0, 0, 0}};
@@ -122,8 +126,10 @@ int main(int argc, char **argv)
                 o.cuda.gemm = OCT_CUDA_GEMM_SGEMM;
             else if (!strcmp(optarg, "3xtf32"))
                 o.cuda.gemm = OCT_CUDA_GEMM_3XTF32;
+            else if (!strcmp(optarg, "3xfp16"))
+                o.cuda.gemm = OCT_CUDA_GEMM_3XFP16;
             else {
-                fprintf(stderr, "octbench: --gemm %s: must be sgemm or 3xtf32\n", optarg);
+                fprintf(stderr, "octbench: --gemm %s: must be sgemm, 3xtf32 or 3xfp16\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
@@ -136,6 +142,9 @@ int main(int argc, char **argv)
             o.cuda.gemm_chunk_mb = v;
             break;
         }
+        case O_PARTS_EXT:
+            o.cuda.parts_ext = 1;
+            break;
         case O_PARTS:
         case O_C2R: {
             long long v = strtoll(optarg, &end, 10);
