@@ -258,9 +258,10 @@ void cuda_msi_rates(const oct_setup *su, oct_msi_rates *r)
     r->fft_ns_per_sample = 16.0 / 3000.0;
     r->gemm_flops_per_ns = 50000.0;
     /* split FP16: half the tensor-core time of split TF32 (H100 dense FP16
-     * 989 vs TF32 495 TFLOP/s) and half the operand bytes; predicted, not
-     * measured (CUDA_NOTES.md v5) */
-    if (su->precision == OCT_PRECISION_FP32 && su->cuda.gemm == OCT_CUDA_GEMM_3XFP16 &&
+     * 989 vs TF32 495 TFLOP/s) and half the operand bytes (measured 1.5-1.6x
+     * on the MSI workloads, H200 2026-11-23) */
+    if (su->precision == OCT_PRECISION_FP32 &&
+        (su->cuda.gemm == OCT_CUDA_GEMM_3XFP16 || su->cuda.gemm == OCT_CUDA_GEMM_AUTO) &&
         su->geom.sample_type != OCT_SAMPLE_F32 && !(su->flags & OCT_SETUP_PLAIN_SGEMM))
         r->gemm_flops_per_ns = 100000.0;
     r->gemm_ok = true;
@@ -627,7 +628,12 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
      * OCT_SETUP_PLAIN_SGEMM choose sgemm. */
     s->gemm_mode = gemm_mode_of(&eng->setup);
     s->kM = s->gemm_mode == GEMM_SPLIT ? 3 * s->M : s->M;
-    s->h16 = s->gemm_mode == GEMM_SPLIT && eng->setup.cuda.gemm == OCT_CUDA_GEMM_3XFP16 &&
+    /* split FP16 by default for integer samples: measured on an H200
+     * (2026-11-23) 4.8e-6 / 6.5e-6 relative L2 at M = 1024 / 8192 and the MSI
+     * workloads 1.5-1.6x faster than split TF32 (README, CUDA_NOTES.md v5);
+     * cuda.gemm = 3xtf32 keeps split TF32 */
+    s->h16 = s->gemm_mode == GEMM_SPLIT &&
+             (eng->setup.cuda.gemm == OCT_CUDA_GEMM_3XFP16 || eng->setup.cuda.gemm == OCT_CUDA_GEMM_AUTO) &&
              eng->setup.geom.sample_type != OCT_SAMPLE_F32;
     s->hsc_x = s->hsc_m = 1.0f;
     s->refmax = 0.0;
