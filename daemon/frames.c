@@ -22,6 +22,7 @@
 
 #include "octd.h"
 #include "record.h"
+#include "register_live.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
@@ -126,6 +127,28 @@ void octd_frame_buf_free(octd_frame_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* The products the engine makes: the operator's, plus the volume
+ * intensities live registration needs (register_live.h). */
+static uint32_t engine_products(const octd *d)
+{
+    return (d->params.products | octd_reglive_products(d)) & OCT_PRODUCTS_KNOWN;
+}
+
+/* Gives the engine the operator's values with engine_products(); main.c
+ * sets the operator's own on a control change. */
+static void sync_engine_products(octd *d)
+{
+    const oct_params *cur = oct_engine_params(d->eng);
+    uint32_t want = engine_products(d);
+    if (!cur || (cur->products & OCT_PRODUCTS_KNOWN) == want)
+        return;
+    oct_params p = d->params;
+    p.products = want | (d->params.products & ~OCT_PRODUCTS_KNOWN);
+    oct_error e;
+    if (oct_engine_set_params(d->eng, &p, &e) != OCT_OK)
+        log_once(d, "registration's volume product", &e);
+}
+
 /* ---- the product pool ---- */
 static void pool_key_of(const octd *d, pool_key *k)
 {
@@ -133,7 +156,7 @@ static void pool_key_of(const octd *d, pool_key *k)
     k->geom = d->eng_geom;
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         k->depths[m] = oct_engine_depths(d->eng, m);
-    k->products = d->params.products & OCT_PRODUCTS_KNOWN;
+    k->products = engine_products(d);
 }
 
 static uint64_t prod_bytes(const oct_products *p)
@@ -381,7 +404,19 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .want_f32 = want_f32,
     };
     uint64_t last_sent = 0;
+    /* the volume made for registration alone is not published */
+    bool hide_volume = !(d->params.products & OCT_PRODUCT_BIT(OCT_KIND_VOLUME));
+    bool vol_present[OCT_METHOD_COUNT];
+    for (int k = 0; k < OCT_METHOD_COUNT; k++) {
+        vol_present[k] = slot->prod->img[k][OCT_KIND_VOLUME].present;
+        if (hide_volume)
+            slot->prod->img[k][OCT_KIND_VOLUME].present = false;
+    }
     d->published += octd_pub_send_products(d->pub, slot, &m, &d->drops, &last_sent);
+    for (int k = 0; k < OCT_METHOD_COUNT; k++)
+        slot->prod->img[k][OCT_KIND_VOLUME].present = vol_present[k];
+    if (d->reglive)
+        octd_reglive_frame(d, slot->prod, &m); /* after the frame's own images: their latency */
     d->torn_since = 0;
     d->last_frame_id = info->frame_id;
     uint64_t t0 = info->t_acq_ns ? info->t_acq_ns : info->commit_ns;
@@ -513,9 +548,10 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     bind_path(g, d);
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
-    if ((d->params.products & OCT_PRODUCTS_KNOWN) != g->key.products) {
+    sync_engine_products(d);
+    if (engine_products(d) != g->key.products) {
         pool_sync(g, d); /* may keep the old buffers (it warns once), then tries again */
-        if ((d->params.products & OCT_PRODUCTS_KNOWN) == g->key.products)
+        if (engine_products(d) == g->key.products)
             octd_log(LOG_INFO, "products changed: new product buffers");
     }
     /* room for one more frame */
@@ -623,6 +659,7 @@ void octd_frames_review(octd *d)
         return;
     octd_frames *g = d->frames;
     octd_frames_drain(d); /* the engine runs synchronously here */
+    sync_engine_products(d);
     pool_sync(g, d);
     octd_slot *slot = pool_acquire(g, d);
     if (!slot) {

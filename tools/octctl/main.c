@@ -522,6 +522,9 @@ static void print_status(const oct_status_block *b)
     printf("last_error=%s\n", bounded(b->last_error, sizeof b->last_error, t7));
     printf("frames_reprocessed=%" PRIu64 "\nframes_lost=%" PRIu64 "\n", b->frames_reprocessed,
            b->frames_lost);
+    static const char *const refstate[] = {"none", "set", "auto"}; /* enum oct_reference_state */
+    printf("reference_state=%s\nreference_frame=%" PRIu64 "\n",
+           b->reference_state < 3 ? refstate[b->reference_state] : "?", b->reference_frame);
     oct_status_summary(b, sum, sizeof sum);
     printf("summary=%s\n", sum);
 }
