@@ -9,6 +9,7 @@
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
 #include "../daemon/sys.c"
+#include "../daemon/register_live.c"
 
 #include <check.h>
 #include <stdlib.h>
