@@ -6,8 +6,8 @@
 # near the truth, the registered averages (enface_reg, confocal_reg,
 # slab_mean_reg) appear with "averaged" counting up to reg.average, the
 # volume made for registration is not published, `reference clear` stops it
-# all and `reference auto` picks a reference after OCTD_REGLIVE_AUTO_K (8)
-# volumes.  Paced producer, retrying readers: no timing assertion.
+# all, `reference set` in review takes the reviewed frame and `reference
+# auto` picks a reference after OCTD_REGLIVE_AUTO_K (8) volumes.  Paced producer, retrying readers: no timing assertion.
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BIN=${BIN:-bin}
@@ -138,7 +138,16 @@ out=$("${CTL[@]}" reference clear) || fail "reference clear: $out"
 ! grep -q '"topic":"motion/' "$T/c.txt" || fail "motion published after clear"
 echo "ok   reference clear: reference_state=none, no motion topic"
 
-# ---- 4. auto: the sharpest of the next 8 volumes ----------------------------
+# ---- 4. set in review: the reviewed frame becomes the reference -------------
+"${CTL[@]}" review >/dev/null || fail "review"
+out=$("${CTL[@]}" reference set) || fail "reference set in review: $out"
+echo "$out" | grep -q "reviewed frame" || fail "reference set in review acknowledged as: $out"
+wait_for 20 '[ "$(st reference_state)" = set ]' || fail "reference_state $(st reference_state) after set in review"
+"${CTL[@]}" online >/dev/null || fail "online"
+"${CTL[@]}" reference clear >/dev/null || fail "reference clear"
+echo "ok   reference set in review ($out)"
+
+# ---- 5. auto: the sharpest of the next 8 volumes ----------------------------
 out=$("${CTL[@]}" reference auto) || fail "reference auto: $out"
 echo "$out" | grep -q "sharpest of the next 8" || fail "reference auto acknowledged as: $out"
 wait_for 40 '[ "$(st reference_state)" = auto ]' || fail "reference_state $(st reference_state) after auto"
