@@ -110,7 +110,20 @@ REG_HD void reg_cross(float ar, float ai, float br, float bi, float w, float *cr
 typedef struct reg_peak {
     float h;           /* surface value (1 = perfect match) */
     int32_t y, x, z;   /* lag (y: reference line / stripe position), signed x, z */
+    float fx;          /* fine stage: sub-pixel x offset of the peak (parabola through
+                        * x-1, x, x+1; within [-0.5, 0.5]), 0 elsewhere */
 } reg_peak;
+
+/* Vertex offset of the parabola through (-1, hm), (0, h), (1, hp), within
+ * [-0.5, 0.5]; 0 when not a maximum. */
+REG_HD float reg_parabola(float hm, float h, float hp)
+{
+    float den = hm - 2.0f * h + hp;
+    if (!(den < 0.0f))
+        return 0.0f;
+    float o = 0.5f * (hm - hp) / den;
+    return o > 0.5f ? 0.5f : o < -0.5f ? -0.5f : o;
+}
 
 /* Backend operations.  The common code (register.c) calls them in order:
  * set_reference once; per target prep_target, coarse, fine, refine. */

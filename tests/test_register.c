@@ -353,36 +353,40 @@ START_TEST(test_saccade)
 }
 END_TEST
 
-/* The end-third test (lines of >= 96 A-scans): a 10-px saccade in y over 2
- * lines starting late in line 20 shears only its last 35 %, by 1.75 px; the
+/* The end-third test (lines of >= 96 A-scans): a 10-px saccade over 2 lines
+ * starting late in line 20 shears only its last 35 %, by 1.75 px; the
  * halves agree within the split (the halves-only test kept it), the end
- * third does not.  Lines 20-22 are flagged, no valid line away from it is.
- * (The same along x is not caught yet: the parts' x peaks are integers.) */
+ * third does not.  Along y and along x (sub-pixel x peaks): lines 20-22 are
+ * flagged, no valid line away from it is. */
 START_TEST(test_saccade_edges)
 {
     scene sc;
     scene_make3(&sc, 48, 128, 48, 0.3);
     sc.c.saccades = 1, sc.c.saccade_size = 10, sc.c.saccade_lines = 2;
-    motion_traj t;
-    motion_traj_make(&t, &sc.c, 3);
-    /* 5 px a line: line 20 from 0.65 (1.75 px), 21 (5 px), 22 until 0.65 (3.25 px) */
-    t.st[0] = 20.65, t.sdx[0] = 0, t.sdy[0] = 10;
-    motion_acquire(&sc.s, &t, 6, sc.tg, sc.truth);
-    oct_register *r = NULL;
-    run_register(&sc, &r);
-    int wrong = 0;
-    for (uint32_t l = 0; l < sc.c.L; l++) {
-        const float *s = sc.sh + 4 * l, *w = sc.truth + 4 * l;
-        if (l >= 20 && l <= 22) {
-            ck_assert_msg(w[3] == 0, "line %u: truth valid (the scene is wrong)", l);
-            ck_assert_msg(s[3] == 0, "line %u: sheared by %.2f px, not flagged", l,
-                          motion_saccade_shear(&t, l));
-        } else if (l < 18 || l > 24) {
-            wrong += w[3] == 1 && s[3] == 0;
+    for (int dir = 0; dir < 2; dir++) {
+        motion_traj t;
+        motion_traj_make(&t, &sc.c, 3);
+        /* 5 px a line: line 20 from 0.65 (1.75 px), 21 (5 px), 22 until 0.65 (3.25 px) */
+        t.st[0] = 20.65, t.sdx[0] = dir ? 10 : 0, t.sdy[0] = dir ? 0 : 10;
+        motion_acquire(&sc.s, &t, 6 + dir, sc.tg, sc.truth);
+        oct_register *r = NULL;
+        run_register(&sc, &r);
+        int wrong = 0;
+        for (uint32_t l = 0; l < sc.c.L; l++) {
+            const float *s = sc.sh + 4 * l, *w = sc.truth + 4 * l;
+            if (l >= 20 && l <= 22) {
+                ck_assert_msg(w[3] == 0, "%s: line %u: truth valid (the scene is wrong)",
+                              dir ? "x" : "y", l);
+                ck_assert_msg(s[3] == 0, "%s: line %u: sheared by %.2f px, not flagged",
+                              dir ? "x" : "y", l, motion_saccade_shear(&t, l));
+            } else if (l < 18 || l > 24) {
+                wrong += w[3] == 1 && s[3] == 0;
+            }
         }
+        ck_assert_msg(wrong == 0, "%s: %d valid lines away from the saccade flagged",
+                      dir ? "x" : "y", wrong);
+        oct_register_destroy(r);
     }
-    ck_assert_msg(wrong == 0, "%d valid lines away from the saccade flagged", wrong);
-    oct_register_destroy(r);
     scene_free(&sc);
 }
 END_TEST
