@@ -436,6 +436,9 @@ void octd_reglive_frame(octd *d, oct_products *prod, const octd_frame_meta *meta
             return;
     }
 
+    if (!g->have_ref)
+        return; /* cleared by a new geometry: nothing to register against */
+
     /* live control values: re-plan on a new stripe/search, restart the average */
     oct_register_options o;
     options_of(g, p, &o);
