@@ -445,6 +445,9 @@ void octd_reglive_frame(octd *d, oct_products *prod, const octd_frame_meta *meta
     bool replan = o.stripe != g->opts.stripe || o.search_xy != g->opts.search_xy ||
                   o.search_z != g->opts.search_z;
     g->opts = o;
+    if (replan)
+        octd_log(LOG_INFO, "registration: re-planned: stripe %u, search_xy %g, search_z %d", o.stripe,
+                 (double)o.search_xy, o.search_z);
     bool restart = p->reg_average != g->average;
     g->average = p->reg_average;
     uint64_t t0 = now_ns();

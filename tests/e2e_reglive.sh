@@ -73,7 +73,8 @@ echo "ok   reference set acknowledged ($out), reference_state=set, reference_fra
 stop_replay
 
 # ---- 2. targets: motion near the truth, registered averages ---------------
-"${CTL[@]}" set reg.average=3 slab.start=5 slab.end=40 >/dev/null || fail "set reg.average"
+"${CTL[@]}" set reg.average=3 reg.stripe=4 reg.search_xy=0.3 reg.search_z=12 slab.start=5 slab.end=40 \
+    >/dev/null || fail "set reg.*" # re-plans against the kept reference
 replay "$T/sim/frames.npy"
 "$BIN/octgrab" --endpoint "ipc://$T/pub" --count 40 --timeout 20 --quiet --headers \
     --output "$T/g" >"$T/g.txt" 2>&1 || fail "octgrab: $(tail -3 "$T/g.txt")"
@@ -157,4 +158,6 @@ echo "ok   reference auto: reference_state=auto (frame $(st reference_frame)), m
 out=$("${CTL[@]}" reference bogus 2>&1) && fail "reference bogus accepted"
 alive || fail "octd died"
 grep -q "registration: reference set" "$T/octd.log" || fail "no log line for the reference"
+grep -q "registration: re-planned: stripe 4, search_xy 0.3, search_z 12" "$T/octd.log" \
+    || fail "reg.* did not re-plan the registration"
 echo "PASS e2e_reglive"
