@@ -25,6 +25,7 @@
 #include "record.h"
 #include "reorder.h"
 #include "worker.h"
+#include "register_live.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
@@ -154,6 +155,34 @@ void octd_frame_buf_free(octd_frame_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+/* The products the engine makes: the operator's, plus the volume
+ * intensities live registration needs (register_live.h). */
+static uint32_t engine_products(const octd *d)
+{
+    return (d->params.products | octd_reglive_products(d)) & OCT_PRODUCTS_KNOWN;
+}
+
+static int engines_of(const octd *d, oct_engine *const **out);
+
+/* Gives every engine the operator's values with engine_products(); main.c
+ * sets the operator's own on a control change. */
+static void sync_engine_products(octd *d)
+{
+    oct_engine *const *engs;
+    int n = engines_of(d, &engs);
+    uint32_t want = engine_products(d);
+    for (int i = 0; i < n; i++) {
+        const oct_params *cur = engs[i] ? oct_engine_params(engs[i]) : NULL;
+        if (!cur || (cur->products & OCT_PRODUCTS_KNOWN) == want)
+            continue;
+        oct_params p = d->params;
+        p.products = want | (d->params.products & ~OCT_PRODUCTS_KNOWN);
+        oct_error e;
+        if (oct_engine_set_params(engs[i], &p, &e) != OCT_OK)
+            log_once(d, "registration's volume product", &e);
+    }
+}
+
 /* ---- the product pool (one per engine) ---- */
 static void pool_key_of(const octd *d, const path_lane *g, pool_key *k)
 {
@@ -161,7 +190,7 @@ static void pool_key_of(const octd *d, const path_lane *g, pool_key *k)
     k->geom = d->eng_geom;
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         k->depths[m] = oct_engine_depths(g->eng, m);
-    k->products = d->params.products & OCT_PRODUCTS_KNOWN;
+    k->products = engine_products(d);
 }
 
 static uint64_t prod_bytes(const oct_products *p)
@@ -532,7 +561,19 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .want_f32 = want_f32,
     };
     uint64_t last_sent = 0;
+    /* the volume made for registration alone is not published */
+    bool hide_volume = !(d->params.products & OCT_PRODUCT_BIT(OCT_KIND_VOLUME));
+    bool vol_present[OCT_METHOD_COUNT];
+    for (int k = 0; k < OCT_METHOD_COUNT; k++) {
+        vol_present[k] = slot->prod->img[k][OCT_KIND_VOLUME].present;
+        if (hide_volume)
+            slot->prod->img[k][OCT_KIND_VOLUME].present = false;
+    }
     d->published += octd_pub_send_products(d->pub, slot, &m, &d->drops, &last_sent);
+    for (int k = 0; k < OCT_METHOD_COUNT; k++)
+        slot->prod->img[k][OCT_KIND_VOLUME].present = vol_present[k];
+    if (d->reglive)
+        octd_reglive_frame(d, slot->prod, &m); /* after the frame's own images: their latency */
     d->torn_since = 0;
     d->last_frame_id = info->frame_id;
     uint64_t t0 = info->t_acq_ns ? info->t_acq_ns : info->commit_ns;
@@ -776,11 +817,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     }
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
+    sync_engine_products(d);
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
-        if (!L->dead && (d->params.products & OCT_PRODUCTS_KNOWN) != L->key.products) {
+        if (!L->dead && engine_products(d) != L->key.products) {
             pool_sync(L, d); /* may keep the old buffers (it warns once), then tries again */
-            if ((d->params.products & OCT_PRODUCTS_KNOWN) == L->key.products && i == 0)
+            if (engine_products(d) == L->key.products && i == 0)
                 octd_log(LOG_INFO, "products changed: new product buffers");
         }
     }
@@ -917,6 +959,7 @@ void octd_frames_review(octd *d)
         return;
     octd_frames *g = d->frames;
     octd_frames_drain(d); /* the engine runs synchronously here */
+    sync_engine_products(d);
     path_lane *L = &g->lane[0]; /* review runs on the first engine */
     L->eng = d->eng;
     pool_sync(L, d);

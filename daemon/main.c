@@ -50,6 +50,7 @@
 #include "metrics.h"
 #include "octd.h"
 #include "record.h"
+#include "register_live.h"
 #include "save.h"
 
 #define EX_CONFIG 78      /* bad configuration: systemd must not restart (RestartPreventExitStatus) */
@@ -650,6 +651,12 @@ static void handle_command(octd *d, uint32_t cmd, uint64_t seq)
         command_ack(d, seq, res, "%s", msg);
         break;
     }
+    case OCT_CMD_REFERENCE: { /* live registration (register_live.c) */
+        char msg[sizeof d->sb->command_message];
+        uint32_t res = octd_reglive_command(d, d->cmd_args->cmd_flags, msg, sizeof msg);
+        command_ack(d, seq, res, "%s", msg);
+        break;
+    }
     default: command_ack(d, seq, OCT_CMDRES_REFUSED, "unknown command %u", cmd); break;
     }
     status_counters(d);
@@ -1168,6 +1175,7 @@ out:
     octd_pub_destroy(d->pub);
     octd_endpoints_release(d->endpoints); /* after the sockets are closed */
     octd_frames_free(d); /* after ZeroMQ let go of the product buffers */
+    octd_reglive_free(d);
     oct_ring_consumer_close(d->ring);
     destroy_engines(d);
     oct_products_destroy(d->save_prod);

@@ -81,6 +81,7 @@ typedef struct octd {
     struct octd_endpoints *endpoints; /* lock files of the ipc:// endpoints */
     struct octd_metrics *metrics;     /* NULL unless [metrics] listen */
     uint64_t reprocessed, lost; /* review re-processing; ring frames lapped (within skipped) */
+    struct octd_reglive *reglive; /* live registration (register_live.c), NULL until used */
 } octd;
 
 /* Makes d->eng fit geom (re-plans when needed; main.c).  false: cannot process. */

@@ -137,15 +137,16 @@ static uint64_t realtime_ns(void)
 }
 
 static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
-                           bool f32, uint64_t image_seq, const oct_image *img,
+                           const char *kind_name, bool f32, uint64_t image_seq, const oct_image *img,
                            const octd_frame_meta *m, const float spacing_um[3])
 {
     octd_json j;
     octd_json_begin(&j, buf, cap);
     octd_json_str(&j, "htype", "octd-image-1");
     octd_json_str(&j, "topic", topic);
-    octd_json_str(&j, "kind", oct_kind_name(kind));
-    octd_json_str(&j, "method", oct_product_method_name(method, kind)); /* en-face angiograms: the metric */
+    octd_json_str(&j, "kind", kind_name ? kind_name : oct_kind_name(kind));
+    octd_json_str(&j, "method", kind_name ? oct_method_name(method)
+                                          : oct_product_method_name(method, kind)); /* en-face angiograms: the metric */
     octd_json_u64(&j, "frame_id", m->frame_id);
     octd_json_u64(&j, "frame_seq", m->frame_seq);
     octd_json_u64(&j, "image_seq", image_seq);
@@ -161,6 +162,8 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_u64(&j, "skipped", m->skipped);
     octd_json_u64(&j, "torn", m->torn);
     octd_json_str(&j, "mode", m->review ? "review" : "online");
+    if (m->averaged)
+        octd_json_u64(&j, "averaged", m->averaged);
     if (spacing_um[0] > 0 && spacing_um[1] > 0 && spacing_um[2] > 0) {
         /* the profile's pixel spacing, [depth, ascan, line] in µm, whatever
          * the image's axes: a display picks the two of its kind */
@@ -192,7 +195,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
                 uint64_t seq = p->image_seq[method][kind][f32]++;
-                size_t hlen = image_header(header, sizeof header, topic, method, kind, f32, seq,
+                size_t hlen = image_header(header, sizeof header, topic, method, kind, NULL, f32, seq,
                                            img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
@@ -223,6 +226,31 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
         }
     }
     return sent;
+}
+
+unsigned octd_pub_send_image(octd_pub *p, const char *topic, const char *kind_name, int method,
+                             const oct_image *img, bool f32, uint64_t image_seq,
+                             const octd_frame_meta *m, uint64_t *drops)
+{
+    char header[2048];
+    const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
+    /* kind -1: no SPEC 2.4 kind ("requested" is an en-face field) */
+    int kind = strncmp(kind_name, "enface", 6) == 0 ? OCT_KIND_ENFACE : -1;
+    size_t hlen = image_header(header, sizeof header, topic, method, kind, kind_name, f32,
+                               image_seq, img, m, p->spacing_um);
+    if (!data || hlen == 0 ||
+        send_part(p->sock, topic, strlen(topic), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
+        (*drops)++;
+        return 0;
+    }
+    if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
+        send_part(p->sock, data, img->count * (f32 ? sizeof(float) : 1), NULL, ZMQ_DONTWAIT) != 0) {
+        octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic,
+                 zmq_strerror(zmq_errno()));
+        (*drops)++;
+        return 0;
+    }
+    return 1;
 }
 
 size_t octd_status_json(const oct_status_block *b, char *buf, size_t cap)

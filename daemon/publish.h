@@ -27,6 +27,7 @@ typedef struct octd_frame_meta {
     uint64_t frame_id, frame_seq, epoch, t_acq_ns, params_gen, skipped, torn;
     bool review;   /* re-processed kept frame */
     bool want_f32; /* the frame's params asked for float32 copies */
+    uint32_t averaged; /* registered averages: volumes in the mean ("averaged"; 0: none) */
 } octd_frame_meta;
 
 /* Binds a PUB socket at every endpoint; the message names the bad endpoint. */
@@ -44,6 +45,12 @@ void octd_slot_release(octd_slot *s);
  * be sent; *last_sent_ns is the realtime clock after the last send. */
 unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
                                 uint64_t *drops, uint64_t *last_sent_ns);
+/* Sends one image kept outside the pool (live registration's topics): its
+ * u8 or f32 buffer copied; kind_name is the header's "kind".  Returns 1 when
+ * sent, else 0 with *drops counted. */
+unsigned octd_pub_send_image(octd_pub *p, const char *topic, const char *kind_name, int method,
+                             const oct_image *img, bool f32, uint64_t image_seq,
+                             const octd_frame_meta *m, uint64_t *drops);
 /* The 2-part "status" message. */
 /* v: the control values in use (the "params" object), may be NULL */
 void octd_pub_send_status(octd_pub *p, const oct_status_block *b, const oct_control_values *v);

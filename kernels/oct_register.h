@@ -24,7 +24,9 @@
  *     times the median of the volume (a line sheared by a saccade matches
  *     only partly), the left and right halves of the line matching the
  *     same place within `split` px in x and y (a line acquired during a
- *     saccade is sheared: its halves match different places), l + dy inside
+ *     saccade is sheared: its halves match different places) and, on lines
+ *     of >= 96 A-scans, each end third the opposite half within 1.1 split
+ *     (at a saccade's start or end only one end of a line moved), l + dy inside
  *     [0, L-1], and consistent (within jump px) with the lines before or
  *     after it.  Invalid lines have NaN shifts.
  * Phase-only correlation: C = W . F_ref . conj(F_t) / |F_ref . conj(F_t)|
@@ -58,7 +60,7 @@ typedef struct oct_register_options {
     int32_t window;      /* fine search: +- lines around each stripe prediction [1, 16] (2) */
     float min_pnr;       /* a match needs peak / noise RMS >= this (8) */
     float rel_pnr;       /* ... and >= rel_pnr x the median of the volume's lines (0.7) */
-    float split;         /* px: halves of a line matching further apart make it invalid (1) */
+    float split;         /* px: halves of a line matching further apart make it invalid (0.5) */
     float jump;          /* px: a line further than this from both neighbour sides is invalid (3) */
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */

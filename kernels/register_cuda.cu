@@ -173,7 +173,7 @@ __global__ void k_peak3(const float *sb, const int32_t *win, reg_peak *out, uint
     if (threadIdx.x == 0) {
         long long i = ix[0];
         reg_peak p;
-        p.h = v[0];
+        p.h = v[0], p.fx = 0.0f;
         p.z = (int)(i % nz) - szc, p.x = (int)(i / nz % nx) - sxc, p.y = (int)(i / nz / nx) + ylo;
         out[b] = p;
     }
@@ -221,6 +221,10 @@ __global__ void k_peak2(const float *fs, const int32_t *pair, reg_peak *out, uin
         reg_peak p;
         p.h = v[0], p.y = pair[2 * b + 1];
         p.z = (int)(i % nz) - sz, p.x = (int)(i / nz) - sx;
+        const float *f = fs + b * n2;
+        size_t zo = (size_t)wrapi(p.z, (int)D);
+        p.fx = reg_parabola(f[(size_t)wrapi(p.x - 1, (int)N) * D + zo] * inv_sumw, p.h,
+                            f[(size_t)wrapi(p.x + 1, (int)N) * D + zo] * inv_sumw);
         out[b] = p;
     }
 }

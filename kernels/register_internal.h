@@ -67,16 +67,18 @@ REG_HD double reg_dlog_overlap(double s, int n)
     return ap > 0 && am > 0 ? (log(ap) - log(am)) / (2 * h) : 0.0;
 }
 
-/* Half-line mask (the saccade test): which 0 = whole line, 1 = left half,
- * 2 = right half of A-scans, with a raised-cosine crossover of 2T around N/2. */
+/* Part-line mask (the saccade test): which 0 = whole line, 1 = left half,
+ * 2 = right half, 3 = left third, 4 = right third of the A-scans, with a
+ * raised-cosine crossover of 2T around the cut (N/2, N/3 or 2N/3). */
 REG_HD float reg_half(int n, int N, int which)
 {
     if (which == 0)
         return 1.0f;
     int T = N / 16 > 2 ? N / 16 : 2;
-    float c = 0.5f * (float)N, x = (float)n - (c - (float)T);
+    float c = which <= 2 ? 0.5f * (float)N : which == 3 ? (float)N / 3.0f : 2.0f * (float)N / 3.0f;
+    float x = (float)n - (c - (float)T);
     float left = x <= 0 ? 1.0f : x >= 2 * T ? 0.0f : 0.5f * (1.0f + cosf(3.14159265359f * x / (2 * T)));
-    return which == 1 ? left : 1.0f - left;
+    return which == 1 || which == 3 ? left : 1.0f - left;
 }
 
 /* Signed frequency of bin k of n. */
@@ -108,7 +110,20 @@ REG_HD void reg_cross(float ar, float ai, float br, float bi, float w, float *cr
 typedef struct reg_peak {
     float h;           /* surface value (1 = perfect match) */
     int32_t y, x, z;   /* lag (y: reference line / stripe position), signed x, z */
+    float fx;          /* fine stage: sub-pixel x offset of the peak (parabola through
+                        * x-1, x, x+1; within [-0.5, 0.5]), 0 elsewhere */
 } reg_peak;
+
+/* Vertex offset of the parabola through (-1, hm), (0, h), (1, hp), within
+ * [-0.5, 0.5]; 0 when not a maximum. */
+REG_HD float reg_parabola(float hm, float h, float hp)
+{
+    float den = hm - 2.0f * h + hp;
+    if (!(den < 0.0f))
+        return 0.0f;
+    float o = 0.5f * (hm - hp) / den;
+    return o > 0.5f ? 0.5f : o < -0.5f ? -0.5f : o;
+}
 
 /* Backend operations.  The common code (register.c) calls them in order:
  * set_reference once; per target prep_target, coarse, fine, refine. */

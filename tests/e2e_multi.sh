@@ -134,10 +134,16 @@ grep -o "reorder stage: .*" "$T/burst.log" | head -1
 
 # ---- 3. the same frames through one engine: equal (SPEC 7: a pixel at a rounding boundary may be one level off) ----
 ini single "" ""
-run single 60
-wait $SUB
-stop_octd
-"$PYTHON" "${MULTI[@]}" check-order "$T/single.jsonl" --min 30 --one-gen || fail "single: order"
+# a loaded machine may make octd see the producer's heartbeat stale once and
+# re-attach (frames missed, never out of order): one more try then
+for try in 1 2; do
+    run single 60
+    wait $SUB
+    stop_octd
+    "$PYTHON" "${MULTI[@]}" check-order "$T/single.jsonl" --min 30 --one-gen && break
+    [ $try = 2 ] && fail "single: order"
+    echo "single: too few images (re-attach?), once more"
+done
 "$PYTHON" "${MULTI[@]}" compare "$T/multi.jsonl" "$T/single.jsonl" --min 30 ||
     fail "identity: images of $DEVICES differ from one engine's"
 

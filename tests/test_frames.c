@@ -11,6 +11,7 @@
 #include "../daemon/reorder.c"
 #include "../daemon/worker.c"
 #include "../daemon/sys.c"
+#include "../daemon/register_live.c"
 
 #include <check.h>
 #include <stdlib.h>

@@ -198,18 +198,20 @@ typedef struct scene {
     float *ref, *tg, *truth, *sh;
 } scene;
 
-static void scene_make(scene *sc, uint32_t n, double noise)
+static void scene_make3(scene *sc, uint32_t L, uint32_t N, uint32_t D, double noise)
 {
     motion_cfg_default(&sc->c);
-    sc->c.L = sc->c.N = sc->c.D = n;
+    sc->c.L = L, sc->c.N = N, sc->c.D = D;
     sc->c.noise = noise;
     sc->c.offset = 0, sc->c.drift = 0, sc->c.tremor = 0, sc->c.axial = 0, sc->c.saccades = 0;
-    size_t vox = (size_t)n * n * n;
+    size_t vox = (size_t)L * N * D;
     ck_assert_int_eq(motion_sample_make(&sc->s, &sc->c, 24), 0);
     sc->ref = malloc(sizeof(float) * vox), sc->tg = malloc(sizeof(float) * vox);
-    sc->truth = malloc(sizeof(float) * 4 * n), sc->sh = malloc(sizeof(float) * 4 * n);
+    sc->truth = malloc(sizeof(float) * 4 * L), sc->sh = malloc(sizeof(float) * 4 * L);
     motion_acquire(&sc->s, NULL, noise > 0 ? 1 : 0, sc->ref, NULL);
 }
+
+static void scene_make(scene *sc, uint32_t n, double noise) { scene_make3(sc, n, n, n, noise); }
 
 static void scene_free(scene *sc)
 {
@@ -347,6 +349,44 @@ START_TEST(test_saccade)
     ck_assert_msg(wrong <= 3, "%d lines outside the saccade flagged", wrong);
     ck_assert_msg(flagged >= sac - 1, "%d of %d saccade lines flagged", flagged, sac);
     oct_register_destroy(r);
+    scene_free(&sc);
+}
+END_TEST
+
+/* The end-third test (lines of >= 96 A-scans): a 10-px saccade over 2 lines
+ * starting late in line 20 shears only its last 35 %, by 1.75 px; the
+ * halves agree within the split (the halves-only test kept it), the end
+ * third does not.  Along y and along x (sub-pixel x peaks): lines 20-22 are
+ * flagged, no valid line away from it is. */
+START_TEST(test_saccade_edges)
+{
+    scene sc;
+    scene_make3(&sc, 48, 128, 48, 0.3);
+    sc.c.saccades = 1, sc.c.saccade_size = 10, sc.c.saccade_lines = 2;
+    for (int dir = 0; dir < 2; dir++) {
+        motion_traj t;
+        motion_traj_make(&t, &sc.c, 3);
+        /* 5 px a line: line 20 from 0.65 (1.75 px), 21 (5 px), 22 until 0.65 (3.25 px) */
+        t.st[0] = 20.65, t.sdx[0] = dir ? 10 : 0, t.sdy[0] = dir ? 0 : 10;
+        motion_acquire(&sc.s, &t, 6 + dir, sc.tg, sc.truth);
+        oct_register *r = NULL;
+        run_register(&sc, &r);
+        int wrong = 0;
+        for (uint32_t l = 0; l < sc.c.L; l++) {
+            const float *s = sc.sh + 4 * l, *w = sc.truth + 4 * l;
+            if (l >= 20 && l <= 22) {
+                ck_assert_msg(w[3] == 0, "%s: line %u: truth valid (the scene is wrong)",
+                              dir ? "x" : "y", l);
+                ck_assert_msg(s[3] == 0, "%s: line %u: sheared by %.2f px, not flagged",
+                              dir ? "x" : "y", l, motion_saccade_shear(&t, l));
+            } else if (l < 18 || l > 24) {
+                wrong += w[3] == 1 && s[3] == 0;
+            }
+        }
+        ck_assert_msg(wrong == 0, "%s: %d valid lines away from the saccade flagged",
+                      dir ? "x" : "y", wrong);
+        oct_register_destroy(r);
+    }
     scene_free(&sc);
 }
 END_TEST
@@ -491,6 +531,7 @@ static Suite *register_suite(void)
     tcase_add_test(tc, test_integer_shifts);
     tcase_add_test(tc, test_fractional);
     tcase_add_test(tc, test_saccade);
+    tcase_add_test(tc, test_saccade_edges);
     tcase_add_test(tc, test_reconstruct);
     tcase_add_test(tc, test_bad_input);
     suite_add_tcase(s, tc);
@@ -499,6 +540,7 @@ static Suite *register_suite(void)
 
 int main(void)
 {
+
     SRunner *sr = srunner_create(register_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

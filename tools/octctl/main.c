@@ -49,7 +49,9 @@ static void usage(FILE *f)
             "                        start a recording (default: raw; 0 or no limit: until\n"
             "                        `record stop`)\n"
             "  record stop           end the recording in progress\n"
-            "  reference set|clear|auto   the registration reference (set: the next frame)\n"
+            "  reference set|clear|auto   the registration reference (set: the next frame,\n"
+            "                        in review the reviewed one; auto: the sharpest of the\n"
+            "                        next 8 volumes); README \"Live registration in octd\"\n"
             "  status                the status block\n"
             "  watch [--count N] [--interval SEC]   live counters\n"
             "  ring [...]            inspect a frame ring (octctl ring --help)\n"
@@ -522,6 +524,9 @@ static void print_status(const oct_status_block *b)
     printf("last_error=%s\n", bounded(b->last_error, sizeof b->last_error, t7));
     printf("frames_reprocessed=%" PRIu64 "\nframes_lost=%" PRIu64 "\n", b->frames_reprocessed,
            b->frames_lost);
+    static const char *const refstate[] = {"none", "set", "auto"}; /* enum oct_reference_state */
+    printf("reference_state=%s\nreference_frame=%" PRIu64 "\n",
+           b->reference_state < 3 ? refstate[b->reference_state] : "?", b->reference_frame);
     oct_status_summary(b, sum, sizeof sum);
     printf("summary=%s\n", sum);
 }

@@ -280,7 +280,8 @@ static void summary(grab *g, double elapsed)
 static bool topic_known(const char *t)
 {
     static const char *const kinds[] = {"bscan", "enface", "confocal", "xsec_h", "xsec_v",
-                                        "volume", "slab_mean", "slab_max", "motion",
+                                        "volume", "slab_mean", "slab_max", "motion", "enface_reg",
+                                        "confocal_reg", "slab_mean_reg",
                                         "registered", "average", "angio", "struct", "median",
                                         "sv", "decor", "ssada", "status", NULL};
     static const char *const methods[] = {"cfd", "msi", "cms", "struct", "median", "sv",

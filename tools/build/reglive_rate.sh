@@ -1,0 +1,53 @@
+#!/bin/bash
+# reglive_rate.sh - live registration rate through octd (issue 17.3): octsim
+# motion frames replayed into a ring at RATE volumes/s, octd (BACKEND) with
+# policy all, then `octctl reference set`; prints the ring counters over
+# SECONDS without and with a reference and octd's "registration: ... ms per
+# volume" lines.  Loss-free: frames_skipped and frames_lost do not grow.
+#   tools/build/reglive_rate.sh [L N M BACKEND RATE SECONDS]
+# GPU target: tools/build/reglive_rate.sh 192 200 1024 cuda 100 20
+set -u
+L=${1:-32} N=${2:-64} M=${3:-128} BACKEND=${4:-cpu} RATE=${5:-5} SECS=${6:-10}
+BIN=${BIN:-bin}
+T=$(mktemp -d /tmp/octd-reglive-rate.XXXXXX)
+R=/octrr$$
+PIDS=()
+trap 'for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done; wait; rm -f /dev/shm$R-*; rm -rf "$T"' EXIT
+"$BIN/octsim" motion --output "$T/sim" --lines "$L" --ascans "$N" --samples "$M" --volumes 4 \
+    --saccades 1 --frames >"$T/sim.log" 2>&1 || { cat "$T/sim.log"; exit 1; }
+cat >"$T/p.yaml" <<EOF
+methods: [cfd]
+window: {type: rect}
+freq_cutoff: 0
+enface: {start: $((M / 8)), step: $((M / 8)), count: 3}
+products: [confocal]
+EOF
+cat >"$T/octd.ini" <<EOF
+[engine]
+backend = $BACKEND
+[ring]
+frames = $R-frames
+control = $R-control
+status = $R-status
+policy = all
+[publish]
+endpoint = ipc://$T/pub
+[profile]
+path = $T/p.yaml
+[log]
+level = info
+EOF
+"$BIN/octd" --config "$T/octd.ini" 2>"$T/octd.log" &
+PIDS+=($!)
+sleep 2
+"$BIN/octsim" replay "$T/sim/frames.npy" --ring "$R-frames" --loop --ascan-rate $((L * N * RATE)) \
+    --slots 64 --quiet &
+PIDS+=($!)
+C=("$BIN/octctl" --control "$R-control" --status "$R-status" --timeout 10)
+counters() { "${C[@]}" status | grep -E "^frames_(seen|processed|skipped|lost)=" | tr '\n' ' '; echo; }
+sleep 5
+echo "no reference, start: $(counters)"; sleep "$SECS"; echo "no reference, +${SECS}s: $(counters)"
+"${C[@]}" reference set
+sleep 5
+echo "reference, start:    $(counters)"; sleep "$SECS"; echo "reference, +${SECS}s:    $(counters)"
+grep -E "engine planned|registration" "$T/octd.log" | tail -4
