@@ -1,0 +1,722 @@
+/* cuda_frame.cuh - the per-frame stages of the CUDA executor: sink tables,
+ * cross-section gathers, the intra-frame pipeline's parts, conversion and
+ * background, CFD (with k-linearisation and dispersion), MSI (GEMM and FFT
+ * paths), CMS and the angiography stage, and run_device() that chains them on
+ * the streams.  Included once by engine_cuda.cu inside its anonymous
+ * namespace (one translation unit: the kernels, set-up and stages share
+ * static state); split off to keep each file readable. */
+
+/* ------------------------------------------------------------------ */
+/* per frame                                                            */
+
+/* What the host needs to know of one method's sink table. */
+struct Sink {
+    int tab;       /* c_sink index: (engine range, slot) * OCT_METHOD_COUNT + method */
+    int Q;         /* en-face depths */
+    bool sub;      /* rows of the en-face depths (en-face, confocal) */
+    bool xh, xv;   /* cross-section rows */
+    bool full;     /* every spectrum needs every depth (plan.h) */
+};
+
+Sink make_sink(oct_engine *eng, Slot *sl, int m)
+{
+    const oct_plan_method *pm = &eng->plan->method[m];
+    Sink k;
+    k.tab = (ST(eng)->sink_base * DEPTH + sl->index) * OCT_METHOD_COUNT + m;
+    k.Q = (int)eng->plan->enface_n[m];
+    k.sub = pm->sub;
+    k.xh = pm->xs_h;
+    k.xv = pm->xs_v;
+    k.full = pm->full;
+    return k;
+}
+
+/* The plan's layout rows with this slot's buffers into c_sink (on the
+ * compute stream: after the slot's previous frame, whose download waited
+ * for all its sinks). */
+oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_plan *pl = eng->plan;
+    const oct_params *p = &pl->params;
+    SinkTable t[OCT_METHOD_COUNT];
+    memset(t, 0, sizeof t);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        const oct_plan_method *pm = &pl->method[m];
+        SinkTable *k = &t[m];
+        k->n = 0;
+        k->D = (int)pm->D;
+        k->N = s->N;
+        k->Q = (int)pl->enface_n[m];
+        k->h = p->xsec_h;
+        k->v = p->xsec_v;
+        k->eidx = s->d_eidx[m];
+        int per[3] = {0, 0, 0};
+        for (uint32_t i = 0; i < pm->nlayout; i++) {
+            const oct_layout *r = &pm->layout[i];
+            if (r->select == OCT_SEL_GROUP) /* angiography: angio_run, not the sink */
+                continue;
+            if (k->n >= OCT_KIND_ANGIO_FIRST)
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of a method",
+                                     OCT_KIND_ANGIO_FIRST);
+            SinkRow *d = &k->row[k->n++];
+            if (r->depths != OCT_DEPTHS_ALL && ++per[r->depths] > SINK_GROUP_MAX)
+                return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: more than %d products of one depth set",
+                                     SINK_GROUP_MAX);
+            d->f = sl->prod[m][r->kind].f;
+            d->u = sl->prod[m][r->kind].u;
+            d->st_l = r->st_l, d->st_a = r->st_a, d->st_d = r->st_d;
+            d->select = r->select, d->sel = r->sel;
+            d->depths = r->depths, d->reduce = r->reduce;
+            d->d0 = r->d0, d->nslots = (int)r->nslots;
+            d->g.gsc = p->gsc[r->cls];
+            d->g.con = p->contrast[r->cls];
+            d->g.bri = p->brightness[r->cls];
+            d->g.logscale = p->scale == OCT_SCALE_LOG;
+        }
+    }
+    /* pageable source: staged before the call returns, t may go */
+    CU(cudaMemcpyToSymbolAsync(c_sink, t, sizeof t, sizeof t * (size_t)(s->sink_base * DEPTH + sl->index),
+                               cudaMemcpyHostToDevice,
+                               s->s_comp));
+    return OCT_OK;
+}
+
+template <class Src>
+oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, long long j0,
+                    long long nrows, int nh, oct_error *e)
+{
+    if (nrows <= 0) return OCT_OK;
+    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, st>>>(src, k.tab, mode, j0, nrows, nh);
+    LAUNCHED("sink");
+    return OCT_OK;
+}
+
+/* Gathers the spectra of the wanted cross-sections: nh (line) + nv (column).
+ * The rows are computed on the device: no per-frame host list. */
+oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    *nh = want_h ? s->N : 0;
+    *nv = want_v ? s->L : 0;
+    int n = *nh + *nv;
+    if (n == 0) return OCT_OK;
+    int h = eng->params.xsec_h, v = eng->params.xsec_v;
+    if (s->path == OCT_MSI_FFT) {
+        long long tot = (long long)n * s->K;
+        gather_xsec_kernel<float2><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+            s->d_X, s->K, s->N, h, v, *nh, n, s->d_Xg);
+    } else {
+        long long tot = (long long)n * s->kM;
+        const float *src = s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x;
+        if (s->h16)
+            gather_xsec_kernel<__half><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                (const __half *)s->d_x3, s->kM, s->N, h, v, *nh, n, (__half *)s->d_xg);
+        else
+            gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                src, s->kM, s->N, h, v, *nh, n, s->d_xg);
+    }
+    LAUNCHED("gather");
+    return OCT_OK;
+}
+
+/* How a frame goes through the intra-frame pipeline (volumes DMA'd from
+ * registered memory in parts):
+ * PARTS_ALL: each part converted, CFD'd (k-lin, R2C, plain or dispersion
+ *   sink: all per spectrum) and MSI'd (en-face / all depths) on arrival;
+ *   cross-sections and CMS once the whole frame is converted.
+ * PARTS_BG: frame-mean / rolling / FPN background: the column sums (FPN:
+ *   the best segment of those complete so far) of each part on arrival (the
+ *   reduction hides under the DMA), the rest of the frame once the last part
+ *   has landed (the subtraction needs the whole frame's statistics).
+ * Off for the FFT-path MSI (or its
+ * masks: plan_x on the compute stream shares the CFD plans' work area), and
+ * (without setup.cuda.parts_ext) for k-lin, dispersion and the whole-frame
+ * backgrounds.  With it, the stage times other than device_ms mix stages
+ * (octbench times a replay, which never uses parts). */
+enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2 };
+int parts_mode(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    if (s->parts <= 1 || s->L <= 1) return PARTS_OFF;
+    bool ext = eng->setup.cuda.parts_ext != 0;
+    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
+    if (msi && s->path != OCT_MSI_GEMM) return PARTS_OFF;
+    /* plan_x bound to the compute stream (FFT-path masks) shares its work
+     * area with the per-part plans on the CFD stream: a later frame's R2C
+     * there could overlap this frame's parts */
+    if (s->x_on_comp) return PARTS_OFF;
+    if (cfd && (s->klin_T > 0 || s->disp_on) && !ext) return PARTS_OFF;
+    switch (p->background) {
+    case OCT_BG_NONE:
+    case OCT_BG_REFERENCE: return PARTS_ALL;
+    case OCT_BG_FRAME_MEAN:
+    case OCT_BG_ROLLING: return ext ? PARTS_BG : PARTS_OFF;
+    case OCT_BG_FPN: /* segments of a valid G; (a bad G: background() says so) */
+        return ext && p->background_param >= 2 && p->background_param <= OCT_FPN_SEGMENT_MAX &&
+                       s->S >= p->background_param
+                   ? PARTS_BG
+                   : PARTS_OFF;
+    default: return PARTS_OFF;
+    }
+}
+
+/* One MSI pass over nrows rows (spectra j0.. or gathered) with nslots depth
+ * slots (all R, or the en-face list). */
+oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long long nrows, int nh,
+                 oct_error *e)
+{
+    CudaState *s = ST(eng);
+    int nl = lag_count(eng);
+    bool sub = mode == MODE_SUB;
+    int nslots = sub ? k.Q : s->R;
+    if (nrows <= 0 || nslots <= 0) return OCT_OK;
+    bool xs = mode == MODE_XS;
+    if (s->path == OCT_MSI_GEMM) {
+        const float *A = sub ? s->d_Benf : s->d_Bfull;
+        const float *X = xs ? s->d_xg : (s->gemm_mode == GEMM_SPLIT ? s->d_x3 : s->d_x);
+        int ncol = nslots * nl, kM = s->kM;
+        long long cs_max = std::max(1ll, (long long)(s->C_cap / ncol));
+        long long nch = (nrows + cs_max - 1) / cs_max;
+        long long cs = (nrows + nch - 1) / nch;
+        const float one = 1.0f, zero = 0.0f;
+        for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
+            long long nj = std::min(cs, jbase + nrows - j0);
+            /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
+            if (s->h16) {
+                /* split FP16: [hi | lo | hi] . [hi ; hi ; lo] of the scaled
+                 * operands, FP32 accumulation; alpha (a power of two) undoes
+                 * the scales exactly */
+                const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
+                const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
+                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &alpha, Ah, CUDA_R_16F,
+                                  kM, Xh + j0 * kM, CUDA_R_16F, kM, &zero, s->d_C, CUDA_R_32F, ncol,
+                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+            } else if (s->gemm_mode == GEMM_SGEMM)
+                BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
+                                 kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
+            else /* TF32 tensor cores; the split operands are exact TF32 values */
+                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
+                                  CUDA_R_32F, kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_C,
+                                  CUDA_R_32F, ncol, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+            SrcGemm src = {s->d_C, ncol, nl};
+            TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
+        }
+    } else {
+        const float2 *X = xs ? s->d_Xg : s->d_X;
+        long long cs = std::max(1ll, s->CB / nslots);
+        for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
+            long long nj = std::min(cs, jbase + nrows - j0);
+            long long tot = nj * nslots * s->K;
+            mask_product_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                X + j0 * s->K, s->K, (int)nj, s->d_Mf, sub ? s->d_eidx[OCT_METHOD_MSI] : NULL,
+                nslots, s->d_Y);
+            LAUNCHED("mask_product");
+            FFT(cufftExecC2R(s->plan_c2r, (cufftComplex *)s->d_Y, s->d_P));
+            SrcFft src = {s->d_P, nslots, s->M, eng->params.lag_lo, nl, 1.0f / (float)s->M};
+            TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
+        }
+    }
+    return OCT_OK;
+}
+
+/* One CMS pass (GEMM with the stacked Re/Im rows of q, then |.|) over
+ * nrows rows: spectra, or gathered cross-section spectra (MODE_XS). */
+oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int nh, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    bool sub = mode == MODE_SUB, xs = mode == MODE_XS;
+    int nslots = sub ? k.Q : s->RC;
+    if (nrows <= 0 || nslots <= 0) return OCT_OK;
+    const float *A = sub ? s->d_Qenf : s->d_Qfull;
+    const float *X = xs ? s->d_xgc : (s->gemm_mode == GEMM_SPLIT ? s->d_xp3 : s->d_xp);
+    int ncol = 2 * nslots, kM = s->kM;
+    long long cs_max = std::max(1ll, (long long)(s->Cc_cap / ncol));
+    long long nch = (nrows + cs_max - 1) / cs_max;
+    long long cs = (nrows + nch - 1) / nch;
+    const float one = 1.0f, zero = 0.0f;
+    for (long long j0 = 0; j0 < nrows; j0 += cs) {
+        long long nj = std::min(cs, nrows - j0);
+        /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
+        if (s->gemm_mode == GEMM_SGEMM)
+            BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, kM,
+                             X + j0 * kM, kM, &zero, s->d_Cc, ncol));
+        else
+            BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, CUDA_R_32F,
+                              kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_Cc, CUDA_R_32F, ncol,
+                              CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+        SrcCms src = {s->d_Cc, ncol};
+        TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
+    }
+    return OCT_OK;
+}
+
+/* Adds the column sums of raw spectra [j0, j0 + ns) to d_bgsum (compute stream). */
+oct_err colsum_rows(oct_engine *eng, Slot *sl, long long j0, long long ns, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_geometry *g = &eng->setup.geom;
+    int sh = g->sample_type == OCT_SAMPLE_F32 ? 0 : (int)g->sample_shift;
+    dim3 grid(blocks_for(s->M, 256), (unsigned)std::min(ns, 512ll));
+    long long o = j0 * s->M;
+    switch (g->sample_type) {
+    case OCT_SAMPLE_U16: colsum_kernel<uint16_t><<<grid, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, ns, s->M, sh, s->d_bgsum); break;
+    case OCT_SAMPLE_I16: colsum_kernel<int16_t><<<grid, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, ns, s->M, sh, s->d_bgsum); break;
+    default: colsum_kernel<float><<<grid, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, ns, s->M, 0, s->d_bgsum); break;
+    }
+    LAUNCHED("colsum");
+    return OCT_OK;
+}
+
+/* Background of this frame into s->d_bcur (NULL: none), on the compute
+ * stream, which orders the rolling history across frames in submission
+ * order.  *commit: the rolling history must take this frame's mean after
+ * the conversion.  sums_done: the column sums are in d_bgsum already (the
+ * intra-frame pipeline summed the parts as they arrived). */
+oct_err background(oct_engine *eng, Slot *sl, bool replay, bool sums_done, const float **bvec, bool *commit,
+                   oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    const oct_geometry *g = &eng->setup.geom;
+    int sh = g->sample_type == OCT_SAMPLE_F32 ? 0 : (int)g->sample_shift;
+    double invS = 1.0 / (double)s->S;
+    unsigned mb = blocks_for(s->M, 256);
+    *bvec = NULL;
+    *commit = false;
+    if (p->background != OCT_BG_ROLLING) s->roll_active = false;
+    switch (p->background) {
+    case OCT_BG_NONE: return OCT_OK;
+    case OCT_BG_REFERENCE:
+        if (!eng->reference) return oct_error_set(e, OCT_EINVAL, "cuda: reference background without a reference");
+        *bvec = s->d_bg;
+        return OCT_OK;
+    case OCT_BG_FRAME_MEAN:
+    case OCT_BG_ROLLING: {
+        if (!sums_done) {
+            CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
+            TRY(colsum_rows(eng, sl, 0, s->S, e));
+        }
+        if (p->background == OCT_BG_FRAME_MEAN) {
+            bg_mean_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_bgsum, invS, s->M, s->d_bcur);
+            LAUNCHED("bg_mean");
+        } else {
+            int K = p->background_param;
+            if (K < 1 || K > OCT_ROLLING_MAX)
+                return oct_error_set(e, OCT_EINVAL, "cuda: rolling background over %d frames (1..%d)", K,
+                                     OCT_ROLLING_MAX);
+            if (!s->roll_active || s->roll_K != K) { /* (re)start the history */
+                CU(cudaMemsetAsync(s->d_roll, 0, 8 * sizeof(int), s->s_comp));
+                s->roll_active = true;
+                s->roll_K = K;
+            }
+            roll_mean_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_bgsum, invS, s->d_ring, s->M, K, s->d_roll,
+                                                        s->d_bcur);
+            LAUNCHED("roll_mean");
+            *commit = !replay; /* a timing replay is not a new frame */
+        }
+        *bvec = s->d_bcur;
+        return OCT_OK;
+    }
+    case OCT_BG_FPN: {
+        int G = p->background_param;
+        if (G < 2 || G > OCT_FPN_SEGMENT_MAX)
+            return oct_error_set(e, OCT_EINVAL, "cuda: fixed-pattern segment of %d spectra (2..%d)", G,
+                                 OCT_FPN_SEGMENT_MAX);
+        dim3 blk(32, FPN_WARPS);
+        unsigned gb = blocks_for(s->M, 32);
+        if (sums_done) { /* the parts' results are in d_fpk/d_fpm/d_fps */
+            fpn_reduce_kernel<<<mb, 256, 0, s->s_comp>>>(s->d_fpk, s->d_fpm, s->d_fps, sl->nparts, s->M, s->d_bcur);
+            LAUNCHED("fpn_reduce");
+            *bvec = s->d_bcur;
+            return OCT_OK;
+        }
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, G, s->d_bcur, 0, -1, NULL, NULL, NULL); break;
+        }
+        LAUNCHED("fpn");
+        *bvec = s->d_bcur;
+        return OCT_OK;
+    }
+    default:
+        return oct_error_set(e, OCT_EINVAL, "cuda: background mode %u unknown", p->background);
+    }
+}
+
+/* The dispersion chain of spectra [jb, jb + nrows) (their R2C in d_X) on
+ * stream st, in chunks of at most DB spectra: pad -> C2C inverse -> phase ->
+ * C2C forward -> sink. */
+oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb, long long nrows, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    FFT(cufftSetStream(s->plan_d, st));
+    long long nch = (nrows + s->DB - 1) / s->DB;
+    long long cs = (nrows + nch - 1) / nch;
+    for (long long j0 = jb; j0 < jb + nrows; j0 += cs) {
+        long long nj = std::min(cs, jb + nrows - j0);
+        long long tot = nj * s->M;
+        /* rows nj..DB-1 of the batch are stale: transformed, never read */
+        disp_pad_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_X + j0 * s->K, s->K, s->M, p->freq_cutoff,
+                                                             nj, s->d_Z);
+        LAUNCHED("disp_pad");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_INVERSE));
+        disp_phase_kernel<<<blocks_for(tot, 256), 256, 0, st>>>(s->d_Z, s->d_disp, s->M, nj,
+                                                               1.0f / (float)s->M);
+        LAUNCHED("disp_phase");
+        FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_FORWARD));
+        SrcDisp src = {s->d_Z, s->M, p->freq_cutoff};
+        TRY(launch_sink(st, src, k, MODE_ALL, j0, nj, 0, e));
+    }
+    return OCT_OK;
+}
+
+/* CFD of the frame on stream st (after x~ or x' is ready there): [k-lin]
+ * -> R2C (unless done on the compute stream already) -> plain |X| or the
+ * dispersion chain -> sink. */
+oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
+                const bool want[OCT_KIND_COUNT], oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    bool klin = s->klin_T > 0;
+    if (klin) {
+        unsigned gb = (unsigned)std::min(s->S, 1ll << 20);
+        klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), st>>>(s->d_xp, s->d_kidx, s->d_kw, s->klin_T,
+                                                                  s->d_win, s->M, s->S, s->d_xk);
+        LAUNCHED("klin");
+    }
+    if (!r2c_done) /* plan_x is bound to st (see run_device) */
+        FFT(cufftExecR2C(s->plan_x, klin ? s->d_xk : s->d_x, (cufftComplex *)s->d_X));
+    Sink k = make_sink(eng, sl, OCT_METHOD_CFD);
+    if (!s->disp_on) {
+        SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
+        return launch_sink(st, src, k, MODE_ALL, 0, s->S, 0, e);
+    }
+    return disp_rows(eng, st, k, 0, s->S, e);
+}
+
+/* Gray levels of an angiography image (the sink does them for the others). */
+__global__ void angio_gray_kernel(const float *__restrict__ f, uint8_t *__restrict__ u, long long n,
+                                  oct_gray g)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) u[i] = oct_gray_level(f[i], g);
+}
+
+/* En-face angiogram: pixel i = (g, n) of [G][N] is the mean / max over
+ * d0 <= d < d1 of the metric image (strides of its GROUP layout row); one
+ * thread per pixel, summed in double like the CPU's. */
+__global__ void angio_slab_kernel(const float *__restrict__ img, long long st_g, long long st_n,
+                                  long long st_d, long long n, int N, int d0, int d1, bool max,
+                                  float *__restrict__ out)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float *p = img + (i / N) * st_g + (i % N) * st_n;
+    double acc = max ? -(double)INFINITY : 0.0;
+    for (int d = d0; d < d1; d++) {
+        double v = p[(long long)d * st_d];
+        acc = max ? fmax(acc, v) : acc + v;
+    }
+    out[i] = (float)(max ? acc : acc / (double)(d1 - d0));
+}
+
+/* Angiography (SPEC 10.3) of the frame on the compute stream, once x~ of
+ * every spectrum is in d_x (or d_xk with k-linearisation): the GROUP rows
+ * of the CFD layout, through angio_cuda.cu (its own R2C of x~ for the CFD
+ * magnitudes, one batched R2C for the K bands), then their gray levels. */
+oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                  oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_params *p = &eng->params;
+    const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
+    bool any = false;
+    for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
+        any |= want[OCT_METHOD_CFD][k];
+    if (!any) return OCT_OK;
+    const uint32_t R = eng->setup.repeats;
+    oct_angio_config cf;
+    oct_angio_config_default(&cf, (uint32_t)s->M, (uint32_t)s->N, R);
+    cf.freq_cutoff = p->freq_cutoff;
+    cf.metrics = p->angio_metrics;
+    cf.bands = p->angio_bands;
+    cf.band_width = p->angio_band_width;
+    cf.align = p->angio_align;
+    if (!s->ang || memcmp(&cf, &s->ang_cfg, sizeof cf)) {
+        oct_angio_cuda_destroy(s->ang);
+        s->ang = NULL;
+        /* chunks of whole groups, ~32 k spectra: K x 32 k x M floats of bands */
+        size_t chunk = std::min<size_t>((size_t)s->S, 32768);
+        TRY(oct_angio_cuda_create(&s->ang, &cf, s->s_comp, chunk, e));
+        s->ang_cfg = cf;
+    }
+    oct_angio_dout o;
+    memset(&o, 0, sizeof o);
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select != OCT_SEL_GROUP || oct_kind_angio_source(r->kind) >= 0) continue;
+        o.img[r->kind - OCT_KIND_ANGIO_FIRST] = sl->prod[OCT_METHOD_CFD][r->kind].f;
+        o.stride_g = (size_t)r->st_l, o.stride_n = (size_t)r->st_a, o.stride_d = (size_t)r->st_d;
+    }
+    const float *xt = s->klin_T > 0 ? s->d_xk : s->d_x;
+    const uint32_t G = (uint32_t)(s->L / R);
+    TRY(oct_angio_cuda_run(s->ang, NULL, xt, G, &o, e));
+    /* en-face angiograms: the slab of each metric image (before the gray levels) */
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        const int src = oct_kind_angio_source(r->kind);
+        if (src < 0) continue;
+        const oct_layout *sr = oct_plan_layout(eng->plan, OCT_METHOD_CFD, src);
+        if (!sr)
+            return oct_error_set(e, OCT_ESTATE, "cuda: %s/%s without its metric image",
+                                 oct_kind_name(r->kind), oct_kind_name(src));
+        angio_slab_kernel<<<blocks_for((long long)r->count, 256), 256, 0, s->s_comp>>>(
+            sl->prod[OCT_METHOD_CFD][src].f, sr->st_l, sr->st_a, sr->st_d, (long long)r->count,
+            s->N, r->d0, r->d1, r->reduce == OCT_REDUCE_MAX, sl->prod[OCT_METHOD_CFD][r->kind].f);
+        LAUNCHED("angio_slab");
+    }
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select != OCT_SEL_GROUP) continue;
+        oct_gray g = {p->gsc[r->cls], p->contrast[r->cls], p->brightness[r->cls], p->scale == OCT_SCALE_LOG};
+        const ProdBuf *pb = &sl->prod[OCT_METHOD_CFD][r->kind];
+        angio_gray_kernel<<<blocks_for((long long)r->count, 256), 256, 0, s->s_comp>>>(pb->f, pb->u,
+                                                                                     (long long)r->count, g);
+        LAUNCHED("angio_gray");
+    }
+    return OCT_OK;
+}
+
+/* The device work of one frame already in (or queued for) sl->d_raw:
+ * compute stream, CFD forked onto its own stream and joined at the end.
+ * replay: a timing re-run of the last frame (the rolling history is kept). */
+oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                   bool replay, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_geometry *g = &eng->setup.geom;
+    int sh = (int)g->sample_shift;
+    bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
+    bool fft_path = s->path == OCT_MSI_FFT;
+    bool klin = cfd && s->klin_T > 0;
+    TRY(upload_sinks(eng, sl, e));
+    CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
+
+    /* background, then conversion + background + window: x~ for CFD (no
+     * k-lin) / FFT path / SGEMM, its TF32 parts for the split MSI GEMM, x'
+     * for k-lin and the plain CMS GEMM, its TF32 parts for the split CMS GEMM */
+    bool split = s->gemm_mode == GEMM_SPLIT;
+    bool msplit = msi && !fft_path && split;
+    float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
+    float *x3 = msplit && !s->h16 ? s->d_x3 : NULL;
+    __half *x3h = msplit && s->h16 ? (__half *)s->d_x3 : NULL; /* split FP16 parts */
+    float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
+    float *xp3 = cms && split ? s->d_xp3 : NULL;
+    CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
+    const float *bvec = NULL;
+    bool commit = false;
+    /* Intra-frame pipeline (see parts_mode): P parts of the input, each
+     * waited for by its event on the compute stream. */
+    int P = replay ? 1 : sl->nparts;
+    int pm = P > 1 ? parts_mode(eng) : PARTS_OFF;
+    bool sums_done = false;
+    if (pm == PARTS_BG && eng->params.background == OCT_BG_FPN) {
+        /* per part, the FPN segments complete once it has landed (a segment
+         * across a part boundary goes with the later part); the best of the
+         * parts in background() */
+        long long np = s->S / P, G = eng->params.background_param, nseg = s->S / G, sg0 = 0;
+        dim3 blk(32, FPN_WARPS);
+        unsigned gb = blocks_for(s->M, 32);
+        for (int p = 0; p < P; p++) {
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            long long sg1 = std::min(nseg, (long long)(p + 1) * np / G);
+            double *pk = s->d_fpk + (size_t)p * s->M, *pmn = s->d_fpm + (size_t)p * s->M;
+            long long *ps = s->d_fps + (size_t)p * s->M;
+            switch (g->sample_type) {
+            case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+            default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, (int)G, NULL, sg0, sg1, pk, pmn, ps); break; /* sh: integers only */
+            }
+            LAUNCHED("fpn");
+            sg0 = sg1;
+        }
+        sums_done = true;
+    } else if (pm == PARTS_BG) {
+        /* the column sums part by part as the DMA lands; the rest after the last */
+        long long np = s->S / P;
+        CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
+        for (int p = 0; p < P; p++) {
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            TRY(colsum_rows(eng, sl, (long long)p * np, np, e));
+        }
+        sums_done = true;
+    } else if (sl->nparts > 1 && pm != PARTS_ALL) {
+        /* parts were copied but this frame is done whole: wait for them all
+         * (the compute stream waited for the first only) */
+        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
+    }
+    TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
+    /* conversion of spectra [j0, j0 + ns) */
+    auto convert = [&](long long j0, long long ns) -> oct_err {
+        long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
+        unsigned nb = blocks_for(n4, 256);
+        float *px = x ? x + o : NULL, *px3 = x3 ? x3 + o3 : NULL, *pxp = xp ? xp + o : NULL,
+              *pxp3 = xp3 ? xp3 + o3 : NULL;
+        __half *px3h = x3h ? x3h + o3 : NULL;
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16:
+            convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        case OCT_SAMPLE_I16:
+            convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        default:
+            convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        }
+        LAUNCHED("convert");
+        return OCT_OK;
+    };
+    /* PARTS_ALL: per part, wait for its copy, convert it, then CFD (own
+     * stream: k-lin, R2C, plain or dispersion sink) and the MSI en-face /
+     * all-depth pass of its spectra; cross-sections and CMS follow once the
+     * whole frame is converted. */
+    bool parts = pm == PARTS_ALL;
+    bool msi_full = false, msi_done = false;
+    if (parts) {
+        long long np = s->S / P;
+        Sink kc = make_sink(eng, sl, OCT_METHOD_CFD);
+        Sink km = make_sink(eng, sl, OCT_METHOD_MSI);
+        if (msi) {
+            TRY(prepare_msi(eng, e));
+            msi_full = km.full;
+        }
+        const oct_params *pp = &eng->params;
+        const float *xc = klin ? s->d_xk : s->d_x; /* the CFD's R2C input */
+        for (int p = 0; p < P; p++) {
+            long long j0 = (long long)p * np;
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            TRY(convert(j0, np));
+            CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
+            if (cfd) {
+                CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
+                if (klin) {
+                    unsigned gb = (unsigned)std::min(np, 1ll << 20);
+                    klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), s->s_cfd>>>(
+                        s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np, s->d_xk + j0 * s->M);
+                    LAUNCHED("klin");
+                }
+                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                if (s->disp_on) {
+                    TRY(disp_rows(eng, s->s_cfd, kc, j0, np, e));
+                } else {
+                    SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
+                    TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
+                }
+            }
+            if (msi && (msi_full || km.sub))
+                TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
+        }
+        if (cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        msi_done = true;
+    } else {
+        TRY(convert(0, s->S));
+    }
+    {
+        /* what the conversion stage moves: the raw frame (twice with a
+         * frame-mean or rolling background: column sums first), each f32
+         * output (4 B per sample) and each TF32 split (12 B per sample) */
+        double ns = (double)s->S * s->M, in = (double)s->frame_bytes;
+        bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
+        sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
+                                                       12.0 * ((x3 != NULL) + (xp3 != NULL)) +
+                                                       6.0 * (x3h != NULL));
+    }
+    if (commit) {
+        roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
+                                                                        s->d_ring, s->M, s->d_roll,
+                                                                        sl->d_bad, s->S);
+        LAUNCHED("roll_commit");
+    }
+    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
+    CU(cudaEventRecord(sl->ev[EV_CONV], s->s_comp));
+
+    /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound
+     * GEMMs.  On the FFT-path MSI the spectra's R2C runs on the compute stream
+     * (the MSI needs it; plan bound there in create); with k-lin the CFD then
+     * needs its own R2C of other spectra into the same d_X, so it runs on the
+     * compute stream after the MSI ("late"). */
+    bool x_on_comp = s->x_on_comp;
+    bool late = !parts && cfd && klin && x_on_comp; /* parts: the CFD ran per part */
+    if (parts) {
+        /* the CFD ran per part above */
+        if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+    } else {
+        if (x_on_comp && (msi || (cfd && !klin))) {
+            FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
+            CU(cudaEventRecord(s->ev_fork, s->s_comp));
+        }
+        if (cfd && !late) {
+            CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
+            TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
+            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        } else if (!cfd) {
+            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+        }
+    }
+
+    if (msi) {
+        TRY(prepare_msi(eng, e));
+        Sink k = make_sink(eng, sl, OCT_METHOD_MSI);
+        if (k.full) {
+            /* every depth of every spectrum: the en-face, confocal and
+             * cross-section products come from the same pass */
+            if (!msi_done) TRY(msi_pass(eng, k, MODE_ALL, 0, s->S, 0, e));
+        } else if (s->L > 1) {
+            if (k.sub && !msi_done) TRY(msi_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
+            if (k.xh || k.xv) {
+                int nh = 0, nv = 0;
+                TRY(gather_xsec(eng, k.xh, k.xv, &nh, &nv, e));
+                TRY(msi_pass(eng, k, MODE_XS, 0, nh + nv, nh, e));
+            }
+        }
+    }
+    CU(cudaEventRecord(sl->ev[EV_MSI], s->s_comp));
+
+    if (cms) { /* as the MSI GEMM path, with |Re, Im| pairs */
+        TRY(prepare_cms(eng, e));
+        Sink k = make_sink(eng, sl, OCT_METHOD_CMS);
+        if (k.full) {
+            TRY(cms_pass(eng, k, MODE_ALL, s->S, 0, e));
+        } else if (s->L > 1) {
+            if (k.sub) TRY(cms_pass(eng, k, MODE_SUB, s->S, 0, e));
+            if (k.xh || k.xv) {
+                int nh = k.xh ? s->N : 0, nv = k.xv ? s->L : 0;
+                long long tot = (long long)(nh + nv) * s->kM;
+                gather_xsec_kernel<float><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+                    split ? s->d_xp3 : s->d_xp, s->kM, s->N, eng->params.xsec_h, eng->params.xsec_v, nh,
+                    nh + nv, s->d_xgc);
+                LAUNCHED("gather");
+                TRY(cms_pass(eng, k, MODE_XS, nh + nv, nh, e));
+            }
+        }
+    }
+    CU(cudaEventRecord(sl->ev[EV_CMS], s->s_comp));
+
+    if (late) {
+        TRY(cfd_run(eng, sl, s->s_comp, false, want[OCT_METHOD_CFD], e));
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
+    }
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev[EV_CFD], 0)); /* join */
+    if (cfd) TRY(angio_run(eng, sl, want, e));
+    CU(cudaEventRecord(sl->ev[EV_PROD], s->s_comp));
+    return OCT_OK;
+}
