@@ -21,8 +21,13 @@
  * dropped at the frame loop's socket.  inproc passes zmq_msg_t by value and
  * XPUB shares one message among its pipes, so a zero-copy message stays
  * zero-copy and slot_free_cb still runs once the last subscriber's copy is
- * gone.  The inproc PUB drops at its HWM (never blocks): its HWM and the
- * XSUB's receive HWM are the frame-counted HWM of the endpoints' XPUB.
+ * gone.  The inproc PUB never blocks: its HWM and the XSUB's receive HWM
+ * are the frame-counted HWM of the endpoints' XPUB, and with
+ * ZMQ_XPUB_NODROP a DONTWAIT send past it fails with EAGAIN, so what the
+ * publisher thread could not take in time is counted in publish_drops
+ * instead of vanishing silently for every subscriber.  (The pipe's HWM
+ * counts whole messages, so a message whose first part was taken is taken
+ * whole.)
  */
 #include "publish.h"
 
@@ -139,6 +144,11 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
                           cfg->source_path, cfg->endpoints[i], zmq_strerror(zmq_errno()));
             goto fail;
         }
+    }
+    int nodrop = 1;
+    if (zmq_setsockopt(p->sock, ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop) != 0) {
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt(PUB, XPUB_NODROP): %s", zmq_strerror(zmq_errno()));
+        goto fail;
     }
     if (zmq_bind(p->xsub, inproc) != 0 || zmq_connect(p->sock, inproc) != 0 ||
         zmq_bind(p->ctl_peer, ctl) != 0 || zmq_connect(p->ctl, ctl) != 0) {

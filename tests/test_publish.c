@@ -2,7 +2,8 @@
  * 21): the frame loop's messages go through the publisher thread's proxy to
  * a real subscriber byte for byte, zero-copy payloads are released once the
  * subscriber has them, subscriptions are forwarded (a topic nobody wants is
- * dropped at the frame loop's socket), shutdown with a stalled subscriber
+ * dropped at the frame loop's socket), a lagging publisher thread costs
+ * counted drops, never a wait, shutdown with a stalled subscriber
  * releases every reference and does not hang, and a bad endpoint is named.
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
@@ -11,6 +12,7 @@
 #include "../daemon/sys.c"
 
 #include <check.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -252,6 +254,61 @@ START_TEST(stalled_subscriber_released_on_destroy)
 }
 END_TEST
 
+/* The publisher thread falls behind (paused through the proxy's control
+ * socket): the frame loop's sends still return at once, what the inproc hop
+ * cannot take is counted as a drop (never silently lost), and once the
+ * thread goes on the subscriber receives whole messages again. */
+START_TEST(lagging_thread_counts_drops)
+{
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture f;
+    fixture_init(&f, 4242);
+    void *zctx = zmq_ctx_new();
+    void *sub = subscriber(zctx, "", 0);
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    bool got = false;
+    for (int tries = 0; tries < 400 && !got; tries++) {
+        send_status(p);
+        got = recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
+    }
+    ck_assert_msg(got, "no status through the publisher thread in 40 s");
+    ck_assert_int_eq(zmq_send(p->ctl, "PAUSE", 5, 0), 5);
+    octd_frame_meta m = {.frame_id = 5};
+    uint64_t drops = 0, last = 0, sent = 0;
+    /* the hop holds a bounded number of messages: drops must start */
+    for (int i = 0; i < 100000 && drops == 0; i++)
+        sent += octd_pub_send_products(p, &f.slot, &m, &drops, &last);
+    ck_assert_msg(drops > 0, "no drop after %" PRIu64 " messages to a paused thread", sent);
+    ck_assert_int_gt(atomic_load(&f.slot.refs), 1); /* queued, zero-copy */
+    ck_assert_int_eq(zmq_send(p->ctl, "RESUME", 6, 0), 6);
+    /* whole messages, with the payload intact */
+    size_t images = 0;
+    for (int tries = 0; tries < 400 && images < 4; tries++) {
+        if (!recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen))
+            continue;
+        if (strcmp(topic, "bscan/cfd") == 0) {
+            ck_assert_uint_eq(dlen, BYTES);
+            ck_assert(memcmp(data, f.bscan, BYTES) == 0);
+            images++;
+        } else if (strcmp(topic, "enface/cfd") == 0) {
+            ck_assert_uint_eq(dlen, BYTES);
+            ck_assert(memcmp(data, f.enface, BYTES) == 0);
+            images++;
+        }
+    }
+    ck_assert_uint_ge(images, 4);
+    zmq_close(sub);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    ck_assert_int_eq(atomic_load(&f.slot.refs), 1);
+    fixture_free(&f);
+}
+END_TEST
+
 /* Create and destroy with nobody connected, several times (threads and
  * contexts do not pile up; ASan sees no leak). */
 START_TEST(create_destroy_repeat)
@@ -288,6 +345,7 @@ int main(void)
     tcase_add_test(tc, proxy_delivers_zero_copy);
     tcase_add_test(tc, unsubscribed_dropped_at_source);
     tcase_add_test(tc, stalled_subscriber_released_on_destroy);
+    tcase_add_test(tc, lagging_thread_counts_drops);
     tcase_add_test(tc, create_destroy_repeat);
     tcase_add_test(tc, bad_endpoint_named);
     suite_add_tcase(s, tc);
