@@ -127,11 +127,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
      * for the proxy thread, and XPUB drops per subscriber at it. */
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
-    /* one private inproc name per publisher: main.c may hold an old and a
-     * new one while it rebinds */
-    char inproc[64], ctl[64];
-    snprintf(inproc, sizeof inproc, "inproc://octd-pub-%p", (void *)p);
-    snprintf(ctl, sizeof ctl, "inproc://octd-pub-ctl-%p", (void *)p);
+    /* inproc names are per context, and each publisher has its own */
+    const char *inproc = "inproc://octd-pub", *ctl = "inproc://octd-pub-ctl";
     if (!(p->xpub = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
         !(p->xsub = new_socket(p, ZMQ_XSUB, "XSUB", 0, hwm, e)) ||
         !(p->sock = new_socket(p, ZMQ_PUB, "PUB", hwm, 0, e)) ||
