@@ -74,6 +74,7 @@ void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
 static void *proxy_main(void *arg)
 {
     octd_pub *p = arg;
+    pthread_setname_np(pthread_self(), "octd-publish"); /* top -H, /proc: its own CPU */
     /* Returns on "TERMINATE" (octd_pub_destroy) or when the context ends. */
     if (zmq_proxy_steerable(p->xsub, p->xpub, NULL, p->ctl_peer) != 0 && zmq_errno() != ETERM)
         octd_log(LOG_ERR, "publisher thread: zmq_proxy: %s", zmq_strerror(zmq_errno()));
