@@ -11,11 +11,29 @@
  * writes into slots nobody holds (the pool is frames.c's).  A copy_only
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
+ *
+ * Fan-out runs off the frame loop (issue 21): the frame loop's PUB socket
+ * has one peer, an XSUB bound at a private inproc endpoint, and a publisher
+ * thread runs zmq_proxy_steerable from that XSUB to an XPUB bound at the
+ * configured endpoints.  Connection churn and the per-subscriber copies of
+ * each message cost that thread and the I/O threads, not the frame loop.
+ * Subscriptions travel XPUB -> XSUB -> PUB, so topics nobody wants are still
+ * dropped at the frame loop's socket.  inproc passes zmq_msg_t by value and
+ * XPUB shares one message among its pipes, so a zero-copy message stays
+ * zero-copy and slot_free_cb still runs once the last subscriber's copy is
+ * gone.  The inproc PUB never blocks: its HWM and the XSUB's receive HWM
+ * are the frame-counted HWM of the endpoints' XPUB, and with
+ * ZMQ_XPUB_NODROP a DONTWAIT send past it fails with EAGAIN, so what the
+ * publisher thread could not take in time is counted in publish_drops
+ * instead of vanishing silently for every subscriber.  (The pipe's HWM
+ * counts whole messages, so a message whose first part was taken is taken
+ * whole.)
  */
 #include "publish.h"
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,9 +48,19 @@
  * bookkeeping of a zero-copy message. */
 #define ZERO_COPY_MIN 4096
 
+/* I/O threads of the publisher's context: the endpoint side's connection
+ * handling and per-subscriber writes spread over them. */
+#define PUB_IO_THREADS 2
+
 struct octd_pub {
     void *ctx;
-    void *sock;
+    void *sock;  /* frame loop's PUB, connected to the proxy's inproc XSUB */
+    void *xsub;  /* proxy thread's: bound at the inproc endpoint */
+    void *xpub;  /* proxy thread's: bound at the configured endpoints */
+    void *ctl;   /* frame loop's end of the proxy's control pair */
+    void *ctl_peer; /* proxy thread's end */
+    pthread_t thread;
+    bool thread_started;
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
     float spacing_um[3]; /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
@@ -41,6 +69,40 @@ struct octd_pub {
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
 {
     memcpy(p->spacing_um, spacing_um, sizeof p->spacing_um);
+}
+
+static void *proxy_main(void *arg)
+{
+    octd_pub *p = arg;
+    pthread_setname_np(pthread_self(), "octd-publish"); /* top -H, /proc: its own CPU */
+    /* Returns on "TERMINATE" (octd_pub_destroy) or when the context ends. */
+    if (zmq_proxy_steerable(p->xsub, p->xpub, NULL, p->ctl_peer) != 0 && zmq_errno() != ETERM)
+        octd_log(LOG_ERR, "publisher thread: zmq_proxy: %s", zmq_strerror(zmq_errno()));
+    /* Sockets are closed by the thread that used them last. */
+    zmq_close(p->xsub);
+    zmq_close(p->xpub);
+    zmq_close(p->ctl_peer);
+    p->xsub = p->xpub = p->ctl_peer = NULL;
+    return NULL;
+}
+
+static void *new_socket(octd_pub *p, int type, const char *what, int sndhwm, int rcvhwm,
+                        oct_error *e)
+{
+    void *s = zmq_socket(p->ctx, type);
+    int linger = 0;
+    if (!s) {
+        oct_error_set(e, OCT_EIO, "zmq_socket(%s): %s", what, zmq_strerror(zmq_errno()));
+        return NULL;
+    }
+    if (zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        (sndhwm && zmq_setsockopt(s, ZMQ_SNDHWM, &sndhwm, sizeof sndhwm) != 0) ||
+        (rcvhwm && zmq_setsockopt(s, ZMQ_RCVHWM, &rcvhwm, sizeof rcvhwm) != 0)) {
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt(%s): %s", what, zmq_strerror(zmq_errno()));
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
 }
 
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
@@ -54,32 +116,49 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
-    p->sock = zmq_socket(p->ctx, ZMQ_PUB);
-    if (!p->sock) {
-        oct_error_set(e, OCT_EIO, "zmq_socket(PUB): %s", zmq_strerror(zmq_errno()));
-        goto fail;
-    }
+    zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, PUB_IO_THREADS); /* before the first socket */
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
      * subscriber.  (+1: the status message.)  The HWM is the largest burst,
      * set once before bind: libzmq 4.3 crashes its I/O thread when ZMQ_SNDHWM
      * changes on a bound socket with connected peers (seen in e2e_issue7
-     * when the methods changed), so it does not follow the frames' size. */
-    int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4, linger = 0;
+     * when the methods changed), so it does not follow the frames' size.
+     * Every hop gets it: the frame loop's PUB drops at it rather than wait
+     * for the proxy thread, and XPUB drops per subscriber at it. */
+    int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
-    if (zmq_setsockopt(p->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
-        zmq_setsockopt(p->sock, ZMQ_LINGER, &linger, sizeof linger) != 0) {
-        oct_error_set(e, OCT_EIO, "zmq_setsockopt: %s", zmq_strerror(zmq_errno()));
+    /* inproc names are per context, and each publisher has its own */
+    const char *inproc = "inproc://octd-pub", *ctl = "inproc://octd-pub-ctl";
+    if (!(p->xpub = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
+        !(p->xsub = new_socket(p, ZMQ_XSUB, "XSUB", 0, hwm, e)) ||
+        !(p->sock = new_socket(p, ZMQ_PUB, "PUB", hwm, 0, e)) ||
+        !(p->ctl_peer = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)) ||
+        !(p->ctl = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)))
         goto fail;
-    }
     for (int i = 0; i < cfg->endpoint_count; i++) {
-        if (zmq_bind(p->sock, cfg->endpoints[i]) != 0) {
+        if (zmq_bind(p->xpub, cfg->endpoints[i]) != 0) {
             oct_error_set(e, OCT_EIO, "%s: [publish] endpoint: cannot bind '%s': %s",
                           cfg->source_path, cfg->endpoints[i], zmq_strerror(zmq_errno()));
             goto fail;
         }
     }
+    int nodrop = 1;
+    if (zmq_setsockopt(p->sock, ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop) != 0) {
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt(PUB, XPUB_NODROP): %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    if (zmq_bind(p->xsub, inproc) != 0 || zmq_connect(p->sock, inproc) != 0 ||
+        zmq_bind(p->ctl_peer, ctl) != 0 || zmq_connect(p->ctl, ctl) != 0) {
+        oct_error_set(e, OCT_EIO, "publisher: inproc link: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    int rc = pthread_create(&p->thread, NULL, proxy_main, p);
+    if (rc != 0) {
+        oct_error_set(e, OCT_EIO, "publisher: cannot start its thread: %s", strerror(rc));
+        goto fail;
+    }
+    p->thread_started = true;
     *out = p;
     return OCT_OK;
 fail:
@@ -93,6 +172,25 @@ void octd_pub_destroy(octd_pub *p)
         return;
     if (p->sock)
         zmq_close(p->sock);
+    if (p->thread_started) {
+        /* the proxy ends on TERMINATE and closes its sockets; should the
+         * send fail, ending the context below ends it with ETERM */
+        if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {
+            zmq_close(p->ctl);
+            p->ctl = NULL;
+            pthread_join(p->thread, NULL);
+        } else {
+            zmq_close(p->ctl);
+            p->ctl = NULL;
+            zmq_ctx_shutdown(p->ctx);
+            pthread_join(p->thread, NULL);
+        }
+    } else {
+        void *socks[] = {p->xsub, p->xpub, p->ctl, p->ctl_peer};
+        for (size_t i = 0; i < sizeof socks / sizeof *socks; i++)
+            if (socks[i])
+                zmq_close(socks[i]);
+    }
     /* zmq_ctx_term returns once every message is released, so the slots are
      * free afterwards (linger 0: nothing waits for subscribers). */
     if (p->ctx)

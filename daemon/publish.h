@@ -30,9 +30,11 @@ typedef struct octd_frame_meta {
     uint32_t averaged; /* registered averages: volumes in the mean ("averaged"; 0: none) */
 } octd_frame_meta;
 
-/* Binds a PUB socket at every endpoint; the message names the bad endpoint. */
+/* Binds an XPUB socket at every endpoint and starts the publisher thread
+ * that fans the frame loop's messages out to it; the message names the bad
+ * endpoint.  The other calls are the frame loop's (one thread). */
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e);
-void octd_pub_destroy(octd_pub *p); /* linger 0; waits for ZeroMQ to release the slots */
+void octd_pub_destroy(octd_pub *p); /* ends the thread; linger 0; waits for ZeroMQ to release the slots */
 /* The profile's geometry.spacing_um {depth, ascan, line} (µm; zeros: not
  * given), added to every image header as "spacing_um" when all are set. */
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
