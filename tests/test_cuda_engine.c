@@ -366,8 +366,11 @@ START_TEST(t_agree)
     ck_assert_str_eq(oct_engine_backend_name(gpu), "cuda");
     if (c->path != OCT_MSI_AUTO) ck_assert_int_eq(oct_engine_msi_path(gpu), c->path);
     if (oct_engine_msi_path(gpu) == OCT_MSI_GEMM)
-        ck_assert_str_eq(oct_cuda_gemm_name(gpu), c->prec == OCT_PRECISION_TF32 ? "tf32"
-                                                  : (c->flags & OCT_SETUP_PLAIN_SGEMM) ? "sgemm" : "3xtf32");
+        ck_assert_str_eq(oct_cuda_gemm_name(gpu),
+                         c->prec == OCT_PRECISION_TF32                   ? "tf32"
+                         : (c->flags & OCT_SETUP_PLAIN_SGEMM)            ? "sgemm"
+                         : c->g.sample_type == OCT_SAMPLE_F32            ? "3xtf32"
+                                                                         : "3xfp16"); /* the default */
     oct_products *og = oct_products_create(), *oc = oct_products_create();
     ck_assert_ptr_nonnull(og);
     ck_assert_ptr_nonnull(oc);
@@ -608,6 +611,7 @@ static double msi_rel_l2(uint32_t M, oct_precision prec, uint32_t flags, const c
 
 START_TEST(t_gemm_accuracy)
 {
+    g_gemm = OCT_CUDA_GEMM_3XTF32; /* the default for integer samples is 3xfp16 (t_gemm_fp16) */
     double split = msi_rel_l2(1024, OCT_PRECISION_FP32, 0, "3xtf32");
     double sgemm = msi_rel_l2(1024, OCT_PRECISION_FP32, OCT_SETUP_PLAIN_SGEMM, "sgemm");
     double tf32 = msi_rel_l2(1024, OCT_PRECISION_TF32, 0, "tf32");
@@ -624,6 +628,7 @@ START_TEST(t_gemm_accuracy)
     ck_assert_msg(tf32 < TU_TOL_TF32, "tf32 relative L2 %.3g", tf32);
     ck_assert_msg(tf32 > split, "tf32 (%.3g) should be less accurate than 3xtf32 (%.3g): "
                   "is the split in use?", tf32, split);
+    g_gemm = OCT_CUDA_GEMM_AUTO;
 }
 END_TEST
 
