@@ -117,8 +117,9 @@ def _bench_record(args, fps):
     frame_bytes = M * N * L * 2
     prefix = "/octbench%d" % os.getpid()
     with open(t + "/profile.yaml", "w") as f:
-        # products: [] - the engine then has nothing to compute, so octd's
-        # loop runs at ring speed and the disk is what limits the recording
+        # products: [confocal] by default - one value per A-scan, so octd's
+        # loop runs near ring speed and the disk is what limits the recording
+        # (an empty product list is refused since issue 14)
         f.write(PROFILE.format(M=M, N=N, L=L, products=args.record_products))
     os.makedirs(t + "/save")
     with open(t + "/octd.ini", "w") as f:
@@ -273,8 +274,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--record-fps", type=int, default=30,
                     help="paced run of the recording benchmark: octsim frames per second")
-    ap.add_argument("--record-products", default="",
-                    help="products of the recording benchmark's profile (default none: raw only)")
+    ap.add_argument("--record-products", default="confocal",
+                    help="products of the recording benchmark's profile (default confocal)")
     ap.add_argument("--only", default="subscriber,record,engine,dask")
     args = ap.parse_args()
     print("bench: %s, %s, %d CPUs" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
