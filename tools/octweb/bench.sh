@@ -9,9 +9,12 @@
 #   POLICY=all makes octd process every frame (a late frame is then counted as
 #   lost only if the ring overwrote it), so a producer's catch-up bursts are
 #   not counted as skips.
+#   OCTD_THREADS=1 sets octd's [engine] threads (default 0: all cores; with
+#   browsers on the same two cores, FFTW/OpenMP threads that wait on each
+#   other are what loses frames, not octweb).
 #   OCTD_NICE=-10 runs octsim and octd at that nice value (as a unit's Nice=
 #   would), so that browsers on the same few cores cannot starve them.
-# Usage: tools/octweb/bench.sh   (BIN=bin SECONDS_=10 RATE=30 EXTRA=9 EXTRA_MODE=websocket POLICY=latest OCTD_NICE=)
+# Usage: tools/octweb/bench.sh   (BIN=bin SECONDS_=10 RATE=30 EXTRA=9 EXTRA_MODE=websocket POLICY=latest OCTD_THREADS=0 OCTD_NICE=)
 set -eu
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin}
@@ -35,6 +38,7 @@ EOT
 cat >"$T/octd.ini" <<EOT
 [engine]
 backend = cpu
+threads = ${OCTD_THREADS:-0}
 [ring]
 frames = $N-frames
 control = $N-control
@@ -58,7 +62,7 @@ WEB=$!
 PIDS+=($WEB)
 sleep 1
 echo "octweb bench: $(date -u +%FT%TZ) $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "  B-scans 500 x 1024 at $RATE frames/s, octd CPU backend, ${SECS} s windows, $EXTRA extra $EXTRA_MODE clients, policy ${POLICY:-latest}${OCTD_NICE:+, octsim and octd at nice $OCTD_NICE}"
+echo "  B-scans 500 x 1024 at $RATE frames/s, octd CPU backend, ${SECS} s windows, $EXTRA extra $EXTRA_MODE clients, policy ${POLICY:-latest}, octd threads ${OCTD_THREADS:-0}${OCTD_NICE:+, octsim and octd at nice $OCTD_NICE}"
 STATUS_CMD=$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1:]))' "$BIN/octctl" --status "$N-status" --control "$N-control" status)
 URL=http://127.0.0.1:$PORT CHROMIUM="$CHROMIUM" SECONDS=$SECS EXTRA=$EXTRA EXTRA_MODE=$EXTRA_MODE \
     OCTWEB_PID=$WEB STATUS_CMD="$STATUS_CMD" NODE_PATH="$NODE_DIR/node_modules" node tests/web/bench_web.js
