@@ -74,17 +74,22 @@ run() {
     # a generation of its own before the first frame: every engine must use it
     out=$("${CTL[@]}" set window=tukey:0.5 display.bscan.gsc=0.8 2>&1) || fail "$1: set: $out"
     "$PYTHON" "${MULTI[@]}" sub --endpoint "ipc://$T/pub" --out "$T/$1.jsonl" --idle 4 \
-        --seconds 90 &
+        --seconds 90 --ready "$T/$1.ready" &
     SUB=$!
     PIDS+=($SUB)
-    sleep 0.5 # the subscriber is connected (slow joiner)
+    wait_for 30 "[ -e '$T/$1.ready' ]" || fail "$1: the subscriber did not start" # slow joiner
+    # the frames start once octd processes (planning may take seconds under load)
+    rm -f "$T/$1.go"
+    ( wait_for 60 '[ "$(st frames_processed)" -gt 0 ] 2>/dev/null'; touch "$T/$1.go" ) &
+    PIDS+=($!)
     "$PYTHON" "${MULTI[@]}" produce --ring "$N-frames" --frames "$2" --fps "${3:-20}" ${4:+--geom $4} \
-        2>>"$T/prod.log" || fail "$1: producer failed"
+        --prime "$T/$1.go" 2>>"$T/prod.log" || fail "$1: producer failed"
 }
 stop_octd() {
     kill "$OCTD"
     wait "$OCTD" 2>/dev/null
     OCTD=""
+    rm -f "/dev/shm$N-status" # the next run's waits read its own status block
 }
 engine_counts() { # NAME: frames published by engine 0, 1, ... (log)
     sed -n 's/.*engine [0-9]* (.*): \([0-9]*\) frames published.*/\1/p' "$T/$1.log" | tr '\n' ' '
@@ -106,10 +111,10 @@ done
 
 # ---- 2. review/snapshot with several engines ------------------------------------------
 "$PYTHON" "${MULTI[@]}" sub --endpoint "ipc://$T/pub" --out "$T/review.jsonl" --idle 3 \
-    --seconds 30 &
+    --seconds 30 --ready "$T/review.ready" &
 SUB=$!
 PIDS+=($SUB)
-sleep 0.5
+wait_for 30 '[ -e "$T/review.ready" ]' || fail "review: the subscriber did not start"
 "$PYTHON" "${MULTI[@]}" produce --ring "$N-frames" --frames 40 --fps 20 --id0 500 \
     --linger 0 2>>"$T/prod.log" &
 PROD=$!

@@ -4,11 +4,14 @@
   produce --ring NAME --geom M,N,L --frames F --fps R --id0 I
       a paced producer (octfault.py's ring writer) of random frames, each a
       function of its frame_id only (seeded by it), so two runs give the same
-      frame for the same frame_id; closes the ring at the end
-  sub --endpoint EP --out FILE [--topic bscan/cfd] [--seconds S] [--idle S]
+      frame for the same frame_id; closes the ring at the end; --prime F:
+      frames at 10/s (ids from I on) until file F exists, then the F frames
+  sub --endpoint EP --out FILE [--topic bscan/cfd] [--seconds S] [--idle S] [--ready F]
       records every image of that topic (exactly) as a JSON line: frame_id,
       frame_seq, image_seq, params_gen, mode, sha1 of the pixels; stops after
-      S seconds or S idle seconds after the first image
+      S seconds or S idle seconds after the first image; creates F once
+      connected (tests wait for it instead of sleeping: process start-up is
+      slow on a loaded machine)
   check-order FILE [--one-gen]   frame_seq and image_seq contiguous and
                           increasing, frame_id increasing (online images);
                           --one-gen: all online images of one control generation
@@ -55,8 +58,17 @@ def cmd_produce(a):
     r = Ring(a.ring, M, N, L, "u16", 8)
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    fid0 = a.id0
+    if a.prime:  # 10 frames/s until the test says octd is processing (planning
+        # can take seconds on a loaded machine), then the real sequence
+        while not stop and not os.path.exists(a.prime):
+            off, arr = r.begin()
+            arr[...] = np.random.default_rng(fid0).integers(0, 4000, (L, N, M), dtype=np.uint16)
+            r.commit(off, fid0)
+            fid0 += 1
+            time.sleep(0.1)
     t_next = time.monotonic()
-    for fid in range(a.id0, a.id0 + a.frames):
+    for fid in range(fid0, fid0 + a.frames):
         if stop:
             break
         frame = np.random.default_rng(fid).integers(0, 4000, (L, N, M), dtype=np.uint16)
@@ -83,6 +95,9 @@ def cmd_sub(a):
     ctx = z.zmq_ctx_new()
     s = octfault.sub_socket(z, ctx, a.endpoint, a.topic.encode(), timeout_ms=200, hwm=100000)
     buf = ctypes.create_string_buffer(16 << 20)
+    if a.ready:  # connected and subscribed (give the subscription time to reach octd)
+        time.sleep(0.3)
+        open(a.ready, "w").close()
     end = time.monotonic() + a.seconds
     last = None
     with open(a.out, "w") as out:
@@ -163,12 +178,14 @@ def main():
     p.add_argument("--fps", type=float, default=20)
     p.add_argument("--id0", type=int, default=1)
     p.add_argument("--linger", type=float, default=1.0)
+    p.add_argument("--prime", help="write frames at 10/s until this file exists first")
     p = sp.add_parser("sub")
     p.add_argument("--endpoint", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--topic", default="bscan/cfd")
     p.add_argument("--seconds", type=float, default=60)
     p.add_argument("--idle", type=float, default=3)
+    p.add_argument("--ready", help="file created once the socket is connected")
     p = sp.add_parser("check-order")
     p.add_argument("file")
     p.add_argument("--min", type=int, default=1)

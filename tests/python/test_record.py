@@ -210,6 +210,10 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
         assert s1["frames_skipped"] == s0["frames_skipped"]
         with open(os.path.join(cg, "freezer.state"), "w") as f:
             f.write("THAWED")
+        # the queued frames (at most 256 entries, record.c's REC_ENTRIES_MAX) and
+        # then some taken after the left-out ones, so the file has the gap (on a
+        # loaded machine the stop could otherwise come before a later frame got in)
+        _wait_frames(c, s1["record_frames"] + 256 + 3, timeout=60)
         s = c.record_stop()
         assert s["record_state"] == "done"
         with octd.read_recording(path.replace(daemon.save_link, str(d))) as r:
