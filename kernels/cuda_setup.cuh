@@ -152,6 +152,7 @@ struct CudaState {
     size_t Cc_cap;
 
     int sink_base;    /* this engine's range of c_sink (sink_acquire), -1 = none */
+    int sms;          /* multiprocessors of the device (sink geometry) */
 
     /* Plan generations of what the device holds (plan.h; 0 = nothing or
      * an upload that did not finish): compared at prepare and every frame. */
@@ -609,6 +610,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(oct_cuda_probe(s->device, eng->device_name, sizeof eng->device_name, e));
     CU(cudaSetDevice(s->device));
     s->device_ok = true;
+    CU(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->device));
     if ((s->sink_base = sink_acquire()) < 0)
         return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: at most %d CUDA engines per process (their "
                              "product layouts live in constant memory); destroy one first", SINK_ENGINES);
