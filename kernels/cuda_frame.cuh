@@ -224,16 +224,12 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
                  * the scales exactly */
                 const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
                 const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
-                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &alpha, Ah, CUDA_R_16F,
-                                  kM, Xh + j0 * kM, CUDA_R_16F, kM, &zero, s->d_C, CUDA_R_32F, ncol,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, Ah, Xh + j0 * kM, s->d_C, e));
             } else if (s->gemm_mode == GEMM_SGEMM)
                 BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
                                  kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
             else /* TF32 tensor cores; the split operands are exact TF32 values */
-                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
-                                  CUDA_R_32F, kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_C,
-                                  CUDA_R_32F, ncol, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+                TRY(msi_gemm(s, GK_TF32, ncol, (int)nj, kM, &one, A, X + j0 * kM, s->d_C, e));
             SrcGemm src = {s->d_C, ncol, nl};
             TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
         }

@@ -817,6 +817,64 @@ START_TEST(t_sink_tiles)
 }
 END_TEST
 
+/* Issue 19.2: the MSI GEMM through cublasLt, the fastest of the
+ * heuristic's candidates and cuBLAS's default timed once per shape
+ * (setup.cuda.gemm_algo auto, the default): every product against the
+ * float64 reference and against gemm_algo default; the shapes are picked
+ * on the first frame and a second frame picks nothing new (plan once);
+ * gemm_algo default picks nothing.  Configurations: volume u16 (en-face +
+ * gathered cross-sections + full), B-scan i16 (3xfp16), f32 samples
+ * (3xtf32) with a chunked GEMM output, precision tf32. */
+START_TEST(t_gemm_algo)
+{
+    static const int cfg[] = {0, 4, 6, 6};
+    const int ci = cfg[_i];
+    tcase_cfg c = g_cfgs[ci];
+    if (_i == 2) c.prec = OCT_PRECISION_FP32, c.path = OCT_MSI_GEMM; /* 3xtf32, chunks of 0.001 MiB */
+    if (_i == 3) c.path = OCT_MSI_GEMM;                               /* tf32 */
+    double tol = c.prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
+    fixture f;
+    fixture_make(&f, &c, 2300 + (uint64_t)_i);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
+    oct_engine *def = make_engine(&f, OCT_BACKEND_CUDA);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
+    ck_assert_int_eq(oct_engine_msi_path(gpu), OCT_MSI_GEMM);
+    oct_products *og = oct_products_create(), *od = oct_products_create();
+    char label[160], picks[2048], msg[1024];
+    for (int pass = 0; pass < 2; pass++) {
+        oct_params p = f.p;
+        if (pass == 1) p.products &= ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+        oct_error e = {{0}};
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_set_params(def, &p, &e) == OCT_OK, "%s", e.msg);
+        snprintf(label, sizeof label, "gemm_algo %d (cfg %d, %s) pass %d", _i, ci, oct_cuda_gemm_name(gpu), pass);
+        run_and_check(gpu, &f, &p, tol, og, label);
+        int n1 = oct_cuda_gemm_picks(gpu, picks, sizeof picks);
+        printf("cuda: %s: %d shape(s): %s\n", label, n1, picks);
+        ck_assert_msg(n1 > 0, "%s: no GEMM shape was picked", label);
+        ck_assert_msg(oct_engine_process(gpu, f.frame, f.bytes, og, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_cuda_gemm_picks(gpu, picks, sizeof picks) == n1, "%s: the second frame picked again",
+                      label);
+        ck_assert_msg(oct_engine_process(def, f.frame, f.bytes, od, &e) == OCT_OK, "default: %s", e.msg);
+        ck_assert_int_eq(oct_cuda_gemm_picks(def, picks, sizeof picks), 0);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                const oct_image *a = &og->img[m][k], *b = &od->img[m][k];
+                ck_assert_int_eq(a->present, b->present);
+                if (!a->present) continue;
+                ck_assert_msg(tu_check_f32_pair(label, a->f32, b->f32, a->count, a->ndim, a->shape, 2 * tol, msg,
+                                                sizeof msg), "%s", msg);
+            }
+    }
+    oct_products_destroy(og);
+    oct_products_destroy(od);
+    oct_engine_destroy(gpu);
+    oct_engine_destroy(def);
+    fixture_free(&f);
+}
+END_TEST
+
 /* Depth 1..3 (the _i-th loop + 1): a sequence of different frames through the
  * pipeline equals the synchronous results, byte for byte; products objects
  * alternate between plain and the engine's pinned pool. */
@@ -1576,6 +1634,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_gemm_accuracy);
     tcase_add_test(tc, t_gemm_fp16);
     tcase_add_loop_test(tc, t_sink_tiles, 0, N_SINK_CFGS);
+    tcase_add_loop_test(tc, t_gemm_algo, 0, 4);
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_registered_shared);
