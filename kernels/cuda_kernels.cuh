@@ -626,8 +626,9 @@ __device__ __forceinline__ void sink_where(const SinkTable &k, int mode, long lo
  * rows x SINK_TD depths, one tile per block of SINK_TW warps (grid: row
  * tiles x depth tiles): a small frame (a B-scan of 500 spectra: 256 tiles
  * of 8 warps) fills the GPU, where a warp per row gave 63 blocks.  The
- * values are computed with the lanes along the depths (the sources are
- * contiguous in depth) into shared memory; each layout row is then stored
+ * values of the rows some layout row wants are computed with the lanes
+ * along the depths (the sources are contiguous in depth) into shared
+ * memory; each layout row is then stored
  * with the lanes along whichever of its row / depth strides is the smaller:
  * coalesced stores for the depth-major B-scan and cross-section images
  * (st_d = N or L) as for the depth-minor volume (st_d = 1).  The other
@@ -640,7 +641,7 @@ __global__ void __launch_bounds__(32 * SINK_TW) sink_tile_kernel(Src src, int ta
 {
     __shared__ float t[SINK_TR][SINK_TD + 1];
     __shared__ long long s_l[SINK_TR], s_a[SINK_TR];
-    __shared__ int s_part[SINK_TR];
+    __shared__ unsigned s_rows[SINK_TR]; /* the layout rows (bits of c_sink's rows) each row feeds */
     extern __shared__ float stage[];
     const SinkTable &k = c_sink[tab];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -653,29 +654,40 @@ __global__ void __launch_bounds__(32 * SINK_TW) sink_tile_kernel(Src src, int ta
         if (r.select != OCT_SEL_GROUP && r.depths == OCT_DEPTHS_ALL && r.reduce == OCT_REDUCE_NONE) all |= 1u << i;
     }
     if (!all || nd <= 0 || mode == MODE_SUB) return; /* the same for the whole block */
+    /* where each row goes, and the layout rows it feeds: a volume's CFD pass
+     * (en-face + cross-sections) has ALL rows only for line h and column v,
+     * and the other spectra are not read at all */
+    unsigned mine = 0;
     if (ty == 0 && r0 + tx < nrows) {
         long long l, a;
         int part;
         sink_where(k, mode, j0, r0 + tx, nh, &l, &a, &part);
-        s_l[tx] = l, s_a[tx] = a, s_part[tx] = part;
+        for (unsigned b = all; b; b &= b - 1) {
+            const SinkRow &r = k.row[__ffs(b) - 1];
+            if ((part == 1 && r.select != OCT_SEL_LINE) || (part == 2 && r.select != OCT_SEL_COLUMN)) continue;
+            if ((r.select == OCT_SEL_LINE && l != r.sel) || (r.select == OCT_SEL_COLUMN && a != r.sel)) continue;
+            mine |= b & -b;
+        }
+        s_l[tx] = l, s_a[tx] = a, s_rows[tx] = mine;
+    } else if (ty == 0) {
+        s_rows[tx] = 0;
     }
+    if (!__syncthreads_or(mine != 0)) return; /* no row of this tile is wanted */
     float *w = wstage ? stage + ty * wstage : NULL;
-    for (int rr = ty; rr < SINK_TR; rr += SINK_TW) {
-        if (r0 + rr >= nrows) break; /* the same for the warp */
-        t[rr][tx] = sink_value(src, r0 + rr, d0, nd, tx, w);
-    }
+#pragma unroll 4
+    for (int rr = ty; rr < SINK_TR; rr += SINK_TW)
+        if (s_rows[rr]) /* the same for the warp */
+            t[rr][tx] = sink_value(src, r0 + rr, d0, nd, tx, w);
     __syncthreads();
     for (unsigned b = all; b; b &= b - 1) {
         const SinkRow &r = k.row[__ffs(b) - 1];
         const long long step = r.select == OCT_SEL_COLUMN ? r.st_l : r.st_a; /* address step from row to row */
         const bool rows_fast = llabs(step) < llabs(r.st_d);
+        const unsigned bit = b & -b;
         for (int e = ty * 32 + tx; e < SINK_TR * SINK_TD; e += 32 * SINK_TW) {
             const int rr = rows_fast ? (e & 31) : (e >> 5), dd = rows_fast ? (e >> 5) : (e & 31);
-            if (r0 + rr >= nrows || dd >= nd) continue;
-            const int part = s_part[rr];
+            if (!(s_rows[rr] & bit) || dd >= nd) continue;
             const long long l = s_l[rr], a = s_a[rr];
-            if ((part == 1 && r.select != OCT_SEL_LINE) || (part == 2 && r.select != OCT_SEL_COLUMN)) continue;
-            if ((r.select == OCT_SEL_LINE && l != r.sel) || (r.select == OCT_SEL_COLUMN && a != r.sel)) continue;
             const float val = t[rr][dd];
             const long long o = l * r.st_l + a * r.st_a + (long long)(d0 + dd) * r.st_d;
             r.f[o] = val;
