@@ -49,6 +49,10 @@ struct Slot {
      * MSI as soon as it is on the device */
     int nparts;
     cudaEvent_t ev_in[PARTS_MAX], ev_cv[PARTS_MAX];
+    /* the sink tables last uploaded for this slot (upload_sinks skips an
+     * unchanged one: a copy from pageable memory costs host time per frame) */
+    SinkTable sink_last[OCT_METHOD_COUNT];
+    bool sink_valid;
 };
 
 /* The algorithm of one GEMM shape (cuda_gemm.cuh), chosen once by timing.
