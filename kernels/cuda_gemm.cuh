@@ -5,8 +5,9 @@
  * heuristic for up to GEMM_CAND algorithms, times them and cublasGemmEx's
  * default on the real operands (on the compute stream, once per shape and
  * device in the process: plan once, execute many), and keeps the fastest;
- * every later product of that shape runs it.  Small-M products (a B-scan: n = 500 spectra against m = 10752
- * mask columns) are where cuBLAS's default choice fills the GPU worst.
+ * every later product of that shape runs it.  Small-n products (a B-scan:
+ * n = 500 spectra against m = 10752 mask columns) are where cuBLAS's
+ * default choice is least sure to fill the GPU.
  * Included by engine_cuda.cu inside its anonymous namespace, before
  * cuda_frame.cuh. */
 
@@ -104,9 +105,9 @@ oct_err pick_time(CudaState *s, GemmPick *g, const float *alpha, const void *A, 
                             &zero, C, CUDA_R_32F, g->m, ct, CUBLAS_GEMM_DEFAULT);
     });
     if (best < 0.0f) {
-        cudaGetLastError();
-        return oct_error_set(e, OCT_EDEVICE, "cuda: the MSI GEMM (%d x %d x %d) failed while timing it", g->m, g->n,
-                             g->k);
+        cudaError_t le = cudaGetLastError();
+        return oct_error_set(e, OCT_EDEVICE, "cuda: the MSI GEMM (%d x %d x %d) failed while timing it: %s", g->m,
+                             g->n, g->k, cudaGetErrorString(le));
     }
     g->us_default = 1e3f * best;
     g->lt = false;
