@@ -118,13 +118,18 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
     }
     /* a warp per row: the reduced / en-face rows (or, legacy, all rows).
      * Legacy keeps its 8 warps per block; else blocks as small as 2 warps,
-     * so that a small frame spreads over ~4 blocks per multiprocessor */
+     * so that a small frame spreads over ~4 blocks per multiprocessor, and
+     * the GEMM output of contiguous slots (en-face pass, slabs) is read
+     * coalesced through shared memory (sink_value) */
     if (!tile || (k.other && mode == MODE_ALL)) {
         int threads = 256;
         if (!k.legacy && k.sms > 0)
             while (threads > 64 && blocks_for(nrows * 32, threads) < 4ll * k.sms) threads /= 2;
-        sink_kernel<Src><<<blocks_for(nrows * 32, threads), threads, 0, st>>>(src, k.tab, mode, j0, nrows, nh,
-                                                                             tile ? 1 : 0);
+        /* legacy: the old reads too (no staging), for A/B */
+        int ws = k.legacy ? 0 : sink_stage_floats(src);
+        size_t smem = (size_t)(threads / 32) * ws * sizeof(float);
+        sink_kernel<Src><<<blocks_for(nrows * 32, threads), threads, smem, st>>>(src, k.tab, mode, j0, nrows, nh,
+                                                                                tile ? 1 : 0, ws);
         LAUNCHED("sink");
     }
     return OCT_OK;

@@ -505,10 +505,13 @@ enum { MODE_ALL = 0, MODE_SUB = 1, MODE_XS = 2 };
 /* The rows of `set` (<= SINK_GROUP_MAX, one depth set) over slots
  * [0, ns): depth idx[s] (idx = NULL: d0 + s).  Reduced rows combine the
  * lanes' partial sums / maxima by shuffles (the conditions are the same for
- * the whole warp). */
+ * the whole warp).  w (the warp's staging, NULL = none): contiguous slots
+ * (idx = NULL) are read 32 at a time through sink_value (same order of
+ * operations: the same bits). */
 template <class Src>
 __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, unsigned set, long long row,
-                                           long long l, long long a, const int *idx, int d0, int ns, int lane)
+                                           long long l, long long a, const int *idx, int d0, int ns, int lane,
+                                           float *w)
 {
     unsigned packed = 0;
     int nr = 0;
@@ -517,8 +520,17 @@ __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, u
 #pragma unroll
     for (int c = 0; c < SINK_GROUP_MAX; c++)
         acc[c] = c < nr && k.row[(packed >> (4 * c)) & 15].reduce == OCT_REDUCE_MAX ? -INFINITY : 0.0f;
-    for (int s = lane; s < ns; s += 32) {
-        float val = src(row, idx ? idx[s] : d0 + s);
+    const bool staged = w && !idx;
+    for (int base = 0; base < ns; base += 32) {
+        const int s = base + lane;
+        float val;
+        if (staged) { /* the whole warp, before the lanes past ns leave (last round only) */
+            val = sink_value(src, row, d0 + base, min(32, ns - base), lane, w);
+            if (s >= ns) break;
+        } else {
+            if (s >= ns) break;
+            val = src(row, idx ? idx[s] : d0 + s);
+        }
 #pragma unroll
         for (int c = 0; c < SINK_GROUP_MAX; c++) {
             if (c >= nr) break;
@@ -559,9 +571,12 @@ __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, u
  * the en-face depths (en-face rows only); MODE_XS: rows are gathered
  * spectra (nh of line h, then those of column v; cross-section rows only). */
 template <class Src>
-__global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long nrows, int nh, int skip_all)
+__global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long nrows, int nh, int skip_all,
+                            int wstage)
 {
+    extern __shared__ float stage[]; /* wstage floats per warp (sink_value), 0 = none */
     const SinkTable &k = c_sink[tab];
+    float *w = wstage ? stage + (threadIdx.x >> 5) * wstage : NULL;
     long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= nrows) return;
@@ -600,8 +615,8 @@ __global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long 
             }
         }
     }
-    if (enf) sink_slots(src, k, enf, row, l, a, mode == MODE_SUB ? NULL : k.eidx, 0, k.Q, lane);
-    if (rng) sink_slots(src, k, rng, row, l, a, NULL, d0, nrng, lane);
+    if (enf) sink_slots(src, k, enf, row, l, a, mode == MODE_SUB ? NULL : k.eidx, 0, k.Q, lane, w);
+    if (rng) sink_slots(src, k, rng, row, l, a, NULL, d0, nrng, lane, w);
 }
 
 /* Where row `row` of a sink launch goes: line l, A-scan a, and the part of
