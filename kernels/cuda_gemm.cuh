@@ -12,7 +12,7 @@
  * cuda_frame.cuh. */
 
 enum { GK_F16 = 0, GK_TF32 = 1 };
-enum { GEMM_CAND = 8, GEMM_TIME_REPS = 3 };
+enum { GEMM_CAND = 8, GEMM_TIME_REPS = 5 };
 
 /* The largest power of two (<= 256) dividing the address: cublasLt assumes
  * 256-byte aligned operands unless told otherwise. */
@@ -75,8 +75,9 @@ oct_err pick_desc(CudaState *s, GemmPick *g, oct_error *e)
     return OCT_OK;
 }
 
-/* Times cublasGemmEx's default and the heuristic's candidates on the real
- * operands and keeps the fastest in g (a candidate must beat the default). */
+/* Times cublasGemmEx's default (before and after) and the heuristic's
+ * candidates on the real operands and keeps the fastest in g (a candidate
+ * must beat the default by 2%). */
 oct_err pick_time(CudaState *s, GemmPick *g, const float *alpha, const void *A, const void *B, float *C,
                   oct_error *e)
 {
@@ -99,18 +100,19 @@ oct_err pick_time(CudaState *s, GemmPick *g, const float *alpha, const void *A, 
         st = cublasLtMatmulAlgoGetHeuristic(s->lt, g->op, g->la, g->lb, g->lc, g->lc, pref, GEMM_CAND, res, &nres);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS) nres = 0; /* no candidate: cublasGemmEx */
-    float best = gemm_time(s, [&]() -> cublasStatus_t {
+    auto dflt = [&]() -> cublasStatus_t {
         const float zero = 0.0f;
         return cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, g->m, g->n, g->k, alpha, A, t, g->k, B, t, g->k,
                             &zero, C, CUDA_R_32F, g->m, ct, CUBLAS_GEMM_DEFAULT);
-    });
-    if (best < 0.0f) {
+    };
+    float dms = gemm_time(s, dflt);
+    if (dms < 0.0f) {
         cudaError_t le = cudaGetLastError();
         return oct_error_set(e, OCT_EDEVICE, "cuda: the MSI GEMM (%d x %d x %d) failed while timing it: %s", g->m,
                              g->n, g->k, cudaGetErrorString(le));
     }
-    g->us_default = 1e3f * best;
     g->lt = false;
+    float best = -1.0f;
     for (int i = 0; i < nres; i++) {
         if (res[i].state != CUBLAS_STATUS_SUCCESS || res[i].workspaceSize > wsmax) continue;
         float ms = gemm_time(s, [&]() { return gemm_lt(s, g, &res[i].algo, res[i].workspaceSize, alpha, A, B, C); });
@@ -118,14 +120,20 @@ oct_err pick_time(CudaState *s, GemmPick *g, const float *alpha, const void *A, 
             cudaGetLastError();
             continue;
         }
-        if (ms < best) {
+        if (best < 0.0f || ms < best) {
             best = ms;
             g->lt = true;
             g->algo = res[i].algo;
             g->ws = res[i].workspaceSize;
         }
     }
-    g->us_pick = 1e3f * best;
+    /* the default again (the first frame's CFD may have run beside its first
+     * timing): its better time; a candidate must beat it by 2% (noise) */
+    float d2 = gemm_time(s, dflt);
+    if (d2 >= 0.0f && d2 < dms) dms = d2;
+    if (g->lt && !(best < 0.98f * dms)) g->lt = false;
+    g->us_default = 1e3f * dms;
+    g->us_pick = 1e3f * (g->lt ? best : dms);
     return OCT_OK;
 }
 
