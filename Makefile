@@ -43,7 +43,7 @@ ifneq ($(NVCC),)
 BASE_CFLAGS += -DOCT_HAVE_CUDA
 NVCCFLAGS ?= -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
              -Xcompiler -fPIC -Xcompiler -Wall -Xcompiler -fopenmp -DOCT_HAVE_CUDA $(INCLUDES) -lineinfo
-CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas -lcudart -lstdc++
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcufft -lcublas -lcublasLt -lcudart -lstdc++
 endif
 
 # ---- sources ---------------------------------------------------------------

@@ -4,6 +4,7 @@
 #ifndef OCT_CUDA_ENGINE_H
 #define OCT_CUDA_ENGINE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "oct_engine.h"
@@ -28,6 +29,12 @@ oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms,
  * (OCT_SETUP_PLAIN_SGEMM or setup.cuda.gemm = sgemm), "tf32" (precision tf32),
  * or "none" (FFT path, no masks, not a CUDA engine). */
 const char *oct_cuda_gemm_name(const oct_engine *eng);
+
+/* The MSI GEMM algorithms picked so far (setup.cuda.gemm_algo auto, issue
+ * 19.2), one "m x n x k kind: lt|default PICK us (default DEF us)" per
+ * shape, "; "-separated, into buf (truncated to len); returns the number
+ * of shapes (0: none yet, gemm_algo default, or not a CUDA engine). */
+int oct_cuda_gemm_picks(const oct_engine *eng, char *buf, size_t len);
 
 /* The input parts of the last submitted frame: > 1 when it went through
  * the intra-frame pipeline (its DMA in parts), else 1; 0 before the first

@@ -13,21 +13,36 @@
 struct Sink {
     int tab;       /* c_sink index: (engine range, slot) * OCT_METHOD_COUNT + method */
     int Q;         /* en-face depths */
+    int D;         /* the method's depths (the table's D) */
     bool sub;      /* rows of the en-face depths (en-face, confocal) */
     bool xh, xv;   /* cross-section rows */
     bool full;     /* every spectrum needs every depth (plan.h) */
+    bool all;      /* rows of depth set ALL: sink_tile_kernel (unless legacy) */
+    bool other;    /* rows of the other depth sets (en-face, ranges): sink_kernel */
+    bool legacy;   /* setup.cuda.sink = OCT_CUDA_SINK_WARP: sink_kernel for every row */
+    int sms;       /* multiprocessors (sink_kernel's block size) */
 };
 
 Sink make_sink(oct_engine *eng, Slot *sl, int m)
 {
     const oct_plan_method *pm = &eng->plan->method[m];
     Sink k;
+    k.D = (int)pm->D;
     k.tab = (ST(eng)->sink_base * DEPTH + sl->index) * OCT_METHOD_COUNT + m;
     k.Q = (int)eng->plan->enface_n[m];
     k.sub = pm->sub;
     k.xh = pm->xs_h;
     k.xv = pm->xs_v;
     k.full = pm->full;
+    k.all = k.other = false;
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select == OCT_SEL_GROUP) continue; /* angio_run */
+        if (r->depths == OCT_DEPTHS_ALL && r->reduce == OCT_REDUCE_NONE) k.all = true;
+        else k.other = true;
+    }
+    k.legacy = eng->setup.cuda.sink == OCT_CUDA_SINK_WARP;
+    k.sms = ST(eng)->sms;
     return k;
 }
 
@@ -75,10 +90,14 @@ oct_err upload_sinks(oct_engine *eng, Slot *sl, oct_error *e)
             d->g.logscale = p->scale == OCT_SCALE_LOG;
         }
     }
+    if (sl->sink_valid && !memcmp(t, sl->sink_last, sizeof t)) return OCT_OK; /* the device holds them */
+    sl->sink_valid = false;
     /* pageable source: staged before the call returns, t may go */
     CU(cudaMemcpyToSymbolAsync(c_sink, t, sizeof t, sizeof t * (size_t)(s->sink_base * DEPTH + sl->index),
                                cudaMemcpyHostToDevice,
                                s->s_comp));
+    memcpy(sl->sink_last, t, sizeof t);
+    sl->sink_valid = true;
     return OCT_OK;
 }
 
@@ -87,8 +106,32 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
                     long long nrows, int nh, oct_error *e)
 {
     if (nrows <= 0) return OCT_OK;
-    sink_kernel<Src><<<blocks_for(nrows * 32, 256), 256, 0, st>>>(src, k.tab, mode, j0, nrows, nh);
-    LAUNCHED("sink");
+    bool tile = !k.legacy && k.all && mode != MODE_SUB;
+    if (tile) {
+        /* depth set ALL: tiles of rows x depths (the table's D: the method's depths) */
+        int D = k.D;
+        int ws = sink_stage_floats(src);
+        dim3 grid(blocks_for(nrows, SINK_TR), blocks_for(D, SINK_TD));
+        sink_tile_kernel<Src><<<grid, dim3(32, SINK_TW), (size_t)SINK_TW * ws * sizeof(float), st>>>(
+            src, k.tab, mode, j0, nrows, nh, ws);
+        LAUNCHED("sink_tile");
+    }
+    /* a warp per row: the reduced / en-face rows (or, legacy, all rows).
+     * Legacy keeps its 8 warps per block; else blocks as small as 2 warps,
+     * so that a small frame spreads over ~4 blocks per multiprocessor, and
+     * the GEMM output of contiguous slots (en-face pass, slabs) is read
+     * coalesced through shared memory (sink_value) */
+    if (!tile || (k.other && mode == MODE_ALL)) {
+        int threads = 256;
+        if (!k.legacy && k.sms > 0)
+            while (threads > 64 && blocks_for(nrows * 32, threads) < 4ll * k.sms) threads /= 2;
+        /* legacy: the old reads too (no staging), for A/B */
+        int ws = k.legacy ? 0 : sink_stage_floats(src);
+        size_t smem = (size_t)(threads / 32) * ws * sizeof(float);
+        sink_kernel<Src><<<blocks_for(nrows * 32, threads), threads, smem, st>>>(src, k.tab, mode, j0, nrows, nh,
+                                                                                tile ? 1 : 0, ws);
+        LAUNCHED("sink");
+    }
     return OCT_OK;
 }
 
@@ -190,16 +233,12 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
                  * the scales exactly */
                 const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
                 const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
-                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &alpha, Ah, CUDA_R_16F,
-                                  kM, Xh + j0 * kM, CUDA_R_16F, kM, &zero, s->d_C, CUDA_R_32F, ncol,
-                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, Ah, Xh + j0 * kM, s->d_C, e));
             } else if (s->gemm_mode == GEMM_SGEMM)
                 BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
                                  kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
             else /* TF32 tensor cores; the split operands are exact TF32 values */
-                BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
-                                  CUDA_R_32F, kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_C,
-                                  CUDA_R_32F, ncol, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+                TRY(msi_gemm(s, GK_TF32, ncol, (int)nj, kM, &one, A, X + j0 * kM, s->d_C, e));
             SrcGemm src = {s->d_C, ncol, nl};
             TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
         }

@@ -409,6 +409,39 @@ struct SrcGemm {
         return a;
     }
 };
+/* Floats of shared memory per warp that sink_value stages for a source
+ * (0: it reads the source directly). */
+template <class Src> inline int sink_stage_floats(const Src &) { return 0; }
+enum { SINK_STAGE_NL = 31 }; /* the most lags SrcGemm stages */
+inline int sink_stage_floats(const SrcGemm &g) { return g.nl <= SINK_STAGE_NL ? 32 * (g.nl | 1) : 0; }
+
+/* The value of depth slot d0 + lane of row `row` (lanes past nd: 0). */
+template <class Src>
+__device__ __forceinline__ float sink_value(const Src &src, long long row, int d0, int nd, int lane, float *)
+{
+    return lane < nd ? src(row, d0 + lane) : 0.0f;
+}
+/* SrcGemm: the 32 slots' nl lags are one contiguous span of the row; lane i
+ * reading its own nl (stride nl) makes every load touch ~nl cache lines.
+ * The warp copies the span coalesced into w (stride nl|1: odd, so the
+ * lanes' sums read distinct banks), then sums in the same order as
+ * operator() (bit-identical results). */
+__device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, int d0, int nd, int lane, float *w)
+{
+    if (!w) return lane < nd ? src(row, d0 + lane) : 0.0f;
+    const int nl = src.nl, ws = nl | 1, n = nd * nl;
+    const float *p = src.C + row * src.ncol + (long long)d0 * nl;
+    for (int i = lane; i < n; i += 32) {
+        int s = i / nl;
+        w[s * ws + (i - s * nl)] = p[i];
+    }
+    __syncwarp();
+    float a = 0.0f;
+    if (lane < nd)
+        for (int li = 0; li < nl; li++) a += fabsf(w[lane * ws + li]);
+    __syncwarp(); /* w is reused by the warp's next row */
+    return a;
+}
 struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
     const float *C;
     int ncol;
@@ -472,10 +505,13 @@ enum { MODE_ALL = 0, MODE_SUB = 1, MODE_XS = 2 };
 /* The rows of `set` (<= SINK_GROUP_MAX, one depth set) over slots
  * [0, ns): depth idx[s] (idx = NULL: d0 + s).  Reduced rows combine the
  * lanes' partial sums / maxima by shuffles (the conditions are the same for
- * the whole warp). */
+ * the whole warp).  w (the warp's staging, NULL = none): contiguous slots
+ * (idx = NULL) are read 32 at a time through sink_value (same order of
+ * operations: the same bits). */
 template <class Src>
 __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, unsigned set, long long row,
-                                           long long l, long long a, const int *idx, int d0, int ns, int lane)
+                                           long long l, long long a, const int *idx, int d0, int ns, int lane,
+                                           float *w)
 {
     unsigned packed = 0;
     int nr = 0;
@@ -484,8 +520,17 @@ __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, u
 #pragma unroll
     for (int c = 0; c < SINK_GROUP_MAX; c++)
         acc[c] = c < nr && k.row[(packed >> (4 * c)) & 15].reduce == OCT_REDUCE_MAX ? -INFINITY : 0.0f;
-    for (int s = lane; s < ns; s += 32) {
-        float val = src(row, idx ? idx[s] : d0 + s);
+    const bool staged = w && !idx;
+    for (int base = 0; base < ns; base += 32) {
+        const int s = base + lane;
+        float val;
+        if (staged) { /* the whole warp, before the lanes past ns leave (last round only) */
+            val = sink_value(src, row, d0 + base, min(32, ns - base), lane, w);
+            if (s >= ns) break;
+        } else {
+            if (s >= ns) break;
+            val = src(row, idx ? idx[s] : d0 + s);
+        }
 #pragma unroll
         for (int c = 0; c < SINK_GROUP_MAX; c++) {
             if (c >= nr) break;
@@ -526,9 +571,12 @@ __device__ __forceinline__ void sink_slots(const Src &src, const SinkTable &k, u
  * the en-face depths (en-face rows only); MODE_XS: rows are gathered
  * spectra (nh of line h, then those of column v; cross-section rows only). */
 template <class Src>
-__global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long nrows, int nh)
+__global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long nrows, int nh, int skip_all,
+                            int wstage)
 {
+    extern __shared__ float stage[]; /* wstage floats per warp (sink_value), 0 = none */
     const SinkTable &k = c_sink[tab];
+    float *w = wstage ? stage + (threadIdx.x >> 5) * wstage : NULL;
     long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
     int lane = threadIdx.x & 31;
     if (row >= nrows) return;
@@ -555,6 +603,7 @@ __global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long 
         else { rng |= 1u << i; d0 = r.d0; nrng = r.nslots; } /* the rows of a range share it */
     }
     if (mode == MODE_SUB) all = rng = 0;
+    if (skip_all) all = 0; /* sink_tile_kernel wrote them */
     if (all) {
         for (int d = lane; d < k.D; d += 32) {
             float val = src(row, d);
@@ -566,8 +615,100 @@ __global__ void sink_kernel(Src src, int tab, int mode, long long j0, long long 
             }
         }
     }
-    if (enf) sink_slots(src, k, enf, row, l, a, mode == MODE_SUB ? NULL : k.eidx, 0, k.Q, lane);
-    if (rng) sink_slots(src, k, rng, row, l, a, NULL, d0, nrng, lane);
+    if (enf) sink_slots(src, k, enf, row, l, a, mode == MODE_SUB ? NULL : k.eidx, 0, k.Q, lane, w);
+    if (rng) sink_slots(src, k, rng, row, l, a, NULL, d0, nrng, lane, w);
+}
+
+/* Where row `row` of a sink launch goes: line l, A-scan a, and the part of
+ * a gathered cross-section launch (0: a spectrum of the frame, 1: of line
+ * h, 2: of column v); as sink_kernel. */
+__device__ __forceinline__ void sink_where(const SinkTable &k, int mode, long long j0, long long row, int nh,
+                                           long long *l, long long *a, int *part)
+{
+    *part = 0;
+    if (mode == MODE_XS) {
+        long long gi = j0 + row;
+        if (gi < nh) { *l = k.h; *a = gi; *part = 1; }
+        else { *l = gi - nh; *a = k.v; *part = 2; }
+    } else {
+        long long j = j0 + row;
+        *l = j / k.N;
+        *a = j % k.N;
+    }
+}
+
+/* The rows of depth set ALL (never reduced, plan.c) in tiles of SINK_TR
+ * rows x SINK_TD depths, one tile per block of SINK_TW warps (grid: row
+ * tiles x depth tiles): a small frame (a B-scan of 500 spectra: 256 tiles
+ * of 8 warps) fills the GPU, where a warp per row gave 63 blocks.  The
+ * values of the rows some layout row wants are computed with the lanes
+ * along the depths (the sources are contiguous in depth) into shared
+ * memory; each layout row is then stored
+ * with the lanes along whichever of its row / depth strides is the smaller:
+ * coalesced stores for the depth-major B-scan and cross-section images
+ * (st_d = N or L) as for the depth-minor volume (st_d = 1).  The other
+ * depth sets (en-face, ranges; reduced) stay with sink_kernel.  Dynamic
+ * shared memory: SINK_TW * wstage floats for sink_value's staging. */
+enum { SINK_TR = 32, SINK_TD = 32, SINK_TW = 8 };
+template <class Src>
+__global__ void __launch_bounds__(32 * SINK_TW) sink_tile_kernel(Src src, int tab, int mode, long long j0,
+                                                                 long long nrows, int nh, int wstage)
+{
+    __shared__ float t[SINK_TR][SINK_TD + 1];
+    __shared__ long long s_l[SINK_TR], s_a[SINK_TR];
+    __shared__ unsigned s_rows[SINK_TR]; /* the layout rows (bits of c_sink's rows) each row feeds */
+    extern __shared__ float stage[];
+    const SinkTable &k = c_sink[tab];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const long long r0 = (long long)blockIdx.x * SINK_TR;
+    const int d0 = (int)blockIdx.y * SINK_TD;
+    const int nd = min(SINK_TD, k.D - d0);
+    unsigned all = 0;
+    for (int i = 0; i < k.n; i++) {
+        const SinkRow &r = k.row[i];
+        if (r.select != OCT_SEL_GROUP && r.depths == OCT_DEPTHS_ALL && r.reduce == OCT_REDUCE_NONE) all |= 1u << i;
+    }
+    if (!all || nd <= 0 || mode == MODE_SUB) return; /* the same for the whole block */
+    /* where each row goes, and the layout rows it feeds: a volume's CFD pass
+     * (en-face + cross-sections) has ALL rows only for line h and column v,
+     * and the other spectra are not read at all */
+    unsigned mine = 0;
+    if (ty == 0 && r0 + tx < nrows) {
+        long long l, a;
+        int part;
+        sink_where(k, mode, j0, r0 + tx, nh, &l, &a, &part);
+        for (unsigned b = all; b; b &= b - 1) {
+            const SinkRow &r = k.row[__ffs(b) - 1];
+            if ((part == 1 && r.select != OCT_SEL_LINE) || (part == 2 && r.select != OCT_SEL_COLUMN)) continue;
+            if ((r.select == OCT_SEL_LINE && l != r.sel) || (r.select == OCT_SEL_COLUMN && a != r.sel)) continue;
+            mine |= b & -b;
+        }
+        s_l[tx] = l, s_a[tx] = a, s_rows[tx] = mine;
+    } else if (ty == 0) {
+        s_rows[tx] = 0;
+    }
+    if (!__syncthreads_or(mine != 0)) return; /* no row of this tile is wanted */
+    float *w = wstage ? stage + ty * wstage : NULL;
+#pragma unroll 4
+    for (int rr = ty; rr < SINK_TR; rr += SINK_TW)
+        if (s_rows[rr]) /* the same for the warp */
+            t[rr][tx] = sink_value(src, r0 + rr, d0, nd, tx, w);
+    __syncthreads();
+    for (unsigned b = all; b; b &= b - 1) {
+        const SinkRow &r = k.row[__ffs(b) - 1];
+        const long long step = r.select == OCT_SEL_COLUMN ? r.st_l : r.st_a; /* address step from row to row */
+        const bool rows_fast = llabs(step) < llabs(r.st_d);
+        const unsigned bit = b & -b;
+        for (int e = ty * 32 + tx; e < SINK_TR * SINK_TD; e += 32 * SINK_TW) {
+            const int rr = rows_fast ? (e & 31) : (e >> 5), dd = rows_fast ? (e >> 5) : (e & 31);
+            if (!(s_rows[rr] & bit) || dd >= nd) continue;
+            const long long l = s_l[rr], a = s_a[rr];
+            const float val = t[rr][dd];
+            const long long o = l * r.st_l + a * r.st_a + (long long)(d0 + dd) * r.st_d;
+            r.f[o] = val;
+            r.u[o] = oct_gray_level(val, r.g);
+        }
+    }
 }
 
 #endif

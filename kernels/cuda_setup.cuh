@@ -49,6 +49,26 @@ struct Slot {
      * MSI as soon as it is on the device */
     int nparts;
     cudaEvent_t ev_in[PARTS_MAX], ev_cv[PARTS_MAX];
+    /* the sink tables last uploaded for this slot (upload_sinks skips an
+     * unchanged one: a copy from pageable memory costs host time per frame) */
+    SinkTable sink_last[OCT_METHOD_COUNT];
+    bool sink_valid;
+};
+
+/* The algorithm of one GEMM shape (cuda_gemm.cuh), chosen once by timing.
+ * Key: C (m x n) = A^T B with A k x m, B k x n (column-major, lda = ldb =
+ * k, ldc = m), operand kind (GK_*) and the alignment of B's pointer (the
+ * chunks of a frame start anywhere). */
+enum { GEMM_PICKS = 16 };
+struct GemmPick {
+    int m, n, k, kind, align;
+    bool used;
+    bool lt;                        /* cublasLt with algo, else cublasGemmEx's default */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    size_t ws;
+    float us_pick, us_default;      /* measured at the pick */
 };
 
 struct HostReg {
@@ -68,6 +88,12 @@ struct CudaState {
     bool have_plan_x, have_plan_m, have_plan_c2r;
     cublasHandle_t blas;
     bool have_blas;
+    /* MSI GEMM algorithms (setup.cuda.gemm_algo auto): cublasLt, per shape */
+    cublasLtHandle_t lt;
+    bool have_lt;
+    GemmPick pick[GEMM_PICKS];
+    int pick_next;                  /* the entry a new shape replaces when all are used */
+    cudaEvent_t ev_g[2];            /* timing of the candidates */
     void *fft_work, *fft_work_x, *blas_work;
     size_t blas_work_bytes;
     int gemm_mode;    /* GEMM_* */
@@ -152,6 +178,7 @@ struct CudaState {
     size_t Cc_cap;
 
     int sink_base;    /* this engine's range of c_sink (sink_acquire), -1 = none */
+    int sms;          /* multiprocessors of the device (sink geometry) */
 
     /* Plan generations of what the device holds (plan.h; 0 = nothing or
      * an upload that did not finish): compared at prepare and every frame. */
@@ -545,6 +572,15 @@ void sink_release(int i)
     pthread_mutex_unlock(&g_sink_lock);
 }
 
+void pick_free(GemmPick *g)
+{
+    if (g->op) WARN_LIB(cublasLtMatmulDescDestroy(g->op), CUBLAS_STATUS_SUCCESS);
+    cublasLtMatrixLayout_t ls[] = {g->la, g->lb, g->lc};
+    for (cublasLtMatrixLayout_t l : ls)
+        if (l) WARN_LIB(cublasLtMatrixLayoutDestroy(l), CUBLAS_STATUS_SUCCESS);
+    memset(g, 0, sizeof *g);
+}
+
 void free_state(CudaState *s)
 {
     if (!s) return;
@@ -561,6 +597,10 @@ void free_state(CudaState *s)
     if (s->have_plan_d) WARN_LIB(cufftDestroy(s->plan_d), CUFFT_SUCCESS);
     if (s->have_plan_xp) WARN_LIB(cufftDestroy(s->plan_xp), CUFFT_SUCCESS);
     if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
+    for (GemmPick &g : s->pick) pick_free(&g);
+    if (s->have_lt) WARN_LIB(cublasLtDestroy(s->lt), CUBLAS_STATUS_SUCCESS);
+    for (cudaEvent_t ev : s->ev_g)
+        if (ev) WARN_CUDA(cudaEventDestroy(ev));
     void *dev[] = {s->fft_work, s->fft_work_x, s->blas_work, s->d_x, s->d_x3, s->d_win, s->d_bg,
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
@@ -609,6 +649,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(oct_cuda_probe(s->device, eng->device_name, sizeof eng->device_name, e));
     CU(cudaSetDevice(s->device));
     s->device_ok = true;
+    CU(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->device));
     if ((s->sink_base = sink_acquire()) < 0)
         return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: at most %d CUDA engines per process (their "
                              "product layouts live in constant memory); destroy one first", SINK_ENGINES);
@@ -833,6 +874,12 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         BLAS(cublasSetWorkspace(s->blas, s->blas_work, s->blas_work_bytes));
         BLAS(cublasSetMathMode(s->blas, s->gemm_mode == GEMM_SGEMM ? CUBLAS_PEDANTIC_MATH
                                                                    : CUBLAS_TF32_TENSOR_OP_MATH));
+        if (eng->setup.cuda.gemm_algo == OCT_CUDA_GEMM_ALGO_AUTO && s->gemm_mode != GEMM_SGEMM) {
+            BLAS(cublasLtCreate(&s->lt));
+            s->have_lt = true;
+            CU(cudaEventCreate(&s->ev_g[0]));
+            CU(cudaEventCreate(&s->ev_g[1]));
+        }
     }
     TRY(dmalloc(s, (uint8_t **)&s->fft_work_x, std::max(wx, (size_t)256), "the cuFFT work area", e));
     FFT(cufftSetWorkArea(s->plan_x, s->fft_work_x));

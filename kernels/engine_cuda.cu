@@ -40,6 +40,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <cublas_v2.h>
+#include <cublasLt.h>
 
 #include <algorithm>
 #include <climits>
@@ -110,6 +111,7 @@ static const char *cufft_str(cufftResult r)
 
 namespace {
 
+#include "cuda_gemm.cuh"  /* the MSI GEMM and its algorithm per shape */
 #include "cuda_frame.cuh" /* per frame: the stages and run_device() */
 
 
@@ -614,6 +616,26 @@ const char *oct_cuda_gemm_name(const oct_engine *eng)
     if (!is_cuda(eng)) return "none";
     if (ST(eng)->R == 0 || ST(eng)->path != OCT_MSI_GEMM) return "none";
     return ST(eng)->h16 ? "3xfp16" : gemm_names[ST(eng)->gemm_mode];
+}
+
+int oct_cuda_gemm_picks(const oct_engine *eng, char *buf, size_t len)
+{
+    if (len) buf[0] = '\0';
+    if (!is_cuda(eng)) return 0;
+    const CudaState *s = ST(eng);
+    int n = 0;
+    size_t at = 0;
+    for (const GemmPick &g : s->pick) {
+        if (!g.used) continue;
+        if (at < len) {
+            int w = snprintf(buf + at, len - at, "%s%dx%dx%d %s: %s %.1f us (default %.1f us)", n ? "; " : "", g.m,
+                             g.n, g.k, g.kind == GK_F16 ? "f16" : "tf32", g.lt ? "lt" : "default", g.us_pick,
+                             g.us_default);
+            if (w > 0) at += (size_t)w;
+        }
+        n++;
+    }
+    return n;
 }
 
 oct_err oct_cuda_time_device(oct_engine *eng, int reps, double *median_ms, oct_stage_times *t,

@@ -245,7 +245,20 @@ typedef struct oct_cuda_tuning {
      * the frame-mean / rolling backgrounds (issue 19.3; off until verified on
      * a GPU); 0 = only without them */
     int parts_ext;
+    /* issue 19: product sink geometry, enum oct_cuda_sink (0 = tiles) */
+    int sink;
+    /* issue 19: MSI GEMM algorithm, enum oct_cuda_gemm_algo (0 = auto) */
+    int gemm_algo;
 } oct_cuda_tuning;
+/* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
+ * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
+ * (the geometry before issue 19, for A/B runs). */
+enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1 };
+/* OCT_CUDA_GEMM_ALGO_AUTO: cublasLt, the fastest of the heuristic's
+ * candidates timed once per GEMM shape (falls back to cublasGemmEx where
+ * cublasLt offers none); OCT_CUDA_GEMM_ALGO_DEFAULT: cublasGemmEx with
+ * CUBLAS_GEMM_DEFAULT (before issue 19). */
+enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_AUTO = 0, OCT_CUDA_GEMM_ALGO_DEFAULT = 1 };
 
 typedef struct oct_setup {
     oct_geometry geom;

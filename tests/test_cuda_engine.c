@@ -253,6 +253,8 @@ static void fixture_free(fixture *f)
 static int g_parts;
 static int g_parts_ext; /* setup.cuda.parts_ext of make_engine() */
 static int g_gemm;      /* setup.cuda.gemm of make_engine() (0 = the engine's choice) */
+static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
+static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = auto) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -329,6 +331,8 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.parts = g_parts;
     s.cuda.parts_ext = g_parts_ext;
     s.cuda.gemm = g_gemm;
+    s.cuda.sink = g_sink;
+    s.cuda.gemm_algo = g_gemm_algo;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -756,6 +760,118 @@ START_TEST(t_gemm_fp16)
         fixture_free(&f);
     }
     g_gemm = 0;
+}
+END_TEST
+
+/* Issue 19.1: the tiled sink (default: tiles of spectra x depths over the
+ * whole GPU) against the float64 reference and byte for byte against a warp
+ * per spectrum (setup.cuda.sink = warp, the geometry before), both with
+ * cublasGemmEx's default algorithm (the same GEMM output).  Sizes that are
+ * not multiples of the 32 x 32 tiles (N = 37, D = R = 45), volumes (the
+ * depth-minor volume product, gathered cross-sections, en-face + slabs
+ * beside the tiles), both MSI paths, a chunked GEMM output (many launches
+ * per frame), and lag windows of 9 (staged sums) and 41 (> 31: direct). */
+static const tcase_cfg g_sink_cfgs[] = {
+    {{512, 37, 1, OCT_SAMPLE_U16, 2}, 45, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_GEMM, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{256, 20, 12, OCT_SAMPLE_U16, 2}, 40, OCT_MSI_FFT, OCT_PRECISION_FP32, NULL, NULL, 0},
+    {{128, 9, 7, OCT_SAMPLE_F32, 0}, 16, OCT_MSI_GEMM, OCT_PRECISION_FP32, "0.001", NULL, 0},
+};
+#define N_SINK_CFGS (int)(sizeof g_sink_cfgs / sizeof g_sink_cfgs[0])
+
+START_TEST(t_sink_tiles)
+{
+    const tcase_cfg *c = &g_sink_cfgs[_i];
+    fixture f;
+    fixture_make(&f, c, 2100 + (uint64_t)_i);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
+    oct_engine *tile = make_engine(&f, OCT_BACKEND_CUDA);
+    g_sink = OCT_CUDA_SINK_WARP;
+    oct_engine *warp = make_engine(&f, OCT_BACKEND_CUDA);
+    g_sink = OCT_CUDA_SINK_TILE;
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
+    oct_products *ot = oct_products_create(), *ow = oct_products_create();
+    ck_assert_ptr_nonnull(ot);
+    ck_assert_ptr_nonnull(ow);
+    static const int lags[][2] = {{-4, 4}, {-20, 20}};
+    char label[160];
+    for (int li = 0; li < 2; li++)
+        for (int pass = 0; pass < 2; pass++) {
+            oct_params p = f.p;
+            p.lag_lo = lags[li][0], p.lag_hi = lags[li][1];
+            if (pass == 1) p.products &= ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+            oct_error e = {{0}};
+            ck_assert_msg(oct_engine_set_params(tile, &p, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_msg(oct_engine_set_params(warp, &p, &e) == OCT_OK, "%s", e.msg);
+            snprintf(label, sizeof label, "sink cfg %d lags [%d,%d] pass %d (M=%u N=%u L=%u R=%u)", _i,
+                     p.lag_lo, p.lag_hi, pass, c->g.samples, c->g.ascans, c->g.lines, c->R);
+            run_and_check(tile, &f, &p, TU_TOL_FP32, ot, label);
+            ck_assert_msg(oct_engine_process(warp, f.frame, f.bytes, ow, &e) == OCT_OK, "warp: %s", e.msg);
+            products_equal(ot, ow, label);
+        }
+    oct_products_destroy(ot);
+    oct_products_destroy(ow);
+    oct_engine_destroy(tile);
+    oct_engine_destroy(warp);
+    fixture_free(&f);
+}
+END_TEST
+
+/* Issue 19.2: the MSI GEMM through cublasLt, the fastest of the
+ * heuristic's candidates and cuBLAS's default timed once per shape
+ * (setup.cuda.gemm_algo auto, the default): every product against the
+ * float64 reference and against gemm_algo default; the shapes are picked
+ * on the first frame and a second frame picks nothing new (plan once);
+ * gemm_algo default picks nothing.  Configurations: volume u16 (en-face +
+ * gathered cross-sections + full), B-scan i16 (3xfp16), f32 samples
+ * (3xtf32) with a chunked GEMM output, precision tf32. */
+START_TEST(t_gemm_algo)
+{
+    static const int cfg[] = {0, 4, 6, 6};
+    const int ci = cfg[_i];
+    tcase_cfg c = g_cfgs[ci];
+    if (_i == 2) c.prec = OCT_PRECISION_FP32, c.path = OCT_MSI_GEMM; /* 3xtf32, chunks of 0.001 MiB */
+    if (_i == 3) c.path = OCT_MSI_GEMM;                               /* tf32 */
+    double tol = c.prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
+    fixture f;
+    fixture_make(&f, &c, 2300 + (uint64_t)_i);
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
+    oct_engine *def = make_engine(&f, OCT_BACKEND_CUDA);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
+    ck_assert_int_eq(oct_engine_msi_path(gpu), OCT_MSI_GEMM);
+    oct_products *og = oct_products_create(), *od = oct_products_create();
+    char label[160], picks[2048], msg[1024];
+    for (int pass = 0; pass < 2; pass++) {
+        oct_params p = f.p;
+        if (pass == 1) p.products &= ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+        oct_error e = {{0}};
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_set_params(def, &p, &e) == OCT_OK, "%s", e.msg);
+        snprintf(label, sizeof label, "gemm_algo %d (cfg %d, %s) pass %d", _i, ci, oct_cuda_gemm_name(gpu), pass);
+        run_and_check(gpu, &f, &p, tol, og, label);
+        int n1 = oct_cuda_gemm_picks(gpu, picks, sizeof picks);
+        printf("cuda: %s: %d shape(s): %s\n", label, n1, picks);
+        ck_assert_msg(n1 > 0, "%s: no GEMM shape was picked", label);
+        ck_assert_msg(oct_engine_process(gpu, f.frame, f.bytes, og, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_cuda_gemm_picks(gpu, picks, sizeof picks) == n1, "%s: the second frame picked again",
+                      label);
+        ck_assert_msg(oct_engine_process(def, f.frame, f.bytes, od, &e) == OCT_OK, "default: %s", e.msg);
+        ck_assert_int_eq(oct_cuda_gemm_picks(def, picks, sizeof picks), 0);
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++) {
+                const oct_image *a = &og->img[m][k], *b = &od->img[m][k];
+                ck_assert_int_eq(a->present, b->present);
+                if (!a->present) continue;
+                ck_assert_msg(tu_check_f32_pair(label, a->f32, b->f32, a->count, a->ndim, a->shape, 2 * tol, msg,
+                                                sizeof msg), "%s", msg);
+            }
+    }
+    oct_products_destroy(og);
+    oct_products_destroy(od);
+    oct_engine_destroy(gpu);
+    oct_engine_destroy(def);
+    fixture_free(&f);
 }
 END_TEST
 
@@ -1517,6 +1633,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_nonfinite);
     tcase_add_test(tc, t_gemm_accuracy);
     tcase_add_test(tc, t_gemm_fp16);
+    tcase_add_loop_test(tc, t_sink_tiles, 0, N_SINK_CFGS);
+    tcase_add_loop_test(tc, t_gemm_algo, 0, 4);
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_registered_shared);

@@ -252,6 +252,13 @@ static int run_workload(const octbench_opts *o, workload w, FILE *json)
         printf("  Li et al. GTX 295: %.0fk A-lines/s (ours x%.2f)", w.paper / 1e3,
                ascans_s / w.paper);
     printf("\n");
+#ifdef OCT_HAVE_CUDA
+    { /* issue 19.2: the MSI GEMM algorithm of each shape, against cuBLAS's default */
+        char picks[1024];
+        if (oct_cuda_gemm_picks(eng, picks, sizeof picks) > 0)
+            printf("  %s gemm picks: %s\n", w.name, picks);
+    }
+#endif
     if (json) {
         fprintf(json,
                 "{\"part\":\"engine\",\"workload\":\"%s\",\"backend\":\"%s\",\"device\":\"%s\","
@@ -394,6 +401,11 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
         printf("  (pinned H2D %.1f GB/s: %.0f%%)", h2d, 100.0 * gbs / h2d);
     printf("  host submit %.1f us/frame", 1e3 * submit_ms / nframes);
     printf("\n");
+    {
+        char picks[1024];
+        if (oct_cuda_gemm_picks(eng, picks, sizeof picks) > 0)
+            printf("  %s gemm picks: %s\n", w.name, picks);
+    }
     /* Latency, one frame in flight (what the intra-frame pipeline shortens):
      * submit -> complete, median and p99 of 50 (10 with --quick) frames;
      * parts = the input parts of the last frame (1: the pipeline was off). */

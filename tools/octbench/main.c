@@ -84,6 +84,10 @@ static void usage(FILE *f)
             "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
             "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
+            "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
+            "                           one warp per spectrum (before issue 19; A/B runs)\n"
+            "  --gemm-algo auto|default MSI GEMM: cublasLt, fastest candidate timed once per\n"
+            "                           shape (default), or cublasGemmEx's default algorithm\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
 }
@@ -94,7 +98,7 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -111,6 +115,8 @@ int main(int argc, char **argv)
         {"cuda-parts", required_argument, 0, O_PARTS},
         {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
+        {"cuda-sink", required_argument, 0, O_SINK},
+        {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
         {"devices", required_argument, 0, O_DEVICES},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
@@ -142,6 +148,26 @@ int main(int argc, char **argv)
             o.cuda.gemm_chunk_mb = v;
             break;
         }
+        case O_SINK:
+            if (!strcmp(optarg, "tile"))
+                o.cuda.sink = OCT_CUDA_SINK_TILE;
+            else if (!strcmp(optarg, "warp"))
+                o.cuda.sink = OCT_CUDA_SINK_WARP;
+            else {
+                fprintf(stderr, "octbench: --cuda-sink %s: must be tile or warp\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_GEMM_ALGO:
+            if (!strcmp(optarg, "auto"))
+                o.cuda.gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
+            else if (!strcmp(optarg, "default"))
+                o.cuda.gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
+            else {
+                fprintf(stderr, "octbench: --gemm-algo %s: must be auto or default\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
         case O_PARTS_EXT:
             o.cuda.parts_ext = 1;
             break;
