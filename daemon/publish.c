@@ -49,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "json.h"
@@ -60,8 +61,15 @@
 #define ZERO_COPY_MIN 4096
 
 /* I/O threads of the publisher's context: the endpoint side's connection
- * handling and per-subscriber writes spread over them. */
-#define PUB_IO_THREADS 2
+ * handling and per-subscriber writes spread over them, one per 4 cores
+ * within these bounds.  Each connection lives on one I/O thread, and a
+ * fresh subscriber costs its thread a handshake and a burst of writes
+ * (its socket buffer and receive queue fill before it may vanish): more
+ * threads on a large host keep a churning crowd from delaying the
+ * subscribers that read; on a small one, fewer threads compete with the
+ * frame loop. */
+#define PUB_IO_THREADS_MIN 2
+#define PUB_IO_THREADS_MAX 4
 
 /* Topics with a "wanted" flag: kind/method[/f32] by index, then "status",
  * then up to EXTRA_TOPICS registered on first use (live registration's). */
@@ -316,7 +324,14 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
-    zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, PUB_IO_THREADS); /* before the first socket */
+    /* Scheduling of ZeroMQ's threads stays the default: with SCHED_OTHER,
+     * ZMQ_THREAD_PRIORITY makes libzmq 4.3 call nice(-20) and abort on
+     * EPERM, and no affinity is set (the frame loop has none either). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int io = cpus / 4 < PUB_IO_THREADS_MIN   ? PUB_IO_THREADS_MIN
+             : cpus / 4 > PUB_IO_THREADS_MAX ? PUB_IO_THREADS_MAX
+                                             : (int)(cpus / 4);
+    zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, io); /* before the first socket */
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
@@ -396,6 +411,10 @@ void octd_pub_destroy(octd_pub *p)
     if (p->sock)
         zmq_close(p->sock);
     if (p->thread_started) {
+        octd_log(LOG_INFO, "publisher: the frame loop handed %" PRIu64 " messages to ZeroMQ "
+                 "and skipped %" PRIu64 " that nobody wanted; %" PRIu64 " subscription "
+                 "changes handled by the publisher thread", p->counts.handed, p->counts.unwanted,
+                 (uint64_t)atomic_load(&p->sub_events));
         /* the proxy ends on TERMINATE and closes its sockets; should the
          * send fail, ending the context below ends it with ETERM */
         if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {

@@ -368,12 +368,15 @@ START_TEST(too_many_prefixes_all_wanted)
 END_TEST
 
 /* Churning subscribers (200 connections, each with a prefix of its own
- * and "bscan/", which a steady subscriber holds) while the frame loop
+ * and "bscan/", which a steady subscriber holds; each round connects 100,
+ * waits for their subscriptions, closes them and waits for their ends)
+ * while the frame loop
  * publishes: every subscription change is handled by the publisher thread,
  * none reaches the frame loop's socket (no ZeroMQ command in its sends),
  * and what the frame loop hands to ZeroMQ is exactly the wanted topic's
  * images, one message per image, whatever the churn. */
 typedef struct churn_arg {
+    octd_pub *p;
     atomic_bool done;
     int rounds, per_round;
 } churn_arg;
@@ -384,15 +387,19 @@ static void *churn_main(void *arg)
     void *zctx = zmq_ctx_new();
     void *s[100];
     char t[32];
+    octd_pub_counts c;
     for (int r = 0; r < a->rounds; r++) {
+        octd_pub_get_counts(a->p, &c);
         for (int i = 0; i < a->per_round; i++) {
             s[i] = subscriber(zctx, "bscan/", 1);
             snprintf(t, sizeof t, "churn/%d/%d", r, i);
             ck_assert_int_eq(zmq_setsockopt(s[i], ZMQ_SUBSCRIBE, t, strlen(t)), 0);
         }
-        sleep_ms(50);
+        /* all connected (their own prefixes arrived) before they vanish */
+        wait_counts(a->p, c.subscription_changes + (uint64_t)a->per_round);
         for (int i = 0; i < a->per_round; i++)
             zmq_close(s[i]);
+        wait_counts(a->p, c.subscription_changes + 2 * (uint64_t)a->per_round);
     }
     zmq_ctx_term(zctx);
     atomic_store(&a->done, true);
@@ -412,7 +419,7 @@ START_TEST(churn_never_reaches_frame_loop)
     wait_counts(p, 1);
     octd_pub_counts c0, c1;
     octd_pub_get_counts(p, &c0);
-    churn_arg a = {.rounds = 2, .per_round = 100};
+    churn_arg a = {.p = p, .rounds = 2, .per_round = 100};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, churn_main, &a), 0);
     octd_frame_meta m = {.frame_id = 11};
@@ -423,8 +430,7 @@ START_TEST(churn_never_reaches_frame_loop)
         sleep_ms(1); /* paced */
     }
     pthread_join(th, NULL);
-    /* each churning prefix: its subscription and its end */
-    wait_counts(p, 1 + 2 * (uint64_t)(a.rounds * a.per_round));
+    /* each churning prefix: its subscription and its end (waited for) */
     octd_pub_get_counts(p, &c1);
     ck_assert_uint_eq(c1.handed - c0.handed, frames);     /* bscan/cfd */
     ck_assert_uint_eq(c1.unwanted - c0.unwanted, frames); /* enface/cfd: nobody */
