@@ -12,22 +12,33 @@
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
  *
- * Fan-out runs off the frame loop (issue 21): the frame loop's PUB socket
- * has one peer, an XSUB bound at a private inproc endpoint, and a publisher
- * thread runs zmq_proxy_steerable from that XSUB to an XPUB bound at the
- * configured endpoints.  Connection churn and the per-subscriber copies of
- * each message cost that thread and the I/O threads, not the frame loop.
- * Subscriptions travel XPUB -> XSUB -> PUB, so topics nobody wants are still
- * dropped at the frame loop's socket.  inproc passes zmq_msg_t by value and
- * XPUB shares one message among its pipes, so a zero-copy message stays
- * zero-copy and slot_free_cb still runs once the last subscriber's copy is
- * gone.  The inproc PUB never blocks: its HWM and the XSUB's receive HWM
- * are the frame-counted HWM of the endpoints' XPUB, and with
- * ZMQ_XPUB_NODROP a DONTWAIT send past it fails with EAGAIN, so what the
- * publisher thread could not take in time is counted in publish_drops
- * instead of vanishing silently for every subscriber.  (The pipe's HWM
- * counts whole messages, so a message whose first part was taken is taken
- * whole.)
+ * Fan-out runs off the frame loop (issue 21): the frame loop's socket has
+ * one peer, an XSUB bound at a private inproc endpoint, and a publisher
+ * thread forwards from that XSUB to an XPUB bound at the configured
+ * endpoints.  Connection churn and the per-subscriber copies of each
+ * message cost that thread and the I/O threads, not the frame loop.
+ *
+ * Subscriptions stop at the publisher thread: the XSUB subscribes to
+ * everything once, and the thread keeps the XPUB's subscription messages
+ * (non-verbose: the first subscriber of a prefix and the last one leaving
+ * it, so churn of subscribers to a prefix others hold costs nothing) as a
+ * set of prefixes, and from it one atomic "wanted" flag per topic the frame
+ * loop publishes.  The frame loop reads that flag before it builds a
+ * message, so a topic nobody wants costs it one atomic load, and no
+ * subscribe/unsubscribe ever reaches its socket as a ZeroMQ command.  Topics
+ * are known in advance (kind/method[/f32] and status, by index) or
+ * registered by the frame loop on first use (live registration's), the
+ * thread computing their flag when it next wakes (until then: wanted).
+ *
+ * inproc passes zmq_msg_t by value and XPUB shares one message among its
+ * pipes, so a zero-copy message stays zero-copy and slot_free_cb still runs
+ * once the last subscriber's copy is gone.  The frame loop's socket never
+ * blocks: its HWM and the XSUB's receive HWM are the frame-counted HWM of
+ * the endpoints' XPUB, and with ZMQ_XPUB_NODROP a DONTWAIT send past it
+ * fails with EAGAIN, so what the publisher thread could not take in time is
+ * counted in publish_drops instead of vanishing silently for every
+ * subscriber.  (The pipe's HWM counts whole messages, so a message whose
+ * first part was taken is taken whole.)
  */
 #include "publish.h"
 
@@ -38,6 +49,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "json.h"
@@ -49,12 +61,44 @@
 #define ZERO_COPY_MIN 4096
 
 /* I/O threads of the publisher's context: the endpoint side's connection
- * handling and per-subscriber writes spread over them. */
-#define PUB_IO_THREADS 2
+ * handling and per-subscriber writes spread over them, one per 4 cores
+ * within these bounds.  Each connection lives on one I/O thread, and a
+ * fresh subscriber costs its thread a handshake and a burst of writes
+ * (its socket buffer and receive queue fill before it may vanish): more
+ * threads on a large host keep a churning crowd from delaying the
+ * subscribers that read; on a small one, fewer threads compete with the
+ * frame loop. */
+#define PUB_IO_THREADS_MIN 2
+#define PUB_IO_THREADS_MAX 4
+
+/* Topics with a "wanted" flag: kind/method[/f32] by index, then "status",
+ * then up to EXTRA_TOPICS registered on first use (live registration's). */
+#define PRODUCT_TOPICS (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2)
+#define STATUS_TOPIC PRODUCT_TOPICS
+#define EXTRA_TOPICS 64
+#define MAX_TOPICS (PRODUCT_TOPICS + 1 + EXTRA_TOPICS)
+#define TOPIC_CAP 64 /* a longer topic is never registered: always sent */
+/* Distinct subscribed prefixes the thread keeps; past it (hostile peers)
+ * every topic counts as wanted until they leave (the XPUB still filters). */
+#define MAX_PREFIXES 4096
+/* Messages forwarded per wake-up before the thread looks at its other
+ * sockets again (subscriptions, control). */
+#define FORWARD_BATCH 256
+
+typedef struct pub_topic {
+    char name[TOPIC_CAP];
+    size_t len;
+    atomic_bool wanted; /* written by the publisher thread, read by the frame loop */
+} pub_topic;
+
+typedef struct pub_prefix {
+    uint8_t *bytes;
+    size_t len;
+} pub_prefix;
 
 struct octd_pub {
     void *ctx;
-    void *sock;  /* frame loop's PUB, connected to the proxy's inproc XSUB */
+    void *sock;  /* frame loop's XPUB (a PUB that can read its one subscription), to the inproc XSUB */
     void *xsub;  /* proxy thread's: bound at the inproc endpoint */
     void *xpub;  /* proxy thread's: bound at the configured endpoints */
     void *ctl;   /* frame loop's end of the proxy's control pair */
@@ -64,6 +108,17 @@ struct octd_pub {
     /* image_seq per topic: [method][kind][f32] */
     uint64_t image_seq[OCT_METHOD_COUNT][OCT_KIND_COUNT][2];
     float spacing_um[3]; /* geometry.spacing_um {depth, ascan, line}; 0 = not given */
+    /* topics: the frame loop fills an entry, then publishes ntopics (release) */
+    pub_topic topic[MAX_TOPICS];
+    atomic_int ntopics;
+    octd_pub_counts counts; /* the frame loop's */
+    /* the publisher thread's own */
+    int known;                     /* topics whose flag it computed */
+    uint32_t holders[MAX_TOPICS];  /* subscribed prefixes of each topic */
+    pub_prefix *prefix;            /* the subscribed prefixes (a set: XPUB is not verbose) */
+    int nprefix;
+    uint64_t untracked;            /* subscriptions past MAX_PREFIXES */
+    atomic_uint_fast64_t sub_events; /* subscription messages handled */
 };
 
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
@@ -71,13 +126,172 @@ void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
     memcpy(p->spacing_um, spacing_um, sizeof p->spacing_um);
 }
 
+static int product_topic(int method, int kind, int f32) { return (method * OCT_KIND_COUNT + kind) * 2 + f32; }
+
+static bool is_prefix(const uint8_t *pre, size_t n, const pub_topic *t)
+{
+    return n <= t->len && memcmp(pre, t->name, n) == 0;
+}
+
+/* ---- the publisher thread's subscription state ---- */
+static void set_wanted(octd_pub *p, int i)
+{
+    atomic_store_explicit(&p->topic[i].wanted, p->holders[i] > 0 || p->untracked > 0,
+                          memory_order_release);
+}
+
+/* Computes the flags of topics the frame loop registered since last time. */
+static void learn_topics(octd_pub *p)
+{
+    int n = atomic_load_explicit(&p->ntopics, memory_order_acquire);
+    for (; p->known < n; p->known++) {
+        int i = p->known;
+        p->holders[i] = 0;
+        for (int k = 0; k < p->nprefix; k++)
+            p->holders[i] += is_prefix(p->prefix[k].bytes, p->prefix[k].len, &p->topic[i]);
+        set_wanted(p, i);
+    }
+}
+
+/* One message from the XPUB: byte 1 (subscribe) or 0 (unsubscribe) and the
+ * prefix; anything else is a subscriber's message upstream, ignored. */
+static void on_subscription(octd_pub *p, const uint8_t *d, size_t n)
+{
+    if (n == 0 || d[0] > 1)
+        return;
+    bool sub = d[0] == 1;
+    d++, n--;
+    atomic_fetch_add_explicit(&p->sub_events, 1, memory_order_relaxed);
+    int k = 0;
+    while (k < p->nprefix && !(p->prefix[k].len == n && memcmp(p->prefix[k].bytes, d, n) == 0))
+        k++;
+    bool found = k < p->nprefix;
+    if (sub ? found : !found) {
+        /* a repeat (none expected from a non-verbose XPUB), or the end of
+         * one kept past MAX_PREFIXES */
+        if (!sub && p->untracked > 0 && --p->untracked == 0)
+            for (int i = 0; i < p->known; i++)
+                set_wanted(p, i);
+        return;
+    }
+    if (sub) {
+        uint8_t *copy = p->nprefix < MAX_PREFIXES ? malloc(n ? n : 1) : NULL;
+        if (!copy) {
+            if (p->untracked++ == 0) {
+                octd_log(LOG_WARNING, "publisher: more than %d subscribed prefixes: "
+                         "every topic is built until they go", MAX_PREFIXES);
+                for (int i = 0; i < p->known; i++)
+                    set_wanted(p, i);
+            }
+            return;
+        }
+        if (p->nprefix % 64 == 0) {
+            pub_prefix *grown = realloc(p->prefix, (size_t)(p->nprefix + 64) * sizeof *grown);
+            if (!grown) {
+                free(copy);
+                p->untracked++;
+                for (int i = 0; i < p->known; i++)
+                    set_wanted(p, i);
+                return;
+            }
+            p->prefix = grown;
+        }
+        memcpy(copy, d, n);
+        p->prefix[p->nprefix++] = (pub_prefix){copy, n};
+    } else {
+        free(p->prefix[k].bytes);
+        p->prefix[k] = p->prefix[--p->nprefix];
+    }
+    for (int i = 0; i < p->known; i++) {
+        if (!is_prefix(d, n, &p->topic[i]))
+            continue;
+        p->holders[i] += sub ? 1 : -1;
+        set_wanted(p, i);
+    }
+}
+
+/* Moves one whole message (all its parts) from the XSUB to the XPUB; false
+ * when none was waiting.  The XPUB drops per subscriber at its HWM and
+ * never blocks. */
+static bool forward_one(octd_pub *p)
+{
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    if (zmq_msg_recv(&msg, p->xsub, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&msg);
+        return false;
+    }
+    for (;;) {
+        int more = zmq_msg_more(&msg);
+        if (zmq_msg_send(&msg, p->xpub, more ? ZMQ_SNDMORE : 0) < 0)
+            zmq_msg_close(&msg);
+        if (!more)
+            return true;
+        zmq_msg_init(&msg);
+        /* the parts of a message arrive together (atomic in the pipe) */
+        if (zmq_msg_recv(&msg, p->xsub, 0) < 0) {
+            zmq_msg_close(&msg);
+            return true;
+        }
+    }
+}
+
+/* The control pair's commands: TERMINATE, PAUSE, RESUME (the tests' way to
+ * make the thread lag).  -1: none waiting, 1: terminate, 0: handled. */
+static int on_control(void *ctl, bool *paused)
+{
+    char cmd[16];
+    int n = zmq_recv(ctl, cmd, sizeof cmd, ZMQ_DONTWAIT);
+    if (n < 0)
+        return -1;
+    if (n == 9 && memcmp(cmd, "TERMINATE", 9) == 0)
+        return 1;
+    if (n == 5 && memcmp(cmd, "PAUSE", 5) == 0)
+        *paused = true;
+    else if (n == 6 && memcmp(cmd, "RESUME", 6) == 0)
+        *paused = false;
+    return 0;
+}
+
 static void *proxy_main(void *arg)
 {
     octd_pub *p = arg;
     pthread_setname_np(pthread_self(), "octd-publish"); /* top -H, /proc: its own CPU */
-    /* Returns on "TERMINATE" (octd_pub_destroy) or when the context ends. */
-    if (zmq_proxy_steerable(p->xsub, p->xpub, NULL, p->ctl_peer) != 0 && zmq_errno() != ETERM)
-        octd_log(LOG_ERR, "publisher thread: zmq_proxy: %s", zmq_strerror(zmq_errno()));
+    bool paused = false, busy = false;
+    for (;;) {
+        /* The thread sleeps in zmq_poll only after a round that drained the
+         * inproc link: a steady stream costs no poll per batch. */
+        if (!busy) {
+            zmq_pollitem_t items[3] = {{p->ctl_peer, 0, ZMQ_POLLIN, 0},
+                                       {p->xpub, 0, ZMQ_POLLIN, 0},
+                                       {p->xsub, 0, ZMQ_POLLIN, 0}};
+            if (zmq_poll(items, paused ? 2 : 3, -1) < 0) {
+                if (zmq_errno() == EINTR)
+                    continue;
+                if (zmq_errno() != ETERM)
+                    octd_log(LOG_ERR, "publisher thread: zmq_poll: %s", zmq_strerror(zmq_errno()));
+                break;
+            }
+        }
+        int c;
+        while ((c = on_control(p->ctl_peer, &paused)) == 0)
+            ;
+        if (c == 1)
+            break;
+        zmq_msg_t msg;
+        zmq_msg_init(&msg);
+        while (zmq_msg_recv(&msg, p->xpub, ZMQ_DONTWAIT) >= 0) {
+            on_subscription(p, zmq_msg_data(&msg), zmq_msg_size(&msg));
+            zmq_msg_close(&msg);
+            zmq_msg_init(&msg);
+        }
+        zmq_msg_close(&msg);
+        learn_topics(p); /* a new topic's first message is what woke us */
+        int n = 0;
+        while (!paused && n < FORWARD_BATCH && forward_one(p))
+            n++;
+        busy = n == FORWARD_BATCH;
+    }
     /* Sockets are closed by the thread that used them last. */
     zmq_close(p->xsub);
     zmq_close(p->xpub);
@@ -116,7 +330,14 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
-    zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, PUB_IO_THREADS); /* before the first socket */
+    /* Scheduling of ZeroMQ's threads stays the default: with SCHED_OTHER,
+     * ZMQ_THREAD_PRIORITY makes libzmq 4.3 call nice(-20) and abort on
+     * EPERM, and no affinity is set (the frame loop has none either). */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int io = cpus / 4 < PUB_IO_THREADS_MIN   ? PUB_IO_THREADS_MIN
+             : cpus / 4 > PUB_IO_THREADS_MAX ? PUB_IO_THREADS_MAX
+                                             : (int)(cpus / 4);
+    zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, io); /* before the first socket */
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
@@ -124,15 +345,15 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
      * set once before bind: libzmq 4.3 crashes its I/O thread when ZMQ_SNDHWM
      * changes on a bound socket with connected peers (seen in e2e_issue7
      * when the methods changed), so it does not follow the frames' size.
-     * Every hop gets it: the frame loop's PUB drops at it rather than wait
-     * for the proxy thread, and XPUB drops per subscriber at it. */
+     * Every hop gets it: the frame loop's socket drops at it rather than
+     * wait for the proxy thread, and XPUB drops per subscriber at it. */
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
     /* inproc names are per context, and each publisher has its own */
     const char *inproc = "inproc://octd-pub", *ctl = "inproc://octd-pub-ctl";
     if (!(p->xpub = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
         !(p->xsub = new_socket(p, ZMQ_XSUB, "XSUB", 0, hwm, e)) ||
-        !(p->sock = new_socket(p, ZMQ_PUB, "PUB", hwm, 0, e)) ||
+        !(p->sock = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
         !(p->ctl_peer = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)) ||
         !(p->ctl = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)))
         goto fail;
@@ -145,7 +366,7 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     }
     int nodrop = 1;
     if (zmq_setsockopt(p->sock, ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop) != 0) {
-        oct_error_set(e, OCT_EIO, "zmq_setsockopt(PUB, XPUB_NODROP): %s", zmq_strerror(zmq_errno()));
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt(XPUB, XPUB_NODROP): %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
     if (zmq_bind(p->xsub, inproc) != 0 || zmq_connect(p->sock, inproc) != 0 ||
@@ -153,6 +374,29 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         oct_error_set(e, OCT_EIO, "publisher: inproc link: %s", zmq_strerror(zmq_errno()));
         goto fail;
     }
+    /* The inproc link carries everything: the XSUB subscribes to all once,
+     * and the frame loop's socket reads that subscription here, so it is in
+     * force before the first frame (nothing more ever arrives on it). */
+    int wait_ms = 10000;
+    char sub[4];
+    if (zmq_send(p->xsub, "\x01", 1, 0) != 1 ||
+        zmq_setsockopt(p->sock, ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms) != 0 ||
+        zmq_recv(p->sock, sub, sizeof sub, 0) != 1 || sub[0] != 1) {
+        oct_error_set(e, OCT_EIO, "publisher: inproc link: no subscription from the publisher "
+                      "thread's XSUB: %s", zmq_strerror(zmq_errno()));
+        goto fail;
+    }
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            for (int f32 = 0; f32 < 2; f32++) {
+                pub_topic *t = &p->topic[product_topic(m, k, f32)];
+                t->len = (size_t)snprintf(t->name, sizeof t->name, "%s/%s%s", oct_kind_name(k),
+                                          oct_product_method_name(m, k), f32 ? "/f32" : "");
+            }
+    p->topic[STATUS_TOPIC].len = (size_t)snprintf(p->topic[STATUS_TOPIC].name, TOPIC_CAP, "status");
+    /* nobody subscribed yet: every flag false (calloc) */
+    atomic_store(&p->ntopics, STATUS_TOPIC + 1);
+    p->known = STATUS_TOPIC + 1;
     int rc = pthread_create(&p->thread, NULL, proxy_main, p);
     if (rc != 0) {
         oct_error_set(e, OCT_EIO, "publisher: cannot start its thread: %s", strerror(rc));
@@ -173,6 +417,10 @@ void octd_pub_destroy(octd_pub *p)
     if (p->sock)
         zmq_close(p->sock);
     if (p->thread_started) {
+        octd_log(LOG_INFO, "publisher: the frame loop handed %" PRIu64 " messages to ZeroMQ "
+                 "and skipped %" PRIu64 " that nobody wanted; %" PRIu64 " subscription "
+                 "changes handled by the publisher thread", p->counts.handed, p->counts.unwanted,
+                 (uint64_t)atomic_load(&p->sub_events));
         /* the proxy ends on TERMINATE and closes its sockets; should the
          * send fail, ending the context below ends it with ETERM */
         if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {
@@ -196,7 +444,43 @@ void octd_pub_destroy(octd_pub *p)
     if (p->ctx)
         while (zmq_ctx_term(p->ctx) != 0 && zmq_errno() == EINTR)
             ;
+    for (int k = 0; k < p->nprefix; k++)
+        free(p->prefix[k].bytes);
+    free(p->prefix);
     free(p);
+}
+
+void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c)
+{
+    *c = p->counts;
+    c->subscription_changes = atomic_load_explicit(&p->sub_events, memory_order_relaxed);
+}
+
+bool octd_pub_wanted(const octd_pub *p, int method, int kind, bool f32)
+{
+    if (method < 0 || method >= OCT_METHOD_COUNT || kind < 0 || kind >= OCT_KIND_COUNT)
+        return false;
+    return atomic_load_explicit(&p->topic[product_topic(method, kind, f32)].wanted,
+                                memory_order_acquire);
+}
+
+/* Whether anybody wants topic; an unknown topic is registered (until the
+ * publisher thread has looked at it: wanted). */
+static bool topic_wanted(octd_pub *p, const char *topic)
+{
+    size_t len = strlen(topic);
+    int n = atomic_load_explicit(&p->ntopics, memory_order_relaxed); /* only this thread adds */
+    for (int i = STATUS_TOPIC + 1; i < n; i++)
+        if (p->topic[i].len == len && memcmp(p->topic[i].name, topic, len) == 0)
+            return atomic_load_explicit(&p->topic[i].wanted, memory_order_acquire);
+    if (len >= TOPIC_CAP || n == MAX_TOPICS)
+        return true; /* not tracked: the XPUB filters it */
+    pub_topic *t = &p->topic[n];
+    memcpy(t->name, topic, len + 1);
+    t->len = len;
+    atomic_store_explicit(&t->wanted, true, memory_order_relaxed);
+    atomic_store_explicit(&p->ntopics, n + 1, memory_order_release);
+    return true;
 }
 
 void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
@@ -290,9 +574,16 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 if (f32 && !m->want_f32)
                     continue;
                 images++;
+                uint64_t seq = p->image_seq[method][kind][f32]++;
+                if (!octd_pub_wanted(p, method, kind, f32)) {
+                    /* nobody's prefix matches: not built, not sent */
+                    p->counts.unwanted++;
+                    sent++;
+                    *last_sent_ns = realtime_ns();
+                    continue;
+                }
                 snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
-                uint64_t seq = p->image_seq[method][kind][f32]++;
                 size_t hlen = image_header(header, sizeof header, topic, method, kind, NULL, f32, seq,
                                            img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
@@ -305,6 +596,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 }
                 /* The first part decides: PUB does not fail later parts of
                  * a message whose first part was accepted. */
+                p->counts.handed++;
                 if (send_part(p->sock, topic, strlen(topic), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
                     if (zmq_errno() != EAGAIN)
                         octd_log(LOG_WARNING, "%s: send: %s", topic, zmq_strerror(zmq_errno()));
@@ -332,10 +624,16 @@ unsigned octd_pub_send_image(octd_pub *p, const char *topic, const char *kind_na
 {
     char header[2048];
     const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
+    if (data && !topic_wanted(p, topic)) {
+        p->counts.unwanted++;
+        return 1;
+    }
     /* kind -1: no SPEC 2.4 kind ("requested" is an en-face field) */
     int kind = strncmp(kind_name, "enface", 6) == 0 ? OCT_KIND_ENFACE : -1;
     size_t hlen = image_header(header, sizeof header, topic, method, kind, kind_name, f32,
                                image_seq, img, m, p->spacing_um);
+    if (data && hlen > 0)
+        p->counts.handed++;
     if (!data || hlen == 0 ||
         send_part(p->sock, topic, strlen(topic), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
         (*drops)++;
@@ -413,9 +711,14 @@ size_t octd_status_json_params(const oct_status_block *b, const oct_control_valu
 void octd_pub_send_status(octd_pub *p, const oct_status_block *b, const oct_control_values *v)
 {
     char buf[8192];
+    if (!atomic_load_explicit(&p->topic[STATUS_TOPIC].wanted, memory_order_acquire)) {
+        p->counts.unwanted++;
+        return;
+    }
     size_t len = octd_status_json_params(b, v, buf, sizeof buf);
     if (len == 0)
         return;
+    p->counts.handed++;
     if (zmq_send(p->sock, "status", 6, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
         return;
     zmq_send(p->sock, buf, len, ZMQ_DONTWAIT);

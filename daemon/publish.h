@@ -38,6 +38,18 @@ void octd_pub_destroy(octd_pub *p); /* ends the thread; linger 0; waits for Zero
 /* The profile's geometry.spacing_um {depth, ascan, line} (µm; zeros: not
  * given), added to every image header as "spacing_um" when all are set. */
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
+/* What the frame loop handed to ZeroMQ and what it skipped because no
+ * subscriber's prefix matched the topic (not built, no ZeroMQ call: counted
+ * as published, as a PUB socket without subscribers would), and the
+ * subscription messages the publisher thread handled (none reach the frame
+ * loop's socket). */
+typedef struct octd_pub_counts {
+    uint64_t handed, unwanted, subscription_changes;
+} octd_pub_counts;
+void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c);
+/* Whether any subscriber's prefix matches kind/method[/f32] now: one atomic
+ * load, no ZeroMQ call (the publisher thread keeps the answer current). */
+bool octd_pub_wanted(const octd_pub *p, int method, int kind, bool f32);
 /* Drops one holder of s (octd's, or a sent message's from ZeroMQ's thread). */
 
 void octd_slot_release(octd_slot *s);

@@ -1,10 +1,12 @@
 /* test_publish.c - unit tests of octd's publisher (daemon/publish.c, issue
  * 21): the frame loop's messages go through the publisher thread's proxy to
  * a real subscriber byte for byte, zero-copy payloads are released once the
- * subscriber has them, subscriptions are forwarded (a topic nobody wants is
- * dropped at the frame loop's socket), a lagging publisher thread costs
- * counted drops, never a wait, shutdown with a stalled subscriber
- * releases every reference and does not hang, and a bad endpoint is named.
+ * subscriber has them, a topic nobody wants is neither built nor handed to
+ * ZeroMQ, the "wanted" answer follows subscribers' prefixes as they come
+ * and go, churning subscribers never reach the frame loop's socket nor
+ * change what it sends, a lagging publisher thread costs counted drops,
+ * never a wait, shutdown with a stalled subscriber releases every
+ * reference and does not hang, and a bad endpoint is named.
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
@@ -13,6 +15,7 @@
 
 #include <check.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -155,7 +158,7 @@ START_TEST(proxy_delivers_zero_copy)
     static uint8_t data[BYTES + 1];
     size_t dlen = 0;
     bool got = false;
-    /* the subscription reaches the frame loop's socket some time after
+    /* the subscription reaches the publisher thread some time after
      * connect: resend (each resend is a new image_seq) until one arrives */
     for (int tries = 0; tries < 400 && !got; tries++) {
         uint64_t drops = 0, last = 0;
@@ -181,9 +184,9 @@ START_TEST(proxy_delivers_zero_copy)
 }
 END_TEST
 
-/* With only "status" subscribed, images are dropped at the frame loop's
- * socket: send returns with no reference held by ZeroMQ (a publisher that
- * forwarded everything to its thread would hold one per queued image). */
+/* With only "status" subscribed, images are not even built: send returns
+ * with no reference held by ZeroMQ (a publisher that forwarded everything
+ * to its thread would hold one per queued image) and no ZeroMQ call. */
 START_TEST(unsubscribed_dropped_at_source)
 {
     octd_pub *p;
@@ -205,17 +208,256 @@ START_TEST(unsubscribed_dropped_at_source)
     ck_assert_str_eq(topic, "status");
     ck_assert_ptr_nonnull(strstr(hdr, "\"pid\":42"));
     octd_frame_meta m = {.frame_id = 1};
+    octd_pub_counts c0, c1;
+    octd_pub_get_counts(p, &c0);
     for (int i = 0; i < 50; i++) {
         uint64_t drops = 0, last = 0;
         ck_assert_uint_eq(octd_pub_send_products(p, &f.slot, &m, &drops, &last), 2);
         ck_assert_int_eq(atomic_load(&f.slot.refs), 1);
+        ck_assert_uint_gt(last, 0); /* the latency clock still runs */
     }
+    octd_pub_get_counts(p, &c1);
+    ck_assert_uint_eq(c1.handed, c0.handed);
+    ck_assert_uint_eq(c1.unwanted, c0.unwanted + 100);
     /* and the subscriber got none of them */
     while (recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen))
         ck_assert_str_eq(topic, "status");
     zmq_close(sub);
     zmq_ctx_term(zctx);
     octd_pub_destroy(p);
+    fixture_free(&f);
+}
+END_TEST
+
+/* Waits (back-off, a minute at most) until the publisher thread's answer
+ * for method/kind/f32 is want. */
+static void wait_wanted(octd_pub *p, int method, int kind, bool f32, bool want)
+{
+    for (int i = 0; i < 3000 && octd_pub_wanted(p, method, kind, f32) != want; i++)
+        sleep_ms(i < 100 ? 1 : 20);
+    ck_assert_msg(octd_pub_wanted(p, method, kind, f32) == want, "%s/%s%s: wanted is not %d",
+                  oct_kind_name(kind), oct_product_method_name(method, kind), f32 ? "/f32" : "",
+                  want);
+}
+
+static void wait_counts(octd_pub *p, uint64_t subscription_changes)
+{
+    octd_pub_counts c;
+    octd_pub_get_counts(p, &c);
+    for (int i = 0; i < 3000 && c.subscription_changes < subscription_changes; i++) {
+        sleep_ms(i < 100 ? 1 : 20);
+        octd_pub_get_counts(p, &c);
+    }
+    ck_assert_uint_eq(c.subscription_changes, subscription_changes);
+}
+
+/* The frame loop's "wanted" answer follows subscribers' prefixes as they
+ * come and go: none, "" (all), "enface/" after "" left, "bscan/cfd/" (only
+ * the f32 topic), status, a topic registered on first use. */
+START_TEST(wanted_follows_prefixes)
+{
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            for (int f32 = 0; f32 < 2; f32++)
+                ck_assert(!octd_pub_wanted(p, m, k, f32)); /* nobody connected */
+    ck_assert(!octd_pub_wanted(p, OCT_METHOD_COUNT, 0, false));
+    ck_assert(!octd_pub_wanted(p, 0, -1, false));
+    void *zctx = zmq_ctx_new();
+    void *all = subscriber(zctx, "", 0);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            for (int f32 = 0; f32 < 2; f32++)
+                wait_wanted(p, m, k, f32, true);
+    void *en = subscriber(zctx, "enface/", 0);
+    wait_counts(p, 2);
+    zmq_close(all);
+    wait_wanted(p, OCT_METHOD_CFD, OCT_KIND_BSCAN, false, false);
+    wait_counts(p, 3);
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++)
+            for (int f32 = 0; f32 < 2; f32++)
+                ck_assert_int_eq(octd_pub_wanted(p, m, k, f32), k == OCT_KIND_ENFACE);
+    /* status: nobody's prefix: neither built nor sent */
+    octd_pub_counts c0, c1;
+    octd_pub_get_counts(p, &c0);
+    send_status(p);
+    octd_pub_get_counts(p, &c1);
+    ck_assert_uint_eq(c1.handed, c0.handed);
+    ck_assert_uint_eq(c1.unwanted, c0.unwanted + 1);
+    /* a longer prefix: only the f32 topic */
+    void *f32 = subscriber(zctx, "bscan/cfd/", 0);
+    wait_wanted(p, OCT_METHOD_CFD, OCT_KIND_BSCAN, true, true);
+    ck_assert(!octd_pub_wanted(p, OCT_METHOD_CFD, OCT_KIND_BSCAN, false));
+    ck_assert(!octd_pub_wanted(p, OCT_METHOD_MSI, OCT_KIND_BSCAN, true));
+    /* a topic outside the table: registered on first use (sent until the
+     * thread has looked at it), then skipped while nobody wants it */
+    fixture f;
+    fixture_init(&f, 31);
+    const oct_image *img = &f.prod.img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+    octd_frame_meta m = {.frame_id = 4};
+    uint64_t drops = 0;
+    octd_pub_get_counts(p, &c0);
+    ck_assert_uint_eq(octd_pub_send_image(p, "registered/cfd", "registered", OCT_METHOD_CFD, img,
+                                          false, 0, &m, &drops), 1);
+    octd_pub_get_counts(p, &c1);
+    ck_assert_uint_eq(c1.handed, c0.handed + 1);
+    for (int i = 0; i < 3000 && c1.unwanted == c0.unwanted; i++) {
+        sleep_ms(i < 100 ? 1 : 20);
+        ck_assert_uint_eq(octd_pub_send_image(p, "registered/cfd", "registered", OCT_METHOD_CFD,
+                                              img, false, 1, &m, &drops), 1);
+        octd_pub_get_counts(p, &c1);
+    }
+    ck_assert_uint_gt(c1.unwanted, c0.unwanted);
+    /* then a subscriber to it gets it byte for byte */
+    void *reg = subscriber(zctx, "registered/", 0);
+    char topic[64], hdr[4096];
+    static uint8_t data[BYTES + 1];
+    size_t dlen = 0;
+    bool got = false;
+    for (int tries = 0; tries < 400 && !got; tries++) {
+        octd_pub_send_image(p, "registered/cfd", "registered", OCT_METHOD_CFD, img, false, 2, &m,
+                            &drops);
+        got = recv_msg(reg, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
+    }
+    ck_assert_msg(got, "no registered/cfd image in 40 s");
+    ck_assert_str_eq(topic, "registered/cfd");
+    ck_assert_uint_eq(dlen, BYTES);
+    ck_assert(memcmp(data, f.bscan, BYTES) == 0);
+    ck_assert_uint_eq(drops, 0);
+    /* everybody gone: nothing wanted */
+    zmq_close(en);
+    zmq_close(f32);
+    zmq_close(reg);
+    wait_wanted(p, OCT_METHOD_CFD, OCT_KIND_ENFACE, false, false);
+    wait_wanted(p, OCT_METHOD_CFD, OCT_KIND_BSCAN, true, false);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    fixture_free(&f);
+}
+END_TEST
+
+/* More distinct prefixes than the thread keeps (a hostile peer): every
+ * topic counts as wanted (the XPUB still filters) until they go. */
+START_TEST(too_many_prefixes_all_wanted)
+{
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    void *zctx = zmq_ctx_new();
+    void *s = zmq_socket(zctx, ZMQ_SUB);
+    int linger = 0, unbounded = 0; /* a SUB drops subscriptions past its SNDHWM */
+    zmq_setsockopt(s, ZMQ_LINGER, &linger, sizeof linger);
+    ck_assert_int_eq(zmq_setsockopt(s, ZMQ_SNDHWM, &unbounded, sizeof unbounded), 0);
+    char t[32];
+    for (int i = 0; i <= MAX_PREFIXES; i++) {
+        snprintf(t, sizeof t, "nothing/%d", i);
+        ck_assert_int_eq(zmq_setsockopt(s, ZMQ_SUBSCRIBE, t, strlen(t)), 0);
+    }
+    ck_assert_int_eq(zmq_connect(s, cfg.endpoints[0]), 0);
+    wait_wanted(p, OCT_METHOD_MSI, OCT_KIND_CONFOCAL, false, true);
+    wait_counts(p, MAX_PREFIXES + 1);
+    zmq_close(s);
+    wait_wanted(p, OCT_METHOD_MSI, OCT_KIND_CONFOCAL, false, false);
+    wait_counts(p, 2 * (MAX_PREFIXES + 1));
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+}
+END_TEST
+
+/* Churning subscribers (200 connections, each with a prefix of its own
+ * and "bscan/", which a steady subscriber holds; each round connects 100,
+ * waits for their subscriptions, closes them and waits for their ends)
+ * while the frame loop
+ * publishes: every subscription change is handled by the publisher thread,
+ * none reaches the frame loop's socket (no ZeroMQ command in its sends),
+ * and what the frame loop hands to ZeroMQ is exactly the wanted topic's
+ * images, one message per image, whatever the churn. */
+typedef struct churn_arg {
+    octd_pub *p;
+    atomic_bool done;
+    int rounds, per_round;
+} churn_arg;
+
+static void *churn_main(void *arg)
+{
+    churn_arg *a = arg;
+    void *zctx = zmq_ctx_new();
+    void *s[100];
+    char t[32];
+    octd_pub_counts c;
+    for (int r = 0; r < a->rounds; r++) {
+        octd_pub_get_counts(a->p, &c);
+        for (int i = 0; i < a->per_round; i++) {
+            s[i] = subscriber(zctx, "bscan/", 1);
+            snprintf(t, sizeof t, "churn/%d/%d", r, i);
+            ck_assert_int_eq(zmq_setsockopt(s[i], ZMQ_SUBSCRIBE, t, strlen(t)), 0);
+        }
+        /* all connected (their own prefixes arrived) before they vanish */
+        wait_counts(a->p, c.subscription_changes + (uint64_t)a->per_round);
+        for (int i = 0; i < a->per_round; i++)
+            zmq_close(s[i]);
+        wait_counts(a->p, c.subscription_changes + 2 * (uint64_t)a->per_round);
+    }
+    zmq_ctx_term(zctx);
+    atomic_store(&a->done, true);
+    return NULL;
+}
+
+START_TEST(churn_never_reaches_frame_loop)
+{
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture f;
+    fixture_init(&f, 2024);
+    void *zctx = zmq_ctx_new();
+    void *steady = subscriber(zctx, "bscan/", 0);
+    wait_wanted(p, OCT_METHOD_CFD, OCT_KIND_BSCAN, false, true);
+    wait_counts(p, 1);
+    octd_pub_counts c0, c1;
+    octd_pub_get_counts(p, &c0);
+    churn_arg a = {.p = p, .rounds = 2, .per_round = 100};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, churn_main, &a), 0);
+    octd_frame_meta m = {.frame_id = 11};
+    uint64_t frames = 0, drops = 0, last = 0;
+    while (!atomic_load(&a.done)) {
+        ck_assert_uint_eq(octd_pub_send_products(p, &f.slot, &m, &drops, &last), 2);
+        frames++;
+        sleep_ms(1); /* paced */
+    }
+    pthread_join(th, NULL);
+    /* each churning prefix: its subscription and its end (waited for) */
+    octd_pub_get_counts(p, &c1);
+    ck_assert_uint_eq(c1.handed - c0.handed, frames);     /* bscan/cfd */
+    ck_assert_uint_eq(c1.unwanted - c0.unwanted, frames); /* enface/cfd: nobody */
+    char buf[64];
+    ck_assert_int_eq(zmq_recv(p->sock, buf, sizeof buf, ZMQ_DONTWAIT), -1);
+    ck_assert_int_eq(zmq_errno(), EAGAIN); /* no subscription message reached it */
+    /* the steady subscriber got bscan/cfd images, byte for byte, in order */
+    char topic[64], hdr[4096];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    uint64_t got = 0, prev = 0;
+    while (recv_msg(steady, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen)) {
+        ck_assert_str_eq(topic, "bscan/cfd");
+        ck_assert_uint_eq(dlen, BYTES);
+        ck_assert(memcmp(data, f.bscan, BYTES) == 0);
+        const char *q = strstr(hdr, "\"image_seq\":");
+        ck_assert_ptr_nonnull(q);
+        uint64_t seq = strtoull(q + 12, NULL, 10);
+        ck_assert(got == 0 || seq > prev);
+        prev = seq;
+        got++;
+    }
+    ck_assert_uint_gt(got, 0);
+    zmq_close(steady);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    ck_assert_int_eq(atomic_load(&f.slot.refs), 1);
     fixture_free(&f);
 }
 END_TEST
@@ -344,6 +586,9 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, proxy_delivers_zero_copy);
     tcase_add_test(tc, unsubscribed_dropped_at_source);
+    tcase_add_test(tc, wanted_follows_prefixes);
+    tcase_add_test(tc, too_many_prefixes_all_wanted);
+    tcase_add_test(tc, churn_never_reaches_frame_loop);
     tcase_add_test(tc, stalled_subscriber_released_on_destroy);
     tcase_add_test(tc, lagging_thread_counts_drops);
     tcase_add_test(tc, create_destroy_repeat);

@@ -529,6 +529,22 @@ static void hostile_stop(hostile *h)
     h->nstalled = 0;
 }
 
+/* After octd stopped: its publisher's exit line (what the frame loop handed
+ * to ZeroMQ, skipped as unwanted, and the subscription changes the
+ * publisher thread handled over the whole run, all phases). */
+static void print_publisher_counts(const char *log, const char *wname)
+{
+    FILE *f = fopen(log, "r");
+    char line[512];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "publisher: the frame loop handed");
+        if (p)
+            printf("# %s hostile, octd's %s", wname, p);
+    }
+    if (f)
+        fclose(f);
+}
+
 /* Parses "S:C[,S:C...]" into pairs; false with a message on bad input. */
 static int parse_hostile(const char *text, int (*pairs)[2], int max)
 {
@@ -1044,6 +1060,8 @@ out:
         }
         if (devices)
             print_engine_shares(log, w->name, unpaced_fps);
+        if (o->hostile)
+            print_publisher_counts(log, w->name);
     }
     if (st)
         oct_status_close(st, false);
