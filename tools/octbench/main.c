@@ -58,7 +58,7 @@ static void usage(FILE *f)
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
             "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
-            "                           -> subscriber (--only volume|bscan, --seconds S,\n"
+            "                           -> subscriber (--only volume|bscan|angio, --seconds S,\n"
             "                           --policy all|latest, --frame-rate FRAMES_PER_S;\n"
             "                           the old spelling --rate works, with a warning)\n"
             "  --version                the version\n"
