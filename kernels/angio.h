@@ -142,9 +142,11 @@ oct_err oct_angio_cuda_host(const oct_angio_config *c, const float *A, const flo
                             double *device_ms, oct_error *e);
 /* Test convenience: the alignment shifts (c->align != 0) the GPU finds for
  * `groups` groups of host intensities A ([G][R][N][D]; or NULL: computed from
- * xt), dz/dx [G][R] (0 for repeat 0), synchronous. */
+ * xt), dz/dx [G][R] (0 for repeat 0), synchronous; sub_groups > 0 caps the
+ * groups per estimation batch (0: by memory, as the engine does). */
 oct_err oct_angio_cuda_align_host(const oct_angio_config *c, const float *A, const float *xt,
-                                  uint32_t groups, float *dz, float *dx, oct_error *e);
+                                  uint32_t groups, uint32_t sub_groups, float *dz, float *dx,
+                                  oct_error *e);
 
 #ifdef __cplusplus
 }

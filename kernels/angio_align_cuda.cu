@@ -50,8 +50,9 @@ struct oct_angio_align_cuda {
     cudaStream_t st;
     uint32_t D, F, Dz, W, Pn, Pz, Hz, rows; /* rows of one padded image: N or Pn */
     int mz, mx, wz, wx;                     /* search half-widths and window sizes */
-    uint32_t max_groups, sub_groups;        /* chunk / estimation sub-batch (groups) */
-    /* estimation (B = sub_groups R images) */
+    uint32_t max_groups;                    /* groups per chunk */
+    uint32_t plan_groups, sub_groups;       /* estimation: groups the plans hold, per batch */
+    /* estimation (B = plan_groups R images) */
     float *pad;           /* B x rows x Pz; the correlation after the inverse */
     cufftComplex *spec;   /* B x rows x Hz */
     cufftComplex *cross;  /* B x (Pn > 1 ? Pn : 1) x Hz */
@@ -409,7 +410,7 @@ static oct_err plan_inner(oct_angio_align_cuda *p, oct_error *e)
     const oct_angio_config *c = &p->c;
     const uint32_t M = c->samples, N = c->ascans, R = c->repeats, D = p->D;
     const bool lat = c->align == OCT_ANGIO_ALIGN_LATERAL;
-    const size_t B = (size_t)p->sub_groups * R, S = (size_t)p->max_groups * R * N;
+    const size_t B = (size_t)p->plan_groups * R, S = (size_t)p->max_groups * R * N;
     const int K = c->bands;
     ACU(cudaMalloc(&p->pad, sizeof(float) * B * p->rows * p->Pz), "padded images");
     ACU(cudaMalloc(&p->spec, sizeof(cufftComplex) * B * p->rows * p->Hz), "image spectra");
@@ -491,7 +492,7 @@ extern "C" oct_err oct_angio_align_cuda_create(oct_angio_align_cuda **out,
     p->wx = 2 * p->mx + 1;
     p->max_groups = max_groups;
     size_t per_group = (size_t)R * p->rows * p->Pz, sub = ALIGN_PAD_BUDGET / per_group;
-    p->sub_groups = (uint32_t)(sub < 1 ? 1 : sub > max_groups ? max_groups : sub);
+    p->plan_groups = p->sub_groups = (uint32_t)(sub < 1 ? 1 : sub > max_groups ? max_groups : sub);
     err = plan_inner(p, e);
     if (err) {
         oct_angio_align_cuda_destroy(p);
@@ -514,7 +515,7 @@ static oct_err estimate(oct_angio_align_cuda *p, const float *A, uint32_t g0, ui
 {
     const oct_angio_config *c = &p->c;
     const uint32_t N = c->ascans, R = c->repeats, D = p->D, F = p->F;
-    const uint32_t B = p->sub_groups * R, used = Gu * R;
+    const uint32_t B = p->plan_groups * R, used = Gu * R; /* the plans' batch, images here */
     cudaStream_t st = p->st;
     k_mean<<<used, 256, 0, st>>>(A, N, D, F, p->mean);
     k_pad<<<nblocks((size_t)B * p->rows * p->Pz), 256, 0, st>>>(A, p->mean, p->pad, used, B,
@@ -587,8 +588,9 @@ extern "C" oct_err oct_angio_align_cuda_run(oct_angio_align_cuda *p, const float
 /* ---- host convenience (tests) -------------------------------------------------- */
 
 extern "C" oct_err oct_angio_cuda_align_host(const oct_angio_config *c, const float *A,
-                                             const float *xt, uint32_t groups, float *dz,
-                                             float *dx, oct_error *e)
+                                             const float *xt, uint32_t groups,
+                                             uint32_t sub_groups, float *dz, float *dx,
+                                             oct_error *e)
 {
     if (groups == 0 || (!A && !xt))
         return oct_error_set(e, OCT_EINVAL, "angio.align cuda: no groups or no input");
@@ -608,6 +610,8 @@ extern "C" oct_err oct_angio_cuda_align_host(const oct_angio_config *c, const fl
         err = oct_error_set(e, OCT_EDEVICE, "angio.align cuda: upload: %s", cudaGetErrorString(r));
     if (!err)
         err = oct_angio_align_cuda_create(&p, c, st, groups, e);
+    if (!err && sub_groups > 0 && sub_groups < p->sub_groups)
+        p->sub_groups = sub_groups; /* fewer per batch (the rest of the plans' batch is 0) */
     if (!err)
         err = oct_angio_align_cuda_run(p, A ? d_in : NULL, A ? NULL : d_in, groups, NULL, NULL, 0,
                                        0, 0, e);

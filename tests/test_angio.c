@@ -1319,7 +1319,7 @@ END_TEST
 /* CUDA repeat alignment on the flow phantom with motion (axial, and axial +
  * lateral): the shifts within 0.01 px of the CPU's (and near the truth), the
  * metrics within 1e-4 of the float64 reference resampled by the GPU's shifts
- * and of the CPU's output; G = 3 groups in one chunk and in chunks of one. */
+ * and of the CPU's output; G = 3 groups, shifts also in estimation batches of 2. */
 START_TEST(t_cuda_align)
 {
     const uint32_t M = 256, N = 40, G = 3, R = 4, F = 3, D = M / 2 + 1;
@@ -1339,8 +1339,16 @@ START_TEST(t_cuda_align)
         cfg.freq_cutoff = (int32_t)F;
         cfg.align = align;
         oct_error e = {{0}};
-        ck_assert_msg(oct_angio_cuda_align_host(&cfg, NULL, x, G, gz, gx, &e) == OCT_OK, "%s",
+        ck_assert_msg(oct_angio_cuda_align_host(&cfg, NULL, x, G, 0, gz, gx, &e) == OCT_OK, "%s",
                       e.msg);
+        /* estimation batches of 2 groups (the last one short): the same shifts */
+        float bz[G * R], bx[G * R];
+        ck_assert_msg(oct_angio_cuda_align_host(&cfg, NULL, x, G, 2, bz, bx, &e) == OCT_OK, "%s",
+                      e.msg);
+        for (uint32_t i = 0; i < G * R; i++)
+            ck_assert_msg(fabsf(bz[i] - gz[i]) < 1e-4f && fabsf(bx[i] - gx[i]) < 1e-4f,
+                          "batches of 2: group %u repeat %u (%g, %g) vs (%g, %g)", i / R, i % R,
+                          bx[i], bz[i], gx[i], gz[i]);
         for (uint32_t i = 0; i < G * R; i++) {
             printf("align %s group %u repeat %u: cpu (dx, dz) = (%.5f, %.5f), cuda (%.5f, %.5f)\n",
                    lateral ? "lateral" : "axial", i / R, i % R, cx[i], cz[i], gx[i], gz[i]);
