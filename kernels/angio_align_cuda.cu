@@ -57,6 +57,7 @@ struct oct_angio_align_cuda {
     cufftComplex *spec;   /* B x rows x Hz */
     cufftComplex *cross;  /* B x (Pn > 1 ? Pn : 1) x Hz */
     float *mean;          /* B */
+    double *mpart;        /* B x MEAN_PARTS partial sums of the means */
     double *tab;          /* B x {sum, sq} x (N+1) x W */
     double *ncc;          /* B x wx x wz */
     /* chunk (S = max_groups R N spectra) */
@@ -105,25 +106,41 @@ __global__ void k_mag(const cufftComplex *__restrict__ X, float *__restrict__ A,
     A[i] = d < F ? 0.0f : sqrtf(__fadd_rn(__fmul_rn(X[i].x, X[i].x), __fmul_rn(X[i].y, X[i].y)));
 }
 
-/* one block per image: mean over d >= F, summed in double */
-__global__ void k_mean(const float *__restrict__ A, uint32_t N, uint32_t D, uint32_t F,
-                       float *__restrict__ mean)
+/* image means over d >= F, in double, deterministic: MEAN_PARTS blocks per
+ * image (rows p, p + MEAN_PARTS, ...) each write a partial sum, then one
+ * thread per image adds them in order */
+#define MEAN_PARTS 32
+__global__ void k_mean_part(const float *__restrict__ A, uint32_t N, uint32_t D, uint32_t F,
+                            double *__restrict__ part)
 {
-    __shared__ double part[256];
-    const uint32_t b = blockIdx.x, Dz = D - F;
-    const float *img = A + (size_t)b * N * D;
+    __shared__ double sh[256];
+    const uint32_t b = blockIdx.y, p = blockIdx.x, Dz = D - F;
+    const float *img = A + (size_t)b * N * D + F;
     double s = 0;
-    for (size_t i = threadIdx.x; i < (size_t)N * Dz; i += blockDim.x)
-        s += img[(i / Dz) * D + F + i % Dz];
-    part[threadIdx.x] = s;
+    for (uint32_t n = p; n < N; n += MEAN_PARTS)
+        for (uint32_t d = threadIdx.x; d < Dz; d += blockDim.x)
+            s += img[(size_t)n * D + d];
+    sh[threadIdx.x] = s;
     __syncthreads();
     for (unsigned h = blockDim.x / 2; h > 0; h >>= 1) {
         if (threadIdx.x < h)
-            part[threadIdx.x] += part[threadIdx.x + h];
+            sh[threadIdx.x] += sh[threadIdx.x + h];
         __syncthreads();
     }
     if (threadIdx.x == 0)
-        mean[b] = (float)(part[0] / ((double)N * Dz));
+        part[(size_t)b * MEAN_PARTS + p] = sh[0];
+}
+
+__global__ void k_mean_final(const double *__restrict__ part, uint32_t used, uint32_t N,
+                             uint32_t Dz, float *__restrict__ mean)
+{
+    uint32_t b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= used)
+        return;
+    double s = 0;
+    for (int p = 0; p < MEAN_PARTS; p++)
+        s += part[(size_t)b * MEAN_PARTS + p];
+    mean[b] = (float)(s / ((double)N * Dz));
 }
 
 /* padded real images: img - mean at [row n][column d] for n < N, F <= d < D, else 0;
@@ -170,7 +187,8 @@ __global__ void k_sat_rows(const float *__restrict__ A, const float *__restrict_
     }
 }
 
-/* step 2: down each column, T[n+1][c] = T[n][c] + rowprefix (angio.c's order) */
+/* step 2: down each column, T[n+1][c] = T[n][c] + rowprefix (angio.c's sum,
+ * T[n][c] kept in a register) */
 __global__ void k_sat_cols(double *__restrict__ tab, uint32_t used, uint32_t N, uint32_t W)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -178,9 +196,13 @@ __global__ void k_sat_cols(double *__restrict__ tab, uint32_t used, uint32_t N, 
         return;
     const uint32_t c = (uint32_t)(i % W);
     const size_t t = i / W; /* image b, table sum/sq */
-    double *T = tab + t * (size_t)(N + 1) * W;
-    for (uint32_t n = 0; n < N; n++)
-        T[(size_t)(n + 1) * W + c] = T[(size_t)n * W + c] + T[(size_t)(n + 1) * W + c];
+    double *T = tab + t * (size_t)(N + 1) * W + c;
+    double acc = T[0];
+#pragma unroll 8
+    for (uint32_t n = 1; n <= N; n++) {
+        acc = acc + T[(size_t)n * W];
+        T[(size_t)n * W] = acc;
+    }
 }
 
 /* axial cross-power: per image b and frequency k, sum over A-scans of
@@ -198,6 +220,7 @@ __global__ void k_cross_axial(const cufftComplex *__restrict__ spec,
         return;
     }
     double sr = 0, si = 0;
+#pragma unroll 4
     for (uint32_t n = 0; n < N; n++) {
         const cufftComplex f0 = spec[((size_t)b0 * N + n) * Hz + k];
         const cufftComplex fr = spec[((size_t)b * N + n) * Hz + k];
@@ -398,7 +421,7 @@ extern "C" void oct_angio_align_cuda_destroy(oct_angio_align_cuda *p)
         cufftDestroy(p->bwd);
     if (p->have_r2c)
         cufftDestroy(p->r2c);
-    void *bufs[] = {p->pad, p->spec, p->cross, p->mean, p->tab,   p->ncc,
+    void *bufs[] = {p->pad, p->spec, p->cross, p->mean, p->mpart, p->tab, p->ncc,
                     p->shift, p->gains, p->bx, p->bspec, p->mag, p->al, p->acc};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         cudaFree(bufs[i]);
@@ -416,6 +439,7 @@ static oct_err plan_inner(oct_angio_align_cuda *p, oct_error *e)
     ACU(cudaMalloc(&p->spec, sizeof(cufftComplex) * B * p->rows * p->Hz), "image spectra");
     ACU(cudaMalloc(&p->cross, sizeof(cufftComplex) * B * (lat ? p->Pn : 1) * p->Hz), "cross-power");
     ACU(cudaMalloc(&p->mean, sizeof(float) * B), "means");
+    ACU(cudaMalloc(&p->mpart, sizeof(double) * B * MEAN_PARTS), "means");
     ACU(cudaMalloc(&p->tab, sizeof(double) * B * 2 * (N + 1) * p->W), "summed-area tables");
     ACU(cudaMalloc(&p->ncc, sizeof(double) * B * p->wx * p->wz), "correlation window");
     ACU(cudaMalloc(&p->shift, sizeof(float) * p->max_groups * R * 2), "shifts");
@@ -517,7 +541,8 @@ static oct_err estimate(oct_angio_align_cuda *p, const float *A, uint32_t g0, ui
     const uint32_t N = c->ascans, R = c->repeats, D = p->D, F = p->F;
     const uint32_t B = p->plan_groups * R, used = Gu * R; /* the plans' batch, images here */
     cudaStream_t st = p->st;
-    k_mean<<<used, 256, 0, st>>>(A, N, D, F, p->mean);
+    k_mean_part<<<dim3(MEAN_PARTS, used), 256, 0, st>>>(A, N, D, F, p->mpart);
+    k_mean_final<<<nblocks(used), 256, 0, st>>>(p->mpart, used, N, p->Dz, p->mean);
     k_pad<<<nblocks((size_t)B * p->rows * p->Pz), 256, 0, st>>>(A, p->mean, p->pad, used, B,
                                                                  p->rows, p->Pz, N, D, F);
     k_sat_rows<<<nblocks((size_t)used * N), 256, 0, st>>>(A, p->mean, p->tab, used, N, D, F,
