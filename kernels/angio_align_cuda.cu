@@ -188,7 +188,8 @@ __global__ void k_sat_rows(const float *__restrict__ A, const float *__restrict_
 }
 
 /* step 2: down each column, T[n+1][c] = T[n][c] + rowprefix (angio.c's sum,
- * T[n][c] kept in a register) */
+ * T[n][c] kept in a register; 8 rows loaded before they are stored, so that
+ * the loads overlap instead of waiting one by one behind the stores) */
 __global__ void k_sat_cols(double *__restrict__ tab, uint32_t used, uint32_t N, uint32_t W)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -198,8 +199,19 @@ __global__ void k_sat_cols(double *__restrict__ tab, uint32_t used, uint32_t N, 
     const size_t t = i / W; /* image b, table sum/sq */
     double *T = tab + t * (size_t)(N + 1) * W + c;
     double acc = T[0];
-#pragma unroll 8
-    for (uint32_t n = 1; n <= N; n++) {
+    uint32_t n = 1;
+    for (; n + 8 <= N + 1; n += 8) {
+        double v[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            v[j] = T[(size_t)(n + j) * W];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            acc = acc + v[j];
+            T[(size_t)(n + j) * W] = acc;
+        }
+    }
+    for (; n <= N; n++) {
         acc = acc + T[(size_t)n * W];
         T[(size_t)n * W] = acc;
     }
