@@ -538,11 +538,6 @@ extern "C" oct_err oct_angio_align_cuda_create(oct_angio_align_cuda **out,
     return OCT_OK;
 }
 
-const float *oct_angio_align_cuda_shifts(const oct_angio_align_cuda *p)
-{
-    return p->shift;
-}
-
 /* ---- run --------------------------------------------------------------------- */
 
 /* shifts of groups [g0, g0 + Gu) from their magnitudes A (at group g0) */

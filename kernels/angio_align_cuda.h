@@ -31,9 +31,6 @@ oct_err oct_angio_align_cuda_run(oct_angio_align_cuda *p, const float *A, const 
                                  uint32_t G, const float **Aal, float *ssada, size_t sg,
                                  size_t sn, size_t sd, oct_error *e);
 
-/* Device array of the shifts of the last run: [G][R][2] floats (dz, dx). */
-const float *oct_angio_align_cuda_shifts(const oct_angio_align_cuda *p);
-
 #ifdef __cplusplus
 }
 #endif
