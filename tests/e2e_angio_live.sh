@@ -1,6 +1,7 @@
 #!/bin/bash
 # e2e_angio_live.sh - angiography controls through octd (issue 18, SPEC 10.2/10.3),
-# ~15 s: octsim flow (G = 4 positions x R = 4 repeats) replayed into the ring
+# ~15 s: octsim flow (G = 4 positions x R = 4 repeats, 1.5 bins of axial
+# motion per repeat) replayed into the ring
 # of an octd whose profile has geometry.repeats and slab products but no
 # metric.  Then:
 #  - `octctl schema` describes angio.metrics/bands/band_width/align and
@@ -13,6 +14,8 @@
 #  - invalid values (angio.bands=0, angio.band_width=9, an empty slab) are
 #    rejected naming the key, in octctl's message and the status block, and
 #    the old values stay; octd stays alive and keeps publishing;
+#  - `octctl set angio.align=lateral` is applied: slab_max/ssada/f32 equals
+#    octproc's with the same values and differs from the unaligned one;
 #  - a second octd on the same ring whose profile has no geometry.repeats
 #    accepts angio.metrics but says in its status warnings why nothing comes.
 # BACKEND=cuda on a GPU machine.  Exit 0 pass, 77 skip, else fail.
