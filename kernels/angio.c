@@ -674,4 +674,10 @@ oct_err oct_angio_cuda_host(const oct_angio_config *c, const float *A, const flo
 {
     return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
 }
+oct_err oct_angio_cuda_align_host(const oct_angio_config *c, const float *A, const float *xt,
+                                  uint32_t groups, uint32_t sub_groups, float *dz, float *dx,
+                                  oct_error *e)
+{
+    return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
+}
 #endif

@@ -121,8 +121,9 @@ void oct_angio_times_get(const oct_angio *a, oct_angio_times *t);
  * The same metrics on device arrays: dA [G][R][N][D] CFD magnitudes, dxt
  * [G][R][N][M] pre-processed spectra, G groups at once; outputs as above
  * per group plus stride_g between groups.  One batched cuFFT (chunked to
- * `max_spectra` spectra) does the K bands.  Alignment is CPU-only for now
- * (OCT_EUNSUPPORTED when c->align != 0).  `stream` is a cudaStream_t. */
+ * `max_spectra` spectra) does the K bands.  With c->align, the repeats (and
+ * the band images) are aligned as on the CPU (angio_align_cuda.cu).
+ * `stream` is a cudaStream_t. */
 typedef struct oct_angio_cuda oct_angio_cuda;
 typedef struct oct_angio_dout {
     float *img[OCT_ANGIO_M_COUNT]; /* device pointers */
@@ -139,6 +140,13 @@ oct_err oct_angio_cuda_run(oct_angio_cuda *a, const float *dA, const float *dxt,
 oct_err oct_angio_cuda_host(const oct_angio_config *c, const float *A, const float *xt,
                             uint32_t groups, const oct_angio_out *o, size_t stride_g,
                             double *device_ms, oct_error *e);
+/* Test convenience: the alignment shifts (c->align != 0) the GPU finds for
+ * `groups` groups of host intensities A ([G][R][N][D]; or NULL: computed from
+ * xt), dz/dx [G][R] (0 for repeat 0), synchronous; sub_groups > 0 caps the
+ * groups per estimation batch (0: by memory, as the engine does). */
+oct_err oct_angio_cuda_align_host(const oct_angio_config *c, const float *A, const float *xt,
+                                  uint32_t groups, uint32_t sub_groups, float *dz, float *dx,
+                                  oct_error *e);
 
 #ifdef __cplusplus
 }

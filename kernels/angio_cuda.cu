@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "angio.h"
+#include "angio_align_cuda.h"
 
 #define ACU(call, what)                                                                      \
     do {                                                                                     \
@@ -49,6 +50,7 @@ struct oct_angio_cuda {
     cufftHandle plan_bands; /* K S transforms */
     cufftHandle plan_cfd;   /* S transforms */
     bool have_bands, have_cfd;
+    oct_angio_align_cuda *al; /* angio.align: angio_align_cuda.cu (NULL: off) */
 };
 
 __device__ __forceinline__ float pair_c(float a, float b)
@@ -173,6 +175,7 @@ extern "C" void oct_angio_cuda_destroy(oct_angio_cuda *a)
     cudaFree(a->band);
     cudaFree(a->spec);
     cudaFree(a->A);
+    oct_angio_align_cuda_destroy(a->al);
     free(a);
 }
 
@@ -219,11 +222,6 @@ extern "C" oct_err oct_angio_cuda_create(oct_angio_cuda **out, const oct_angio_c
     oct_err err = oct_angio_config_check(c, e);
     if (err)
         return err;
-    if (c->align)
-        return oct_error_set(e, OCT_EUNSUPPORTED,
-                             "angio cuda: angio.align = %u: repeat alignment runs on the CPU "
-                             "backend only (for now)",
-                             c->align);
     int count = 0;
     cudaError_t r = cudaGetDeviceCount(&count);
     if (r != cudaSuccess || count == 0)
@@ -236,6 +234,8 @@ extern "C" oct_err oct_angio_cuda_create(oct_angio_cuda **out, const oct_angio_c
     a->D = c->samples / 2 + 1;
     a->stream = (cudaStream_t)stream;
     err = create_inner(a, max_spectra, e);
+    if (!err && c->align)
+        err = oct_angio_align_cuda_create(&a->al, c, stream, a->chunk_groups, e);
     if (err) {
         oct_angio_cuda_destroy(a);
         return err;
@@ -279,12 +279,19 @@ extern "C" oct_err oct_angio_cuda_run(oct_angio_cuda *a, const float *dA, const 
         float *img[OCT_ANGIO_M_COUNT];
         for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
             img[m] = (W & (1u << m)) ? o->img[m] + (size_t)g0 * o->stride_g : NULL;
+        if (c->align) { /* shifts; A and the ssada bands resampled (angio_align_cuda.cu) */
+            oct_err err = oct_angio_align_cuda_run(a->al, A, x, G, want_m ? &A : NULL,
+                                                   img[OCT_ANGIO_M_SSADA], o->stride_g,
+                                                   o->stride_n, o->stride_d, e);
+            if (err)
+                return err;
+        }
         if (want_m)
             k_metrics<<<blocks_for(px), 256, 0, a->stream>>>(
                 A, G, R, N, D, img[OCT_ANGIO_M_STRUCT], img[OCT_ANGIO_M_MEDIAN],
                 img[OCT_ANGIO_M_SV], img[OCT_ANGIO_M_DECOR], o->stride_g, o->stride_n,
                 o->stride_d);
-        if (W & (1u << OCT_ANGIO_M_SSADA)) {
+        if ((W & (1u << OCT_ANGIO_M_SSADA)) && !c->align) {
             const size_t Sf = (size_t)a->chunk_groups * R * N; /* the plan's batch */
             const int K = c->bands;
             if (S < Sf)

@@ -556,18 +556,14 @@ static oct_err check_finite(const float *a, size_t rows, uint32_t M, const char 
     return OCT_OK;
 }
 
-/* Angiography on CUDA (angio_cuda.cu) lacks repeat alignment, and its CFD
- * magnitudes come from x~ without numerical dispersion: refuse those there
- * rather than differ from the CPU. */
+/* Angiography on CUDA (angio_cuda.cu): its CFD magnitudes come from x~
+ * without numerical dispersion: refuse that there rather than differ from
+ * the CPU. */
 static oct_err angio_backend_check(const oct_engine *eng, const oct_params *p, oct_error *e)
 {
     if (eng->ops == &oct_cpu_backend || eng->setup.repeats < 2 || !p->angio_metrics ||
         !(p->methods & OCT_METHOD_BIT(OCT_METHOD_CFD)))
         return OCT_OK;
-    if (p->angio_align)
-        return oct_error_set(e, OCT_EUNSUPPORTED,
-                             "angio.align = %u: repeat alignment is made by the cpu backend only "
-                             "(backend %s)", p->angio_align, eng->ops->name);
     if (p->disp_a2 != 0.0f || p->disp_a3 != 0.0f)
         return oct_error_set(e, OCT_EUNSUPPORTED,
                              "angio.metrics = 0x%x with dispersion (a2 = %g, a3 = %g): made by the "

@@ -1,6 +1,7 @@
 #!/bin/bash
 # e2e_angio_live.sh - angiography controls through octd (issue 18, SPEC 10.2/10.3),
-# ~15 s: octsim flow (G = 4 positions x R = 4 repeats) replayed into the ring
+# ~15 s: octsim flow (G = 4 positions x R = 4 repeats, 1.5 bins of axial
+# motion per repeat) replayed into the ring
 # of an octd whose profile has geometry.repeats and slab products but no
 # metric.  Then:
 #  - `octctl schema` describes angio.metrics/bands/band_width/align and
@@ -13,6 +14,8 @@
 #  - invalid values (angio.bands=0, angio.band_width=9, an empty slab) are
 #    rejected naming the key, in octctl's message and the status block, and
 #    the old values stay; octd stays alive and keeps publishing;
+#  - `octctl set angio.align=lateral` is applied: slab_max/ssada/f32 equals
+#    octproc's with the same values and differs from the unaligned one;
 #  - a second octd on the same ring whose profile has no geometry.repeats
 #    accepts angio.metrics but says in its status warnings why nothing comes.
 # BACKEND=cuda on a GPU machine.  Exit 0 pass, 77 skip, else fail.
@@ -32,7 +35,7 @@ D=$((M / 2 + 1))
 cd "$T" || exit 1
 
 "$BIN/octsim" flow --samples $M --ascans $A --positions $G --repeats $R --output f.npy \
-    --seed 5 >sim.log 2>&1 || fail "octsim flow: $(cat sim.log)"
+    --seed 5 --motion 1.5 >sim.log 2>&1 || fail "octsim flow: $(cat sim.log)"
 cat >p.yaml <<EOF
 geometry: {samples: $M, ascans: $A, lines: $((G * R)), sample_type: u16, repeats: $R}
 window: {type: hann}
@@ -145,6 +148,28 @@ reject slab.end slab.start=90 slab.end=90
 alive || fail "octd died"
 grab g2 slab_max/ssada || fail "no slab_max/ssada after the rejections: $(tail -3 g2.txt)"
 echo "ok   octd alive, old values kept, slab_max/ssada keeps coming"
+
+# repeat alignment live (the frame has 1.5 bins of axial motion per repeat): applied, and
+# octd's aligned en-face angiogram equals octproc's with the same values (and is not the
+# unaligned one); both backends
+out=$("${CTL[@]}" set angio.align=lateral 2>&1) || fail "octctl set angio.align: $out"
+echo "$out" | grep -q "^applied" || fail "set angio.align: $out"
+"$BIN/octgrab" --endpoint "ipc://$T/pub" --topic slab_max/ssada/f32 --count 6 --timeout 10 \
+    --save-max 6 --output g3 >g3.txt 2>&1 || fail "no slab_max/ssada/f32 after angio.align: $(tail -3 g3.txt)"
+"$BIN/octproc" --backend "$BACKEND" --profile p.yaml --input f.npy --output pa \
+    --set angio.metrics=decor,ssada --set products=slab_mean,slab_max,f32 --set angio.align=lateral \
+    >proca.log 2>&1 || fail "octproc angio.align=lateral: $(cat proca.log)"
+"$PYTHON" - "$(ls g3/slab_max_ssada_f32_*.npy | sort | tail -1)" pa/slab_max_ssada.npy po/slab_max_ssada.npy <<'EOF' ||
+import sys, numpy as np
+x, y, u = (np.load(a).astype(np.float64) for a in sys.argv[1:4])
+assert x.shape == y.shape, (x.shape, y.shape)
+err = np.linalg.norm(x - y) / np.linalg.norm(y)
+diff = np.linalg.norm(y - u) / np.linalg.norm(u)
+assert err < 1e-5 and y.max() > 0, f"relative L2 {err}"
+assert diff > 1e-2, f"aligned = unaligned (relative L2 {diff})"
+EOF
+    fail "octd's aligned slab_max/ssada differs from octproc's (or alignment changed nothing)"
+echo "ok   set angio.align=lateral: octd's slab_max/ssada/f32 equals octproc's, not the unaligned one"
 
 # no repeats in the profile: accepted, nothing made, and the status says why
 CTL1=("$BIN/octctl" --control "$N-control1" --status "$N-status1" --timeout 5)

@@ -9,7 +9,7 @@
 # the asked path.  No rate or loss is asserted: on a busy machine timing is
 # the benchmark's business (the table is printed), not a pass/fail test's.
 # Smoke runs of `octbench --quick --only ipc` and `--only bscan-msi --backend
-# cpu` (exit 0, their tables printed).
+# cpu` (exit 0, their tables printed), and of `--e2e --only angio` (issue 18).
 # Then tests/e2e_daemon.sh once more with [ring] zero_copy = on.
 # Exit 0 pass, 77 skip, else fail.  About 30 s.
 set -u
@@ -42,6 +42,12 @@ timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only bscan --seconds 0.
 grep -q "frame path: cpu, .*copied per frame" "$TMP/out.txt" || fail "the copying path was not used for the CPU engine"
 check_rows bscan copy
 echo "ok   copied, copy producer paced: $(summary)"
+
+# angiography (issue 18): frames of R = 4 repeats, struct + decor + ssada + slab_max, paced
+timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only angio --seconds 0.5 --producer commit \
+    --frame-rate 50 --threads 1 >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --only angio exit $?"
+check_rows angio commit
+echo "ok   angiography groups (R = 4), commit producer paced: $(summary)"
 
 # smoke runs of the other parts: the IPC ring benchmark and one engine workload
 timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"

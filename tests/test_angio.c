@@ -11,7 +11,10 @@
  *    shifts of a smooth image within 0.1 px; off by default;
  *  - physics on octsim's flow phantom (R = 4): mean ssada in the vessel >= 4x
  *    static tissue, en-face (slab maximum) CNR >= 5, numbers printed;
- *  - CUDA (with a device; CK_NOFORK): equal to the CPU and the reference.
+ *  - aligned metrics (flow phantom with axial / lateral motion) against the
+ *    float64 reference resampled by the estimated shifts, shifts near the truth;
+ *  - CUDA (with a device; CK_NOFORK): equal to the CPU and the reference,
+ *    alignment included (shifts within 0.01 px of the CPU's).
  */
 #include <check.h>
 #include <math.h>
@@ -733,6 +736,171 @@ START_TEST(t_flow_motion)
 }
 END_TEST
 
+/* ---- alignment against the float64 reference (CPU and CUDA) -------------------- */
+
+/* Flow phantom groups with bulk motion: axial 1.7 bins per repeat and, with
+ * lateral, repeat r cut from a wider scan at A-scan offset motion_off[r], so
+ * that the true shifts are dz_r = 1.7 r, dx_r = motion_off[0] - motion_off[r].
+ * Returns x~ (G x R x N x M); *frame_out (if not NULL) gets the u16 frame
+ * (G*R lines) and *lab_out the truth labels [G][N][D]. */
+static const int motion_off[4] = {4, 3, 6, 1};
+static float *motion_spectra(uint32_t M, uint32_t N, uint32_t G, uint32_t R, bool lateral,
+                             uint16_t **frame_out, uint8_t **lab_out)
+{
+    const uint32_t Nb = N + 8, D = M / 2 + 1;
+    sim_flow f;
+    sim_flow_default(&f, M, Nb, G, R);
+    f.motion = 1.7;
+    uint16_t *big = malloc(sizeof(uint16_t) * (size_t)G * R * Nb * M);
+    uint8_t *labb = malloc((size_t)G * Nb * D);
+    oct_error e = {{0}};
+    ck_assert_msg(sim_flow_frame(&f, big, labb, &e) == OCT_OK, "%s", e.msg);
+    uint16_t *frame = malloc(sizeof(uint16_t) * (size_t)G * R * N * M);
+    uint8_t *lab = malloc((size_t)G * N * D);
+    for (uint32_t g = 0; g < G; g++) {
+        for (uint32_t r = 0; r < R; r++) {
+            const uint32_t off = lateral ? (uint32_t)motion_off[r % 4] : 4;
+            memcpy(frame + (size_t)(g * R + r) * N * M, big + ((size_t)(g * R + r) * Nb + off) * M,
+                   sizeof(uint16_t) * N * M);
+        }
+        memcpy(lab + (size_t)g * N * D, labb + ((size_t)g * Nb + 4) * D, (size_t)N * D);
+    }
+    float *x = preprocess(frame, M, (size_t)G * R * N);
+    if (frame_out)
+        *frame_out = frame;
+    else
+        free(frame);
+    if (lab_out)
+        *lab_out = lab;
+    else
+        free(lab);
+    free(big);
+    free(labb);
+    return x;
+}
+
+/* img(n + dx, d + dz), bilinear in double, coordinates clamped to the image */
+static double ref_bilinear(const double *img, uint32_t N, uint32_t D, uint32_t n, uint32_t d,
+                           double dx, double dz)
+{
+    double xn = fmin(fmax(n + dx, 0.0), N - 1.0), z = fmin(fmax(d + dz, 0.0), D - 1.0);
+    uint32_t n0 = (uint32_t)xn, d0 = (uint32_t)z;
+    uint32_t n1 = n0 + 1 < N ? n0 + 1 : n0, d1 = d0 + 1 < D ? d0 + 1 : d0;
+    double fx = xn - n0, fz = z - d0;
+    return (1 - fx) * ((1 - fz) * img[(size_t)n0 * D + d0] + fz * img[(size_t)n0 * D + d1]) +
+           fx * ((1 - fz) * img[(size_t)n1 * D + d0] + fz * img[(size_t)n1 * D + d1]);
+}
+
+/* Every metric of one group of x~ with repeat r resampled by (dx[r], dz[r]),
+ * the intensities and each band image alike: float64, direct DFT sums. */
+static void ref_aligned(const float *x, uint32_t M, uint32_t N, uint32_t R, uint32_t F, int K,
+                        double width, const float *dz, const float *dx,
+                        double *ref[OCT_ANGIO_M_COUNT])
+{
+    const uint32_t D = M / 2 + 1;
+    const size_t img = (size_t)N * D;
+    double *A = malloc(sizeof(double) * R * img), *Al = malloc(sizeof(double) * R * img);
+    double *dk = malloc(sizeof(double) * img), *g = ref_band_gains(M, K, width);
+    for (int k = -1; k < K; k++) { /* k = -1: the CFD intensities */
+        for (size_t j = 0; j < (size_t)R * N; j++)
+            ref_mag(x + j * M, k < 0 ? NULL : g + (size_t)k * M, M, F, A + j * D);
+        for (uint32_t r = 0; r < R; r++)
+            for (uint32_t n = 0; n < N; n++)
+                for (uint32_t d = 0; d < D; d++)
+                    Al[r * img + (size_t)n * D + d] =
+                        ref_bilinear(A + r * img, N, D, n, d, dx[r], dz[r]);
+        if (k < 0) {
+            ref_metrics(Al, R, N, D, ref[0], ref[1], ref[2], ref[3]);
+            memset(ref[4], 0, sizeof(double) * img);
+            continue;
+        }
+        ref_metrics(Al, R, N, D, NULL, NULL, NULL, dk);
+        for (size_t p = 0; p < img; p++)
+            ref[4][p] += dk[p] / K;
+    }
+    free(A);
+    free(Al);
+    free(dk);
+    free(g);
+}
+
+/* Metrics of G groups (volume layout [g][N][D]) against ref_aligned with the
+ * given shifts ([g][R]), and the shifts against the truth. */
+static void check_aligned(const char *who, float *const out[OCT_ANGIO_M_COUNT], const float *x,
+                          uint32_t M, uint32_t N, uint32_t G, uint32_t R, uint32_t F, int K,
+                          bool lateral, const float *dz, const float *dx)
+{
+    const uint32_t D = M / 2 + 1;
+    const size_t img = (size_t)N * D;
+    double *ref[OCT_ANGIO_M_COUNT];
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+        ref[m] = malloc(sizeof(double) * img);
+    for (uint32_t g = 0; g < G; g++) {
+        for (uint32_t r = 0; r < R; r++) {
+            const double tz = 1.7 * r, tx = lateral ? motion_off[0] - motion_off[r % 4] : 0;
+            ck_assert_msg(fabs(dz[g * R + r] - tz) < 0.35 && fabs(dx[g * R + r] - tx) < 0.35,
+                          "%s group %u repeat %u: (dx, dz) = (%g, %g), true (%g, %g)", who, g, r,
+                          dx[g * R + r], dz[g * R + r], tx, tz);
+        }
+        ref_aligned(x + (size_t)g * R * N * M, M, N, R, F, K, 1.0, dz + g * R, dx + g * R, ref);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+            char what[128], msg[512];
+            snprintf(what, sizeof what, "%s aligned (%s) %s group %u", who,
+                     lateral ? "lateral" : "axial", oct_angio_metric_name(m), g);
+            uint32_t shape[2] = {N, D};
+            ck_assert_msg(tu_check_f32(what, out[m] + g * img, ref[m], img, 2, shape, TU_TOL_FP32,
+                                       msg, sizeof msg),
+                          "%s", msg);
+        }
+    }
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+        free(ref[m]);
+}
+
+/* CPU aligned metrics, G groups of x~ into out[m] ([g][N][D]), shifts [g][R]. */
+static void cpu_aligned(const float *x, uint32_t M, uint32_t N, uint32_t G, uint32_t R,
+                        uint32_t F, uint32_t align, float *out[OCT_ANGIO_M_COUNT], float *dz,
+                        float *dx)
+{
+    const uint32_t D = M / 2 + 1;
+    oct_angio_config cfg;
+    oct_angio_config_default(&cfg, M, N, R);
+    cfg.freq_cutoff = (int32_t)F;
+    cfg.align = align;
+    oct_angio *a;
+    oct_error e = {{0}};
+    ck_assert_msg(oct_angio_create(&a, &cfg, &e) == OCT_OK, "%s", e.msg);
+    for (uint32_t g = 0; g < G; g++) {
+        oct_angio_out o = {{0}, D, 1};
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            o.img[m] = out[m] + (size_t)g * N * D;
+        ck_assert_msg(oct_angio_group(a, NULL, x + (size_t)g * R * N * M, &o, &e) == OCT_OK, "%s",
+                      e.msg);
+        oct_angio_shifts(a, dz + g * R, dx + g * R);
+    }
+    oct_angio_destroy(a);
+}
+
+/* The CPU's aligned metrics are those of the float64 reference resampled by
+ * the CPU's shifts, and the shifts are the true ones (axial, axial+lateral). */
+START_TEST(t_align_reference)
+{
+    const uint32_t M = 256, N = 40, G = 2, R = 4, F = 3, D = M / 2 + 1;
+    for (int lateral = 0; lateral < 2; lateral++) {
+        float *x = motion_spectra(M, N, G, R, lateral, NULL, NULL);
+        float *out[OCT_ANGIO_M_COUNT], dz[G * R], dx[G * R];
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            out[m] = malloc(sizeof(float) * G * N * D);
+        cpu_aligned(x, M, N, G, R, F, lateral ? OCT_ANGIO_ALIGN_LATERAL : OCT_ANGIO_ALIGN_AXIAL,
+                    out, dz, dx);
+        check_aligned("cpu", out, x, M, N, G, R, F, 4, lateral, dz, dx);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            free(out[m]);
+        free(x);
+    }
+}
+END_TEST
+
 START_TEST(t_flow_errors)
 {
     sim_flow f;
@@ -1087,7 +1255,7 @@ END_TEST
 
 /* The CUDA executor's angiography stage against the float64 reference and
  * the CPU engine (f32 within 1e-4, gray levels within one), one group and
- * several, u16 and f32 frames; alignment is refused by name there. */
+ * several, u16 and f32 frames (alignment: t_cuda_engine_align). */
 START_TEST(t_cuda_engine)
 {
     static const struct { uint32_t M, N, R, G, type; } ec[] = {
@@ -1120,12 +1288,6 @@ START_TEST(t_cuda_engine)
             ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
             out[b] = oct_products_create();
             ck_assert_msg(oct_engine_process(eng, frame, bytes, out[b], &e) == OCT_OK, "%s", e.msg);
-            if (b) {
-                oct_params q = p;
-                q.angio_align = OCT_ANGIO_ALIGN_AXIAL;
-                ck_assert_int_eq(oct_engine_set_params(eng, &q, &e), OCT_EUNSUPPORTED);
-                ck_assert_msg(strstr(e.msg, "angio.align"), "%s", e.msg);
-            }
             oct_engine_destroy(eng);
         }
         float *x = ref_preprocess(frame, &su.geom, true);
@@ -1150,6 +1312,154 @@ START_TEST(t_cuda_engine)
         oct_products_destroy(out[0]);
         oct_products_destroy(out[1]);
         free(frame);
+    }
+}
+END_TEST
+
+/* CUDA repeat alignment on the flow phantom with motion (axial, and axial +
+ * lateral): the shifts within 0.01 px of the CPU's (and near the truth), the
+ * metrics within 1e-4 of the float64 reference resampled by the GPU's shifts
+ * and of the CPU's output; G = 3 groups, shifts also in estimation batches of 2. */
+START_TEST(t_cuda_align)
+{
+    const uint32_t M = 256, N = 40, G = 3, R = 4, F = 3, D = M / 2 + 1;
+    const size_t img = (size_t)N * D;
+    for (int lateral = 0; lateral < 2; lateral++) {
+        const uint32_t align = lateral ? OCT_ANGIO_ALIGN_LATERAL : OCT_ANGIO_ALIGN_AXIAL;
+        float *x = motion_spectra(M, N, G, R, lateral, NULL, NULL);
+        float *cpu[OCT_ANGIO_M_COUNT], *gpu[OCT_ANGIO_M_COUNT];
+        float cz[G * R], cx[G * R], gz[G * R], gx[G * R];
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+            cpu[m] = malloc(sizeof(float) * G * img);
+            gpu[m] = malloc(sizeof(float) * G * img);
+        }
+        cpu_aligned(x, M, N, G, R, F, align, cpu, cz, cx);
+        oct_angio_config cfg;
+        oct_angio_config_default(&cfg, M, N, R);
+        cfg.freq_cutoff = (int32_t)F;
+        cfg.align = align;
+        oct_error e = {{0}};
+        ck_assert_msg(oct_angio_cuda_align_host(&cfg, NULL, x, G, 0, gz, gx, &e) == OCT_OK, "%s",
+                      e.msg);
+        /* estimation batches of 2 groups (the last one short): the same shifts */
+        float bz[G * R], bx[G * R];
+        ck_assert_msg(oct_angio_cuda_align_host(&cfg, NULL, x, G, 2, bz, bx, &e) == OCT_OK, "%s",
+                      e.msg);
+        for (uint32_t i = 0; i < G * R; i++)
+            ck_assert_msg(fabsf(bz[i] - gz[i]) < 1e-4f && fabsf(bx[i] - gx[i]) < 1e-4f,
+                          "batches of 2: group %u repeat %u (%g, %g) vs (%g, %g)", i / R, i % R,
+                          bx[i], bz[i], gx[i], gz[i]);
+        for (uint32_t i = 0; i < G * R; i++) {
+            printf("align %s group %u repeat %u: cpu (dx, dz) = (%.5f, %.5f), cuda (%.5f, %.5f)\n",
+                   lateral ? "lateral" : "axial", i / R, i % R, cx[i], cz[i], gx[i], gz[i]);
+            ck_assert_msg(fabsf(gz[i] - cz[i]) <= 0.01f && fabsf(gx[i] - cx[i]) <= 0.01f,
+                          "group %u repeat %u: cuda (dx, dz) = (%g, %g), cpu (%g, %g)", i / R,
+                          i % R, gx[i], gz[i], cx[i], cz[i]);
+        }
+        /* the metrics, both layouts of the output */
+        for (int layout = 0; layout < 2; layout++) {
+            oct_angio_out o = {{0}, layout ? 1 : D, layout ? N : 1};
+            for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+                o.img[m] = malloc(sizeof(float) * G * img);
+            ck_assert_msg(oct_angio_cuda_host(&cfg, NULL, x, G, &o, img, NULL, &e) == OCT_OK, "%s",
+                          e.msg);
+            for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+                for (uint32_t g = 0; g < G; g++)
+                    for (uint32_t n = 0; n < N; n++)
+                        for (uint32_t d = 0; d < D; d++)
+                            gpu[m][g * img + (size_t)n * D + d] =
+                                o.img[m][g * img + n * o.stride_n + d * o.stride_d];
+                free(o.img[m]);
+            }
+            check_aligned(layout ? "cuda [D][N]" : "cuda [N][D]", gpu, x, M, N, G, R, F, 4,
+                          lateral, gz, gx);
+            for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+                char what[96], msg[512];
+                snprintf(what, sizeof what, "cuda vs cpu aligned %s (%s)", oct_angio_metric_name(m),
+                         lateral ? "lateral" : "axial");
+                uint32_t shape[3] = {G, N, D};
+                ck_assert_msg(tu_check_f32_pair(what, gpu[m], cpu[m], G * img, 3, shape,
+                                                TU_TOL_FP32, msg, sizeof msg),
+                              "%s", msg);
+            }
+        }
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++) {
+            free(cpu[m]);
+            free(gpu[m]);
+        }
+        free(x);
+    }
+}
+END_TEST
+
+/* The CUDA engine with angio.align (axial, lateral) on a flow frame with
+ * motion: every angiography product equal to the CPU engine's (f32 within
+ * 1e-4, gray within one level), and the aligned ssada separates the vessel. */
+START_TEST(t_cuda_engine_align)
+{
+    const uint32_t M = 256, N = 40, G = 4, R = 4, D = M / 2 + 1;
+    for (int lateral = 0; lateral < 2; lateral++) {
+        uint16_t *frame;
+        uint8_t *lab;
+        float *x = motion_spectra(M, N, G, R, lateral, &frame, &lab);
+        free(x);
+        oct_setup su;
+        oct_setup_default(&su);
+        su.geom = (oct_geometry){M, N, G * R, OCT_SAMPLE_U16, 0};
+        su.flags = OCT_SETUP_QUICK_PLAN;
+        su.repeats = R;
+        oct_params p;
+        oct_params_default(&p);
+        p.background = OCT_BG_FRAME_MEAN;
+        p.freq_cutoff = 3;
+        p.angio_metrics = OCT_ANGIO_METRICS_ALL;
+        p.angio_align = lateral ? OCT_ANGIO_ALIGN_LATERAL : OCT_ANGIO_ALIGN_AXIAL;
+        p.products |= OCT_PRODUCT_F32 | OCT_PRODUCT_BIT(OCT_KIND_SLAB_MAX);
+        p.slab_start = 20, p.slab_end = (int32_t)D - 20;
+        oct_products *out[2];
+        oct_error e = {{0}};
+        for (int b = 0; b < 2; b++) {
+            su.backend = b ? OCT_BACKEND_CUDA : OCT_BACKEND_CPU;
+            oct_engine *eng;
+            ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
+            out[b] = oct_products_create();
+            ck_assert_msg(oct_engine_process(eng, frame, sizeof(uint16_t) * (size_t)G * R * N * M,
+                                             out[b], &e) == OCT_OK,
+                          "%s", e.msg);
+            oct_engine_destroy(eng);
+        }
+        for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++) {
+            const oct_image *a = &out[0]->img[OCT_METHOD_CFD][k];
+            const oct_image *c = &out[1]->img[OCT_METHOD_CFD][k];
+            if (!a->present && !c->present)
+                continue;
+            ck_assert_msg(a->present && c->present && a->count == c->count, "%s: present %d/%d",
+                          oct_kind_name(k), a->present, c->present);
+            char what[96], msg[512];
+            snprintf(what, sizeof what, "cuda vs cpu engine, align %s, %s",
+                     lateral ? "lateral" : "axial", oct_kind_name(k));
+            ck_assert_msg(tu_check_f32_pair(what, c->f32, a->f32, a->count, a->ndim, a->shape,
+                                            TU_TOL_FP32, msg, sizeof msg),
+                          "%s", msg);
+            ck_assert_msg(tu_check_gray_pair(what, c->u8, a->u8, a->count, a->ndim, a->shape, msg,
+                                             sizeof msg),
+                          "%s", msg);
+        }
+        const oct_image *ss = &out[1]->img[OCT_METHOD_CFD][OCT_KIND_SSADA];
+        ck_assert(ss->present && ss->ndim == 3 && ss->shape[0] == G);
+        sim_flow f;
+        sim_flow_default(&f, M, N, G, R);
+        uint32_t d0, d1;
+        sim_flow_slab(&f, &d0, &d1);
+        sim_flow_score sc;
+        sim_flow_evaluate(lab, ss->f32, G, N, D, d0, d1, &sc);
+        printf("cuda engine, align %s: ssada vessel/tissue %.2f, CNR %.2f\n",
+               lateral ? "lateral" : "axial", sc.ratio, sc.cnr);
+        ck_assert_msg(sc.ratio >= 4, "cuda engine, aligned: vessel/tissue %g < 4", sc.ratio);
+        oct_products_destroy(out[0]);
+        oct_products_destroy(out[1]);
+        free(frame);
+        free(lab);
     }
 }
 END_TEST
@@ -1183,6 +1493,7 @@ int main(void)
     tcase_add_test(tc, t_align_identity);
     tcase_add_test(tc, t_flow_physics);
     tcase_add_test(tc, t_flow_motion);
+    tcase_add_test(tc, t_align_reference);
     tcase_add_test(tc, t_flow_errors);
     tcase_add_test(tc, t_profile_repeats);
     tcase_add_test(tc, t_engine);
@@ -1210,6 +1521,8 @@ int main(void)
     if (device) {
         tcase_add_test(tg, t_cuda);
         tcase_add_test(tg, t_cuda_engine);
+        tcase_add_test(tg, t_cuda_align);
+        tcase_add_test(tg, t_cuda_engine_align);
     } else
         tcase_add_test(tg, t_cuda_refusal);
     suite_add_tcase(s, tg);

@@ -4,7 +4,8 @@
  *   angio-bscan    one group of R = 4 x 500 A-scans x 1024 samples from the
  *                  pre-processed spectra: CFD + struct + decor + ssada (K = 4)
  *                  (+ median, sv: "all"), CPU; CUDA device time when asked
- *   angio-align    the same group with axial / axial+lateral alignment (CPU)
+ *   angio-align    the same group with axial / axial+lateral alignment (CPU;
+ *                  CUDA: device time of one group and of 16 at once)
  *   angio-volume   256 x 304 positions, R = 4, 1024 samples (311 k spectra):
  *                  CFD + struct + decor + ssada on CUDA (device time); on the
  *                  CPU only with --only angio-volume (tens of seconds)
@@ -206,6 +207,51 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
     return 0;
 }
 
+/* CUDA with angio.align (angio_align_cuda.cu): G groups from x~, device time
+ * of estimate + resampling + metrics (CFD from x~ included). */
+static int cuda_align_groups(const octbench_opts *o, const float *x, uint32_t M, uint32_t N,
+                             uint32_t R, uint32_t G, uint32_t metrics, uint32_t align, FILE *json)
+{
+    oct_angio_config c;
+    oct_angio_config_default(&c, M, N, R);
+    c.metrics = metrics;
+    c.align = align;
+    const uint32_t D = M / 2 + 1;
+    const size_t img = (size_t)N * D;
+    oct_angio_out out = {{0}, D, 1};
+    float *buf = malloc(sizeof(float) * 5 * img * G);
+    if (!buf)
+        return -1;
+    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+        out.img[m] = buf + (size_t)m * img * G;
+    const int reps = o->reps ? o->reps : o->quick ? 3 : 5;
+    double best = INFINITY, ms = 0;
+    oct_error e;
+    const char *al = align == 2 ? "axial+lateral" : "axial";
+    for (int i = 0; i < reps + 1; i++) {
+        oct_err err = oct_angio_cuda_host(&c, NULL, x, G, &out, img, &ms, &e);
+        if (err) {
+            printf("%-14s cuda: %s\n", "angio-align", e.msg);
+            free(buf);
+            return err == OCT_EUNSUPPORTED ? 0 : -1;
+        }
+        if (i)
+            best = ms < best ? ms : best;
+    }
+    printf("%-14s cuda %u groups of %ux%ux%u %-18s align %-13s device %8.3f ms (best of %d; CFD "
+           "from x~ included) %.2f M A-scans/s\n",
+           "angio-align", G, R, N, M, metrics_text(metrics), al, best, reps,
+           (double)G * R * N / (best * 1e3));
+    if (json)
+        fprintf(json,
+                "{\"part\":\"angio\",\"workload\":\"angio-align\",\"backend\":\"cuda\",\"samples\":%u,"
+                "\"ascans\":%u,\"repeats\":%u,\"groups\":%u,\"metrics\":\"%s\",\"align\":\"%s\","
+                "\"device_ms\":%.4f}\n",
+                M, N, R, G, metrics_text(metrics), al, best);
+    free(buf);
+    return 0;
+}
+
 /* One raw frame of G groups through the engine; slabs: also the en-face
  * angiograms slab_max/decor, slab_max/ssada (and slab_max/cfd) over the
  * phantom's vessel depths. */
@@ -375,6 +421,19 @@ int octbench_angio(const octbench_opts *o)
             ran++;
             rc |= cpu_group(o, "angio-align", x, M, N, R, sel, 1, json);
             rc |= cpu_group(o, "angio-align", x, M, N, R, sel, 2, json);
+        }
+        if (cuda && (!only || !strcmp(only, "angio-align"))) { /* one group and 16 at once */
+            ran++;
+            for (uint32_t al = 1; al <= 2; al++) {
+                rc |= cuda_align_groups(o, x, M, N, R, 1, sel, al, json);
+                float *x16 = malloc(sizeof(float) * 16 * R * N * M);
+                if (!x16)
+                    return -1;
+                for (int g = 0; g < 16; g++)
+                    memcpy(x16 + (size_t)g * R * N * M, x, sizeof(float) * R * N * M);
+                rc |= cuda_align_groups(o, x16, M, N, R, 16, sel, al, json);
+                free(x16);
+            }
         }
         free(x);
     }
