@@ -44,8 +44,8 @@ check_rows bscan copy
 echo "ok   copied, copy producer paced: $(summary)"
 
 # angiography (issue 18): frames of R = 4 repeats, struct + decor + ssada + slab_max, paced
-timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only angio --seconds 0.5 --producer commit \
-    --frame-rate 50 --threads 1 >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --only angio exit $?"
+timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only angio --seconds 2 --producer commit \
+    --frame-rate 20 --threads 1 >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --only angio exit $?"
 check_rows angio commit
 echo "ok   angiography groups (R = 4), commit producer paced: $(summary)"
 
