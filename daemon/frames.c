@@ -67,6 +67,8 @@ typedef struct path_lane {
     oct_engine *eng;     /* bound engine; NULL when unbound */
     lane_worker *w;      /* a synchronous engine's thread (several engines), else NULL */
     int index;           /* position in [engine] devices */
+    octd_placement place; /* its GPU's NUMA node: pool pages and threads (issue 20.1) */
+    char placed[256];    /* placement last logged ("" none) */
     const void *reg_ptr; /* registered mapping, NULL when not registered */
     int depth;
     /* frames in flight, oldest first */
@@ -108,6 +110,11 @@ typedef struct octd_frames {
     bool have_last;
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
+    /* the frame thread's own affinity before it was placed with its engines */
+    cpu_set_t frame_cpus;
+    bool frame_placed;
+    int frame_node;  /* node the frame thread runs on (when frame_placed) */
+    bool warned_mixed;
 } octd_frames;
 
 static void sleep_ns(long ns)
@@ -203,6 +210,18 @@ static uint64_t prod_bytes(const oct_products *p)
     return bytes;
 }
 
+static void prefault_products(oct_products *p)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &p->img[m][k];
+            if (img->u8)
+                octd_prefault(img->u8, img->cap_pixels);
+            if (img->f32)
+                octd_prefault(img->f32, img->cap_pixels * sizeof(float));
+        }
+}
+
 static void slot_free(octd_slot *s)
 {
     oct_products_destroy(s->prod);
@@ -269,8 +288,16 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
     octd_slot *s = calloc(1, sizeof *s);
     if (s && g->w)
         pthread_mutex_lock(&g->w->eng_mu);
+    /* made (pinned pages are faulted in then) and touched on the engine's
+     * NUMA node, not in the frame loop */
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    bool placed = s && octd_placement_enter(&g->place, &saved);
     if (s)
         s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e);
+    if (s && s->prod && d->cfg.prefault)
+        prefault_products(s->prod);
+    octd_placement_leave(placed, &saved);
     if (s && g->w)
         pthread_mutex_unlock(&g->w->eng_mu);
     if (!s || !s->prod) {
@@ -426,7 +453,72 @@ static void unbind_path(octd_frames *g, octd *d)
         L->eng = NULL;
     }
     g->ring = NULL;
-    g->bound = false;
+    g->bound = false; /* the frame thread stays placed until the engines change */
+}
+
+/* Where engine L's pool and threads belong ([engine] numa = auto): the
+ * CPUs local to its GPU (sysfs).  Logged when it changes; a CPU engine has
+ * nothing to place. */
+static void lane_place(octd *d, path_lane *L)
+{
+    memset(&L->place, 0, sizeof L->place);
+    L->place.node = -1;
+    char bus[32], text[256];
+    oct_error e;
+    if (!d->cfg.numa)
+        snprintf(text, sizeof text, "engine %d: threads not placed ([engine] numa = off)",
+                 L->index);
+    else if (oct_engine_pci_bus_id(L->eng, bus, sizeof bus, &e) == OCT_EUNSUPPORTED)
+        text[0] = '\0'; /* a CPU engine: no GPU to be near */
+    else if (bus[0] == '\0')
+        snprintf(text, sizeof text, "engine %d: threads not placed (%.200s)", L->index,
+                 e.msg);
+    else if (octd_placement_read(OCTD_SYSFS, bus, &L->place, &e) != OCT_OK)
+        snprintf(text, sizeof text, "engine %d: GPU %s: threads not placed: %.160s",
+                 L->index, bus, e.msg);
+    else
+        octd_placement_describe(&L->place, L->index, text, sizeof text);
+    if (text[0] && strcmp(text, L->placed) != 0)
+        octd_log(L->place.place ? LOG_INFO : LOG_NOTICE, "%s", text);
+    snprintf(L->placed, sizeof L->placed, "%s", text);
+}
+
+/* octd's one frame thread drives every GPU engine (their submits, input
+ * staging and completes): it goes to the engines' node when they share one;
+ * on several nodes it stays where it was (each pool is still on its node). */
+static void place_frame_thread(octd_frames *g)
+{
+    const octd_placement *p = NULL;
+    bool mixed = false;
+    for (int i = 0; i < g->nlanes; i++) {
+        const octd_placement *q = &g->lane[i].place;
+        if (!q->place)
+            continue;
+        if (p && q->node != p->node)
+            mixed = true;
+        p = p ? p : q;
+    }
+    int node = p && !mixed ? p->node : -1;
+    if (mixed && !g->warned_mixed)
+        octd_log(LOG_NOTICE, "engines on several NUMA nodes: the frame thread that drives them "
+                             "is not placed (each product pool is on its engine's node)");
+    g->warned_mixed = mixed;
+    if (g->frame_placed ? node == g->frame_node : node < 0)
+        return;
+    if (g->frame_placed) /* back to where it was before */
+        pthread_setaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus);
+    g->frame_placed = false;
+    if (node < 0)
+        return;
+    oct_error e;
+    if (pthread_getaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus) != 0 ||
+        octd_placement_apply(pthread_self(), p, &e) != OCT_OK) {
+        octd_log(LOG_WARNING, "frame thread not placed on NUMA node %d: %s", node, e.msg);
+        return;
+    }
+    g->frame_placed = true;
+    g->frame_node = node;
+    octd_log(LOG_INFO, "frame thread on NUMA node %d (CPUs %s)", node, p->cpulist);
 }
 
 static bool want_in_place(const octd *d)
@@ -488,6 +580,12 @@ static bool bind_path(octd_frames *g, octd *d)
             octd_slot_release(f.slot);
     oct_engine *const *engs;
     g->nlanes = engines_of(d, &engs);
+    for (int i = 0; i < g->nlanes; i++) { /* where each engine's pool and threads go */
+        g->lane[i].eng = engs[i];
+        g->lane[i].index = i;
+        lane_place(d, &g->lane[i]);
+    }
+    place_frame_thread(g);
     g->ring = d->ring;
     g->have_last = false;
     g->in_place = want_in_place(d);
@@ -499,14 +597,19 @@ static bool bind_path(octd_frames *g, octd *d)
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
         uint64_t t0 = oct_time_monotonic_ns();
-        L->eng = engs[i];
-        L->index = i;
         L->head = L->count = 0;
         L->dead = L->dead && L->dead_gen == d->engines_gen; /* out until re-planned */
         L->done = L->published = 0;
         /* several engines: a synchronous one computes in a thread of its own */
         if (g->nlanes > 1 && oct_engine_depth(L->eng) == 1 && !(L->w = worker_start(L->eng)))
             octd_log(LOG_WARNING, "engine %d: no thread of its own; it computes in turn", i);
+        if (L->w) {
+            oct_error e;
+            L->w->place = &L->place;
+            L->w->prefault = d->cfg.prefault;
+            if (octd_placement_apply(L->w->th, &L->place, &e) != OCT_OK)
+                octd_log(LOG_WARNING, "engine %d: its thread is not placed: %s", i, e.msg);
+        }
         pool_sync(L, d);
         if (g->in_place) {
             /* Register the whole read-only mapping with each engine: every

@@ -31,6 +31,10 @@ typedef struct octbench_opts {
     oct_cuda_tuning cuda;
     const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine
                              * baseline of the same workload (issue 20); NULL = one engine */
+    int runs;               /* --runs N: --e2e with --frame-rate: each workload N times (a fresh
+                             * octd each), latency per run and over all runs (issue 19.2) */
+    const char *engine_keys; /* --engine-keys K=V[,K=V...]: more octd.ini [engine] keys for the
+                             * octd --e2e starts (priority=50,lock_memory=yes); NULL = none */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
