@@ -840,9 +840,12 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
     uint64_t deadline = oct_time_monotonic_ns() + IDLE_WAIT_MS * 1000000ull;
     oct_ring_policy pol = (oct_ring_policy)d->cfg.policy;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    const uint8_t *before = d->scratch.data;
     if (!g->in_place && !octd_frame_buf_fit(&d->scratch, bytes))
         return oct_error_set(e, OCT_ENOMEM, "ring %s: no memory for frames of %zu bytes",
                              d->cfg.ring_frames, bytes);
+    if (!g->in_place && d->scratch.data != before && d->cfg.prefault)
+        octd_prefault(d->scratch.data, d->scratch.cap); /* not page by page in the copy */
     for (;;) {
         /* nothing else to do: let the ring library sleep */
         int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;

@@ -3,9 +3,17 @@
  * kernel's CPU lists (random sets against a list written here), fake sysfs
  * trees (two nodes, numa_node -1, one node, missing and malformed files, bad
  * PCI ids), affinity applied to a thread and restored, timer slack, page
- * pre-faulting, and the [engine] keys of octd.ini.  daemon/sys.c is compiled
- * in (the daemon is not in liboct.a). */
+ * pre-faulting, the frame path's use of them (the frame thread placed with
+ * its engines' node and restored; a pool made on the node), and the [engine]
+ * keys of octd.ini.  The daemon's sources are compiled in (the daemon is not
+ * in liboct.a). */
+#include "../daemon/frames.c"
+#include "../daemon/json.c"
+#include "../daemon/publish.c"
+#include "../daemon/register_live.c"
+#include "../daemon/reorder.c"
 #include "../daemon/sys.c"
+#include "../daemon/worker.c"
 
 #include <check.h>
 #include <stdlib.h>
@@ -14,6 +22,18 @@
 
 #include "oct_config.h"
 #include "lib/testutil.h"
+
+/* record.c's (HDF5, not linked here); these tests never record */
+void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *prod)
+{
+    (void)d, (void)f, (void)prod;
+}
+
+/* main.c's; the tests plan the engine themselves */
+bool octd_ensure_engine(octd *d, const oct_geometry *geom)
+{
+    return d->eng && geom_same(&d->eng_geom, geom);
+}
 
 /* ---- CPU lists ---- */
 /* The kernel's form of a set ("0-2,5,7-9"), written independently. */
@@ -95,7 +115,7 @@ START_TEST(cpulist_random)
 END_TEST
 
 /* ---- fake sysfs trees ---- */
-static void put(const char *root, const char *rel, const char *text)
+static void put_file(const char *root, const char *rel, const char *text)
 {
     char path[PATH_MAX], dir[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", root, rel);
@@ -117,11 +137,11 @@ static void make_tree(char *root, size_t len, const char *online, const char *no
     snprintf(root, len, "/tmp/octd-numa.XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(root));
     if (online)
-        put(root, "devices/system/node/online", online);
+        put_file(root, "devices/system/node/online", online);
     if (node)
-        put(root, "bus/pci/devices/0000:41:00.0/numa_node", node);
+        put_file(root, "bus/pci/devices/0000:41:00.0/numa_node", node);
     if (cpulist)
-        put(root, "bus/pci/devices/0000:41:00.0/local_cpulist", cpulist);
+        put_file(root, "bus/pci/devices/0000:41:00.0/local_cpulist", cpulist);
 }
 
 static void rm_tree(const char *root)
@@ -295,6 +315,132 @@ START_TEST(apply_and_restore)
 }
 END_TEST
 
+/* A placement on one CPU this process may use (the last), as node `node`. */
+static octd_placement one_cpu(int node, int nth_from_last)
+{
+    cpu_set_t allowed;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    int c = CPU_SETSIZE;
+    for (int k = 0; k <= nth_from_last; k++)
+        while (--c >= 0 && !CPU_ISSET(c, &allowed))
+            ;
+    if (c < 0) /* fewer CPUs than asked: the first */
+        for (c = 0; !CPU_ISSET(c, &allowed); c++)
+            ;
+    octd_placement p = {.place = true, .node = node, .nodes = 2, .ncpus = 1};
+    CPU_ZERO(&p.cpus);
+    CPU_SET(c, &p.cpus);
+    snprintf(p.cpulist, sizeof p.cpulist, "%d", c);
+    return p;
+}
+
+START_TEST(frame_thread_follows_engines)
+{
+    octd_frames *g = calloc(1, sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    cpu_set_t allowed, now;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    g->nlanes = 2;
+    /* two engines on node 1: the frame thread goes there */
+    g->lane[0].place = one_cpu(1, 0);
+    g->lane[1].place = one_cpu(1, 0);
+    place_frame_thread(g);
+    ck_assert(g->frame_placed);
+    ck_assert_int_eq(g->frame_node, 1);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &g->lane[0].place.cpus));
+    place_frame_thread(g); /* the same again: nothing changes */
+    ck_assert(g->frame_placed);
+    /* engines on two nodes: back where it was, not placed */
+    g->lane[1].place = one_cpu(0, 1);
+    place_frame_thread(g);
+    ck_assert(!g->frame_placed);
+    ck_assert(g->warned_mixed);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &allowed));
+    /* one placed engine and a CPU engine (nothing to place): the GPU's node */
+    g->lane[1].place = (octd_placement){.node = -1};
+    place_frame_thread(g);
+    ck_assert(g->frame_placed && g->frame_node == 1);
+    /* nothing placed (numa_node -1): back, untouched */
+    g->lane[0].place = (octd_placement){.node = -1};
+    place_frame_thread(g);
+    ck_assert(!g->frame_placed);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &allowed));
+    free(g);
+}
+END_TEST
+
+/* A product pool made with its lane's placement: the buffers exist and the
+ * frame thread's affinity is back after (CPU products are made on first use;
+ * pinned CUDA ones are resident once made). */
+START_TEST(pool_made_on_node)
+{
+    octd d;
+    memset(&d, 0, sizeof d);
+    oct_setup su;
+    oct_setup_default(&su);
+    su.geom = (oct_geometry){256, 32, 1, OCT_SAMPLE_U16, 0};
+    su.backend = OCT_BACKEND_CPU;
+    su.threads = 1;
+    oct_params_default(&d.params);
+    oct_error e;
+    ck_assert_msg(oct_engine_create(&d.eng, &su, &d.params, &e) == OCT_OK, "%s", e.msg);
+    d.eng_geom = su.geom;
+    d.cfg.prefault = true;
+    d.frames = calloc(1, sizeof *d.frames);
+    ck_assert_ptr_nonnull(d.frames);
+    path_lane *L = &d.frames->lane[0];
+    L->eng = d.eng;
+    L->place = one_cpu(1, 0);
+    cpu_set_t allowed, now;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    pool_sync(L, &d);
+    ck_assert_int_ge(L->nslots, 1);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &allowed));
+    octd_frames_free(&d);
+    oct_engine_destroy(d.eng);
+}
+END_TEST
+
+static int resident_pages(const void *p, size_t bytes, size_t *npages)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+    size_t len = (uintptr_t)p + bytes - a, np = (len + pg - 1) / pg;
+    unsigned char *vec = malloc(np);
+    ck_assert_int_eq(mincore((void *)a, len, vec), 0);
+    int n = 0;
+    for (size_t i = 0; i < np; i++)
+        n += vec[i] & 1;
+    free(vec);
+    *npages = np;
+    return n;
+}
+
+/* Pre-faulting products: every page of the u8 and f32 buffers resident. */
+START_TEST(prefault_products_resident)
+{
+    oct_products *p = oct_products_create();
+    ck_assert_ptr_nonnull(p);
+    size_t pixels = 3u << 20; /* large: fresh mappings, not yet resident */
+    oct_image *a = &p->img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+    oct_image *b = &p->img[OCT_METHOD_MSI][OCT_KIND_ENFACE];
+    ck_assert_int_eq(oct_image_reserve(a, pixels, true, 0), OCT_OK);
+    ck_assert_int_eq(oct_image_reserve(b, pixels / 3, false, 4), OCT_OK);
+    size_t np;
+    int before = resident_pages(a->f32, pixels * sizeof(float), &np);
+    ck_assert_msg(before < (int)np / 2, "%d of %zu pages resident before", before, np);
+    prefault_products(p);
+    ck_assert_int_eq(resident_pages(a->u8, a->cap_pixels, &np), (int)np);
+    ck_assert_int_eq(resident_pages(a->f32, a->cap_pixels * sizeof(float), &np), (int)np);
+    ck_assert_int_eq(resident_pages(b->u8, b->cap_pixels, &np), (int)np);
+    oct_products_destroy(p);
+}
+END_TEST
+
 /* ---- real-time settings ---- */
 START_TEST(timer_slack_and_prefault)
 {
@@ -367,6 +513,9 @@ int main(void)
     tcase_add_test(tc, sysfs_not_placed);
     tcase_add_test(tc, sysfs_errors);
     tcase_add_test(tc, apply_and_restore);
+    tcase_add_test(tc, frame_thread_follows_engines);
+    tcase_add_test(tc, pool_made_on_node);
+    tcase_add_test(tc, prefault_products_resident);
     suite_add_tcase(s, tc);
     TCase *tr = tcase_create("realtime");
     tcase_set_timeout(tr, 60);
