@@ -15,6 +15,7 @@
 
 #include <inttypes.h>
 #include <malloc.h>
+#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -483,9 +484,18 @@ static void lane_place(octd *d, path_lane *L)
     snprintf(L->placed, sizeof L->placed, "%s", text);
 }
 
+/* The frame thread's OpenMP threads (a GPU engine's staging copies run on
+ * them) were placed when they were started: each sets its own affinity. */
+static void place_omp_team(const cpu_set_t *set)
+{
+#pragma omp parallel num_threads(omp_get_max_threads())
+    pthread_setaffinity_np(pthread_self(), sizeof *set, set);
+}
+
 /* octd's one frame thread drives every GPU engine (their submits, input
- * staging and completes): it goes to the engines' node when they share one;
- * on several nodes it stays where it was (each pool is still on its node). */
+ * staging and completes): it and its OpenMP threads go to the engines' node
+ * when they share one; on several nodes they stay where they were (each
+ * pool is still on its node). */
 static void place_frame_thread(octd_frames *g)
 {
     const octd_placement *p = NULL;
@@ -505,8 +515,10 @@ static void place_frame_thread(octd_frames *g)
     g->warned_mixed = mixed;
     if (g->frame_placed ? node == g->frame_node : node < 0)
         return;
-    if (g->frame_placed) /* back to where it was before */
+    if (g->frame_placed) { /* back to where it was before */
         pthread_setaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus);
+        place_omp_team(&g->frame_cpus);
+    }
     g->frame_placed = false;
     if (node < 0)
         return;
@@ -516,6 +528,9 @@ static void place_frame_thread(octd_frames *g)
         octd_log(LOG_WARNING, "frame thread not placed on NUMA node %d: %s", node, e.msg);
         return;
     }
+    cpu_set_t placed;
+    pthread_getaffinity_np(pthread_self(), sizeof placed, &placed);
+    place_omp_team(&placed);
     g->frame_placed = true;
     g->frame_node = node;
     octd_log(LOG_INFO, "frame thread on NUMA node %d (CPUs %s)", node, p->cpulist);

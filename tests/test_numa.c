@@ -16,6 +16,7 @@
 #include "../daemon/worker.c"
 
 #include <check.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -334,6 +335,20 @@ static octd_placement one_cpu(int node, int nth_from_last)
     return p;
 }
 
+/* Whether every thread of an OpenMP team (the staging copies' threads) runs on `want`. */
+static bool omp_team_on(const cpu_set_t *want)
+{
+    int bad = 0;
+#pragma omp parallel num_threads(omp_get_max_threads() > 1 ? omp_get_max_threads() : 2)     \
+    reduction(+ : bad)
+    {
+        cpu_set_t c;
+        pthread_getaffinity_np(pthread_self(), sizeof c, &c);
+        bad += !CPU_EQUAL(&c, want);
+    }
+    return bad == 0;
+}
+
 START_TEST(frame_thread_follows_engines)
 {
     octd_frames *g = calloc(1, sizeof *g);
@@ -341,6 +356,8 @@ START_TEST(frame_thread_follows_engines)
     cpu_set_t allowed, now;
     ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
     g->nlanes = 2;
+    /* the OpenMP threads exist already (started unplaced, as by earlier work) */
+    ck_assert(omp_team_on(&allowed));
     /* two engines on node 1: the frame thread goes there */
     g->lane[0].place = one_cpu(1, 0);
     g->lane[1].place = one_cpu(1, 0);
@@ -349,6 +366,7 @@ START_TEST(frame_thread_follows_engines)
     ck_assert_int_eq(g->frame_node, 1);
     ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
     ck_assert(CPU_EQUAL(&now, &g->lane[0].place.cpus));
+    ck_assert_msg(omp_team_on(&g->lane[0].place.cpus), "OpenMP threads not placed");
     place_frame_thread(g); /* the same again: nothing changes */
     ck_assert(g->frame_placed);
     /* engines on two nodes: back where it was, not placed */
@@ -358,6 +376,7 @@ START_TEST(frame_thread_follows_engines)
     ck_assert(g->warned_mixed);
     ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
     ck_assert(CPU_EQUAL(&now, &allowed));
+    ck_assert_msg(omp_team_on(&allowed), "OpenMP threads not restored");
     /* one placed engine and a CPU engine (nothing to place): the GPU's node */
     g->lane[1].place = (octd_placement){.node = -1};
     place_frame_thread(g);
