@@ -1083,6 +1083,8 @@ void octd_frames_review(octd *d)
     sync_engine_products(d);
     path_lane *L = &g->lane[0]; /* review runs on the first engine */
     L->eng = d->eng;
+    L->index = 0;
+    lane_place(d, L); /* the engines may have been re-planned since the last binding */
     pool_sync(L, d);
     octd_slot *slot = pool_acquire(L, d);
     L->eng = NULL;
