@@ -466,11 +466,11 @@ static void lane_place(octd *d, path_lane *L)
     L->place.node = -1;
     char bus[32], text[256];
     oct_error e;
-    if (!d->cfg.numa)
+    if (oct_engine_pci_bus_id(L->eng, bus, sizeof bus, &e) == OCT_EUNSUPPORTED)
+        text[0] = '\0'; /* a CPU engine: no GPU to be near */
+    else if (!d->cfg.numa)
         snprintf(text, sizeof text, "engine %d: threads not placed ([engine] numa = off)",
                  L->index);
-    else if (oct_engine_pci_bus_id(L->eng, bus, sizeof bus, &e) == OCT_EUNSUPPORTED)
-        text[0] = '\0'; /* a CPU engine: no GPU to be near */
     else if (bus[0] == '\0')
         snprintf(text, sizeof text, "engine %d: threads not placed (%.200s)", L->index,
                  e.msg);
@@ -522,7 +522,7 @@ static void place_frame_thread(octd_frames *g)
     g->frame_placed = false;
     if (node < 0)
         return;
-    oct_error e;
+    oct_error e = {"pthread_getaffinity_np failed"};
     if (pthread_getaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus) != 0 ||
         octd_placement_apply(pthread_self(), p, &e) != OCT_OK) {
         octd_log(LOG_WARNING, "frame thread not placed on NUMA node %d: %s", node, e.msg);
