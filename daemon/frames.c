@@ -43,6 +43,8 @@
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
 #define WORKER_POLL_NS 200000               /* 200 us: CPU engines' threads (several engines) */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
+#define STAGE_MOVE_BYTES (4u << 20)         /* engines on several nodes: frames this large
+                                             * are staged from the engine's node */
 
 typedef struct path_frame {
     octd_slot *slot;
@@ -115,6 +117,7 @@ typedef struct octd_frames {
     cpu_set_t frame_cpus;
     bool frame_placed;
     int frame_node;  /* node the frame thread runs on (when frame_placed) */
+    bool mixed;      /* placed engines on several nodes */
     bool warned_mixed;
 } octd_frames;
 
@@ -492,6 +495,28 @@ static void place_omp_team(const cpu_set_t *set)
     pthread_setaffinity_np(pthread_self(), sizeof *set, set);
 }
 
+/* Engines on several nodes: while engine L stages a large frame through
+ * the CPU (its input is not registered for DMA), the frame thread and its
+ * OpenMP threads run on L's node.  true (and *saved to restore) if moved. */
+static bool stage_enter(const octd_frames *g, const path_lane *L, size_t bytes, cpu_set_t *saved)
+{
+    if (!g->mixed || L->w || L->reg_ptr || !L->place.place || bytes < STAGE_MOVE_BYTES ||
+        !octd_placement_enter(&L->place, saved))
+        return false;
+    cpu_set_t now;
+    pthread_getaffinity_np(pthread_self(), sizeof now, &now);
+    place_omp_team(&now);
+    return true;
+}
+
+static void stage_leave(bool moved, const cpu_set_t *saved)
+{
+    if (!moved)
+        return;
+    octd_placement_leave(true, saved);
+    place_omp_team(saved);
+}
+
 /* octd's one frame thread drives every GPU engine (their submits, input
  * staging and completes): it and its OpenMP threads go to the engines' node
  * when they share one; on several nodes they stay where they were (each
@@ -511,8 +536,10 @@ static void place_frame_thread(octd_frames *g)
     int node = p && !mixed ? p->node : -1;
     if (mixed && !g->warned_mixed)
         octd_log(LOG_NOTICE, "engines on several NUMA nodes: the frame thread that drives them "
-                             "is not placed (each product pool is on its engine's node)");
-    g->warned_mixed = mixed;
+                             "is not placed; it moves to an engine's node while that engine "
+                             "stages a frame through the CPU (each product pool is on its "
+                             "engine's node)");
+    g->warned_mixed = g->mixed = mixed;
     if (g->frame_placed ? node == g->frame_node : node < 0)
         return;
     if (g->frame_placed) { /* back to where it was before */
@@ -1011,8 +1038,11 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    cpu_set_t saved;
+    bool moved = stage_enter(g, L, bytes, &saved);
     rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
               : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
+    stage_leave(moved, &saved);
     if (rc != OCT_OK) {
         octd_slot_release(f->slot);
         d->skipped++;

@@ -391,6 +391,50 @@ START_TEST(frame_thread_follows_engines)
 }
 END_TEST
 
+/* Engines on two nodes: a large frame staged through the CPU is copied on
+ * its engine's node (the frame thread and its OpenMP threads), then back;
+ * registered input, small frames and one-node set-ups move nothing. */
+START_TEST(staging_moves_to_engine_node)
+{
+    octd_frames *g = calloc(1, sizeof *g);
+    ck_assert_ptr_nonnull(g);
+    cpu_set_t allowed, now, saved;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof allowed, &allowed), 0);
+    ck_assert(omp_team_on(&allowed)); /* the OpenMP threads exist, unplaced */
+    g->nlanes = 2;
+    g->lane[0].place = one_cpu(0, 1);
+    g->lane[1].place = one_cpu(1, 0);
+    place_frame_thread(g);
+    ck_assert(g->mixed && !g->frame_placed);
+    path_lane *L = &g->lane[1];
+    size_t big = STAGE_MOVE_BYTES;
+    bool moved = stage_enter(g, L, big, &saved);
+    ck_assert(moved);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &L->place.cpus));
+    ck_assert_msg(omp_team_on(&L->place.cpus), "staging threads not on the engine's node");
+    stage_leave(moved, &saved);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &allowed));
+    ck_assert_msg(omp_team_on(&allowed), "staging threads not back");
+    /* nothing moves: a small frame, registered input, a CPU engine's thread */
+    ck_assert(!stage_enter(g, L, big - 1, &saved));
+    L->reg_ptr = g;
+    ck_assert(!stage_enter(g, L, big, &saved));
+    L->reg_ptr = NULL;
+    /* one node: the frame thread is placed already, nothing moves per frame */
+    g->lane[0].place = one_cpu(1, 0);
+    place_frame_thread(g);
+    ck_assert(!g->mixed && g->frame_placed);
+    ck_assert(!stage_enter(g, L, big, &saved));
+    g->lane[0].place = g->lane[1].place = (octd_placement){.node = -1};
+    place_frame_thread(g);
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &allowed));
+    free(g);
+}
+END_TEST
+
 /* A product pool made with its lane's placement: the buffers exist and the
  * frame thread's affinity is back after (CPU products are made on first use;
  * pinned CUDA ones are resident once made). */
@@ -533,6 +577,7 @@ int main(void)
     tcase_add_test(tc, sysfs_errors);
     tcase_add_test(tc, apply_and_restore);
     tcase_add_test(tc, frame_thread_follows_engines);
+    tcase_add_test(tc, staging_moves_to_engine_node);
     tcase_add_test(tc, pool_made_on_node);
     tcase_add_test(tc, prefault_products_resident);
     suite_add_tcase(s, tc);
