@@ -1059,10 +1059,16 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     {
         FILE *f = fopen(log, "r");
         char line[512];
-        while (f && fgets(line, sizeof line, f))
+        while (f && fgets(line, sizeof line, f)) {
             if (strstr(line, "frame path:") || strstr(line, "no direct DMA"))
                 printf("# octd: %s", strstr(line, "frame path:") ? strstr(line, "frame path:")
                                                                   : strstr(line, "ring"));
+            /* placement and real-time settings (issues 19.2, 20.1) */
+            else if ((strstr(line, "NUMA node") && !strstr(line, "planned")) ||
+                     strstr(line, "memory locked") || strstr(line, "SCHED_FIFO") ||
+                     strstr(line, "[engine] lock_memory") || strstr(line, "timer_slack_ns"))
+                printf("# octd: %s", strstr(line, "octd: ") ? strstr(line, "octd: ") + 6 : line);
+        }
         if (f)
             fclose(f);
     }
