@@ -15,7 +15,6 @@
 
 #include <inttypes.h>
 #include <malloc.h>
-#include <omp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,12 +112,7 @@ typedef struct octd_frames {
     bool have_last;
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
-    /* the frame thread's own affinity before it was placed with its engines */
-    cpu_set_t frame_cpus;
-    bool frame_placed;
-    int frame_node;  /* node the frame thread runs on (when frame_placed) */
-    bool mixed;      /* placed engines on several nodes */
-    bool warned_mixed;
+    octd_follow follow; /* the frame thread on its engines' NUMA node (issue 20.1) */
 } octd_frames;
 
 static void sleep_ns(long ns)
@@ -460,107 +454,34 @@ static void unbind_path(octd_frames *g, octd *d)
     g->bound = false; /* the frame thread stays placed until the engines change */
 }
 
-/* Where engine L's pool and threads belong ([engine] numa = auto): the
- * CPUs local to its GPU (sysfs).  Logged when it changes; a CPU engine has
- * nothing to place. */
+/* Where engine L's pool and threads belong ([engine] numa = auto; sys.h). */
 static void lane_place(octd *d, path_lane *L)
 {
-    memset(&L->place, 0, sizeof L->place);
-    L->place.node = -1;
-    char bus[32], text[256];
-    oct_error e;
-    if (oct_engine_pci_bus_id(L->eng, bus, sizeof bus, &e) == OCT_EUNSUPPORTED)
-        text[0] = '\0'; /* a CPU engine: no GPU to be near */
-    else if (!d->cfg.numa)
-        snprintf(text, sizeof text, "engine %d: threads not placed ([engine] numa = off)",
-                 L->index);
-    else if (bus[0] == '\0')
-        snprintf(text, sizeof text, "engine %d: threads not placed (%.200s)", L->index,
-                 e.msg);
-    else if (octd_placement_read(OCTD_SYSFS, bus, &L->place, &e) != OCT_OK)
-        snprintf(text, sizeof text, "engine %d: GPU %s: threads not placed: %.160s",
-                 L->index, bus, e.msg);
-    else
-        octd_placement_describe(&L->place, L->index, text, sizeof text);
-    if (text[0] && strcmp(text, L->placed) != 0)
-        octd_log(L->place.place ? LOG_INFO : LOG_NOTICE, "%s", text);
-    snprintf(L->placed, sizeof L->placed, "%s", text);
+    octd_engine_placement(d->cfg.numa, L->eng, L->index, &L->place, L->placed,
+                          sizeof L->placed);
 }
 
-/* The frame thread's OpenMP threads (a GPU engine's staging copies run on
- * them) were placed when they were started: each sets its own affinity. */
-static void place_omp_team(const cpu_set_t *set)
-{
-#pragma omp parallel num_threads(omp_get_max_threads())
-    pthread_setaffinity_np(pthread_self(), sizeof *set, set);
-}
-
-/* Engines on several nodes: while engine L stages a large frame through
- * the CPU (its input is not registered for DMA), the frame thread and its
- * OpenMP threads run on L's node.  true (and *saved to restore) if moved. */
+/* Engines on several nodes: a large frame that engine L stages through the
+ * CPU (its input not registered for DMA) is copied on L's node. */
 static bool stage_enter(const octd_frames *g, const path_lane *L, size_t bytes, cpu_set_t *saved)
 {
-    if (!g->mixed || L->w || L->reg_ptr || !L->place.place || bytes < STAGE_MOVE_BYTES ||
-        !octd_placement_enter(&L->place, saved))
-        return false;
-    cpu_set_t now;
-    pthread_getaffinity_np(pthread_self(), sizeof now, &now);
-    place_omp_team(&now);
-    return true;
+    return !L->w && !L->reg_ptr && bytes >= STAGE_MOVE_BYTES &&
+           octd_follow_stage_enter(&g->follow, &L->place, saved);
 }
 
 static void stage_leave(bool moved, const cpu_set_t *saved)
 {
-    if (!moved)
-        return;
-    octd_placement_leave(true, saved);
-    place_omp_team(saved);
+    octd_follow_stage_leave(moved, saved);
 }
 
 /* octd's one frame thread drives every GPU engine (their submits, input
- * staging and completes): it and its OpenMP threads go to the engines' node
- * when they share one; on several nodes they stay where they were (each
- * pool is still on its node). */
+ * staging and completes): it follows them to their node (sys.h). */
 static void place_frame_thread(octd_frames *g)
 {
-    const octd_placement *p = NULL;
-    bool mixed = false;
-    for (int i = 0; i < g->nlanes; i++) {
-        const octd_placement *q = &g->lane[i].place;
-        if (!q->place)
-            continue;
-        if (p && q->node != p->node)
-            mixed = true;
-        p = p ? p : q;
-    }
-    int node = p && !mixed ? p->node : -1;
-    if (mixed && !g->warned_mixed)
-        octd_log(LOG_NOTICE, "engines on several NUMA nodes: the frame thread that drives them "
-                             "is not placed; it moves to an engine's node while that engine "
-                             "stages a frame through the CPU (each product pool is on its "
-                             "engine's node)");
-    g->warned_mixed = g->mixed = mixed;
-    if (g->frame_placed ? node == g->frame_node : node < 0)
-        return;
-    if (g->frame_placed) { /* back to where it was before */
-        pthread_setaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus);
-        place_omp_team(&g->frame_cpus);
-    }
-    g->frame_placed = false;
-    if (node < 0)
-        return;
-    oct_error e = {"pthread_getaffinity_np failed"};
-    if (pthread_getaffinity_np(pthread_self(), sizeof g->frame_cpus, &g->frame_cpus) != 0 ||
-        octd_placement_apply(pthread_self(), p, &e) != OCT_OK) {
-        octd_log(LOG_WARNING, "frame thread not placed on NUMA node %d: %s", node, e.msg);
-        return;
-    }
-    cpu_set_t placed;
-    pthread_getaffinity_np(pthread_self(), sizeof placed, &placed);
-    place_omp_team(&placed);
-    g->frame_placed = true;
-    g->frame_node = node;
-    octd_log(LOG_INFO, "frame thread on NUMA node %d (CPUs %s)", node, p->cpulist);
+    const octd_placement *p[OCT_ENGINES_MAX];
+    for (int i = 0; i < g->nlanes; i++)
+        p[i] = &g->lane[i].place;
+    octd_follow_engines(&g->follow, p, g->nlanes);
 }
 
 static bool want_in_place(const octd *d)

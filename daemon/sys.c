@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <omp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -14,6 +15,8 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <unistd.h>
+
+#include "oct_engine.h"
 
 /* The process-wide log threshold: set once from [log] level (and on reload).
  * One daemon per process, so a single variable is the honest representation. */
@@ -305,6 +308,96 @@ void octd_placement_describe(const octd_placement *p, int engine, char *out, siz
     else
         snprintf(out, len, "engine %d: GPU %s, NUMA node %d, threads not placed: %s", engine,
                  p->bus[0] ? p->bus : "?", p->node, p->why[0] ? p->why : "unknown");
+}
+
+void octd_engine_placement(bool numa, const struct oct_engine *eng, int engine,
+                           octd_placement *p, char *logged, size_t logged_len)
+{
+    memset(p, 0, sizeof *p);
+    p->node = -1;
+    char bus[32], text[256];
+    oct_error e;
+    if (oct_engine_pci_bus_id(eng, bus, sizeof bus, &e) == OCT_EUNSUPPORTED)
+        text[0] = '\0'; /* a CPU engine: no GPU to be near */
+    else if (!numa)
+        snprintf(text, sizeof text, "engine %d: threads not placed ([engine] numa = off)",
+                 engine);
+    else if (bus[0] == '\0')
+        snprintf(text, sizeof text, "engine %d: threads not placed (%.200s)", engine, e.msg);
+    else if (octd_placement_read(OCTD_SYSFS, bus, p, &e) != OCT_OK)
+        snprintf(text, sizeof text, "engine %d: GPU %s: threads not placed: %.160s", engine,
+                 bus, e.msg);
+    else
+        octd_placement_describe(p, engine, text, sizeof text);
+    if (text[0] && strcmp(text, logged) != 0)
+        octd_log(p->place ? LOG_INFO : LOG_NOTICE, "%s", text);
+    snprintf(logged, logged_len, "%s", text);
+}
+
+void octd_omp_team_affinity(const cpu_set_t *set)
+{
+#pragma omp parallel num_threads(omp_get_max_threads())
+    pthread_setaffinity_np(pthread_self(), sizeof *set, set);
+}
+
+void octd_follow_engines(octd_follow *f, const octd_placement *const *ps, int n)
+{
+    const octd_placement *p = NULL;
+    bool mixed = false;
+    for (int i = 0; i < n; i++) {
+        const octd_placement *q = ps[i];
+        if (!q->place)
+            continue;
+        if (p && q->node != p->node)
+            mixed = true;
+        p = p ? p : q;
+    }
+    int node = p && !mixed ? p->node : -1;
+    if (mixed && !f->warned_mixed)
+        octd_log(LOG_NOTICE, "engines on several NUMA nodes: the frame thread that drives them "
+                             "is not placed; it moves to an engine's node while that engine "
+                             "stages a frame through the CPU (each product pool is on its "
+                             "engine's node)");
+    f->warned_mixed = f->mixed = mixed;
+    if (f->placed ? node == f->node : node < 0)
+        return;
+    if (f->placed) { /* back to where it was before */
+        pthread_setaffinity_np(pthread_self(), sizeof f->saved, &f->saved);
+        octd_omp_team_affinity(&f->saved);
+    }
+    f->placed = false;
+    if (node < 0)
+        return;
+    oct_error e = {"pthread_getaffinity_np failed"};
+    if (pthread_getaffinity_np(pthread_self(), sizeof f->saved, &f->saved) != 0 ||
+        octd_placement_apply(pthread_self(), p, &e) != OCT_OK) {
+        octd_log(LOG_WARNING, "frame thread not placed on NUMA node %d: %s", node, e.msg);
+        return;
+    }
+    cpu_set_t now;
+    pthread_getaffinity_np(pthread_self(), sizeof now, &now);
+    octd_omp_team_affinity(&now);
+    f->placed = true;
+    f->node = node;
+    octd_log(LOG_INFO, "frame thread on NUMA node %d (CPUs %s)", node, p->cpulist);
+}
+
+bool octd_follow_stage_enter(const octd_follow *f, const octd_placement *p, cpu_set_t *saved)
+{
+    if (!f->mixed || !octd_placement_enter(p, saved))
+        return false;
+    cpu_set_t now;
+    pthread_getaffinity_np(pthread_self(), sizeof now, &now);
+    octd_omp_team_affinity(&now);
+    return true;
+}
+
+void octd_follow_stage_leave(bool moved, const cpu_set_t *saved)
+{
+    if (!moved)
+        return;
+    octd_placement_leave(true, saved);
+    octd_omp_team_affinity(saved);
 }
 
 /* ---- real-time settings ---- */

@@ -85,6 +85,35 @@ void octd_placement_leave(bool entered, const cpu_set_t *saved);
 /* "engine 1: GPU 0000:41:00.0, NUMA node 1, CPUs 16-31" (or why not placed). */
 void octd_placement_describe(const octd_placement *p, int engine, char *out, size_t len);
 
+/* The placement of an engine ([engine] numa): read from sysfs for a GPU
+ * engine (oct_engine_pci_bus_id), nothing for a CPU engine; the line that
+ * says where (or why not) is logged when it differs from `logged` (the last
+ * one, updated; "" at first).  engine: its index, for the log. */
+struct oct_engine;
+void octd_engine_placement(bool numa, const struct oct_engine *eng, int engine,
+                           octd_placement *p, char *logged, size_t logged_len);
+
+/* The thread that drives the engines (octd's frame thread) on their node:
+ * it and its OpenMP threads (which a GPU engine's staging copies run on) go
+ * to the node when every placed engine is on it, and back where they were
+ * otherwise; engines on several nodes are logged once. */
+typedef struct octd_follow {
+    cpu_set_t saved;   /* the thread's affinity before it was placed */
+    bool placed;       /* the thread runs on `node` */
+    int node;
+    bool mixed;        /* placed engines on several nodes */
+    bool warned_mixed;
+} octd_follow;
+/* Call from the thread itself whenever the engines change (p[0..n-1]). */
+void octd_follow_engines(octd_follow *f, const octd_placement *const *p, int n);
+/* Engines on several nodes: moves the calling thread and its OpenMP threads
+ * to p's node for one staging copy; true (and *saved to restore) if moved. */
+bool octd_follow_stage_enter(const octd_follow *f, const octd_placement *p, cpu_set_t *saved);
+void octd_follow_stage_leave(bool moved, const cpu_set_t *saved);
+/* Sets the affinity of each of the calling thread's OpenMP threads (they
+ * keep the one they were started with otherwise). */
+void octd_omp_team_affinity(const cpu_set_t *set);
+
 /* ---- real-time settings (issue 19.2, [engine] keys) ---- */
 /* PR_SET_TIMERSLACK for the calling thread (threads it starts inherit it);
  * ns 0 = the kernel's default (50 us). */

@@ -362,29 +362,29 @@ START_TEST(frame_thread_follows_engines)
     g->lane[0].place = one_cpu(1, 0);
     g->lane[1].place = one_cpu(1, 0);
     place_frame_thread(g);
-    ck_assert(g->frame_placed);
-    ck_assert_int_eq(g->frame_node, 1);
+    ck_assert(g->follow.placed);
+    ck_assert_int_eq(g->follow.node, 1);
     ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
     ck_assert(CPU_EQUAL(&now, &g->lane[0].place.cpus));
     ck_assert_msg(omp_team_on(&g->lane[0].place.cpus), "OpenMP threads not placed");
     place_frame_thread(g); /* the same again: nothing changes */
-    ck_assert(g->frame_placed);
+    ck_assert(g->follow.placed);
     /* engines on two nodes: back where it was, not placed */
     g->lane[1].place = one_cpu(0, 1);
     place_frame_thread(g);
-    ck_assert(!g->frame_placed);
-    ck_assert(g->warned_mixed);
+    ck_assert(!g->follow.placed);
+    ck_assert(g->follow.warned_mixed);
     ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
     ck_assert(CPU_EQUAL(&now, &allowed));
     ck_assert_msg(omp_team_on(&allowed), "OpenMP threads not restored");
     /* one placed engine and a CPU engine (nothing to place): the GPU's node */
     g->lane[1].place = (octd_placement){.node = -1};
     place_frame_thread(g);
-    ck_assert(g->frame_placed && g->frame_node == 1);
+    ck_assert(g->follow.placed && g->follow.node == 1);
     /* nothing placed (numa_node -1): back, untouched */
     g->lane[0].place = (octd_placement){.node = -1};
     place_frame_thread(g);
-    ck_assert(!g->frame_placed);
+    ck_assert(!g->follow.placed);
     ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
     ck_assert(CPU_EQUAL(&now, &allowed));
     free(g);
@@ -405,7 +405,7 @@ START_TEST(staging_moves_to_engine_node)
     g->lane[0].place = one_cpu(0, 1);
     g->lane[1].place = one_cpu(1, 0);
     place_frame_thread(g);
-    ck_assert(g->mixed && !g->frame_placed);
+    ck_assert(g->follow.mixed && !g->follow.placed);
     path_lane *L = &g->lane[1];
     size_t big = STAGE_MOVE_BYTES;
     bool moved = stage_enter(g, L, big, &saved);
@@ -425,7 +425,7 @@ START_TEST(staging_moves_to_engine_node)
     /* one node: the frame thread is placed already, nothing moves per frame */
     g->lane[0].place = one_cpu(1, 0);
     place_frame_thread(g);
-    ck_assert(!g->mixed && g->frame_placed);
+    ck_assert(!g->follow.mixed && g->follow.placed);
     ck_assert(!stage_enter(g, L, big, &saved));
     g->lane[0].place = g->lane[1].place = (octd_placement){.node = -1};
     place_frame_thread(g);

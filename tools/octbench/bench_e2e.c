@@ -65,14 +65,6 @@ typedef struct workload {
     bool on_request;           /* run only when --only names it */
 } workload;
 
-/* --runs (issue 19.2): each run's latencies of the measured phase, pooled. */
-typedef struct tails_acc {
-    uint64_t *lat;
-    size_t n, cap;
-    double p50[1000], p99[1000], pmax[1000];
-    int64_t lost[1000];
-    int runs;
-} tails_acc;
 
 /* ---------------- small helpers ---------------- */
 static uint64_t now_rt(void) { return oct_time_realtime_ns(); }
@@ -1007,26 +999,11 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     run_phase(w, &pr, &sub, st, o->rate, warm, meas, &r);
     print_phase(w, backend, prod, policy, "-", &r, json);
-    if (acc && acc->runs < 1000) { /* --runs: this run's latencies (sorted by run_phase) */
+    if (acc) { /* --runs: this run's latencies */
         pthread_mutex_lock(&sub.mu);
-        if (acc->n + sub.nlat > acc->cap) {
-            size_t cap = 2 * (acc->n + sub.nlat) + 4096;
-            uint64_t *p = realloc(acc->lat, cap * sizeof *p);
-            if (p) {
-                acc->lat = p;
-                acc->cap = cap;
-            }
-        }
-        if (acc->n + sub.nlat <= acc->cap) {
-            memcpy(acc->lat + acc->n, sub.lat, sub.nlat * sizeof *sub.lat);
-            acc->n += sub.nlat;
-        }
+        octbench_tails_add(acc, sub.lat, sub.nlat, r.p50, r.p99, r.pmax,
+                           no_loss(&r) ? 0 : r.lost > 0 ? r.lost : 1);
         pthread_mutex_unlock(&sub.mu);
-        acc->p50[acc->runs] = r.p50;
-        acc->p99[acc->runs] = r.p99;
-        acc->pmax[acc->runs] = r.pmax;
-        acc->lost[acc->runs] = no_loss(&r) ? 0 : r.lost > 0 ? r.lost : 1;
-        acc->runs++;
     }
     first = r;
     unpaced_fps = r.fps;
@@ -1164,17 +1141,6 @@ static bool wants(const octbench_opts *o, const workload *w)
     return !w->on_request;
 }
 
-static double pct(const uint64_t *sorted, size_t n, double q)
-{
-    return n ? (double)sorted[(size_t)((double)(n - 1) * q)] / 1e6 : 0;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* --runs N: the workload N times (a fresh octd each), then p99 over the runs
  * and the latency distribution of every measured frame of all runs. */
 static int run_runs(const octbench_opts *o, const workload *w, bool commit, const char *octd_path,
@@ -1199,63 +1165,10 @@ static int run_runs(const octbench_opts *o, const workload *w, bool commit, cons
         if (k == 0 || su < *sust_gbs)
             *sust_gbs = su;
         if (acc->runs == before) /* this run measured nothing */
-            acc->p50[acc->runs] = acc->p99[acc->runs] = acc->pmax[acc->runs] = 0,
-            acc->lost[acc->runs] = -1, acc->runs++;
+            octbench_tails_add(acc, NULL, 0, 0, 0, 0, -1);
     }
-    double p99s[1000];
-    int ok = 0, clean = 0;
     /* issue 19's targets: p99 <= 4 ms for volumes, <= 1 ms for B-scans */
-    double target = w->g.lines > 1 ? 4.0 : 1.0;
-    printf("# tails %s (%s producer, %.0f frames/s, %d runs): run  p50 ms  p99 ms  max ms  lost\n",
-           w->name, prod, o->rate, acc->runs);
-    for (int k = 0; k < acc->runs; k++) {
-        printf("# tails %s   %3d %7.3f %7.3f %7.3f %5" PRId64 "%s\n", w->name, k + 1, acc->p50[k],
-               acc->p99[k], acc->pmax[k], acc->lost[k], acc->lost[k] < 0 ? " (no result)" : "");
-        p99s[k] = acc->p99[k];
-        ok += acc->lost[k] >= 0 && acc->p99[k] > 0 && acc->p99[k] <= target;
-        clean += acc->lost[k] == 0;
-    }
-    qsort(p99s, (size_t)acc->runs, sizeof *p99s, cmp_double);
-    qsort(acc->lat, acc->n, sizeof *acc->lat, cmp_u64);
-    printf("# tails %s: p99 over the runs min %.3f median %.3f max %.3f ms; runs with p99 <= %g "
-           "ms: %d of %d; loss-free runs: %d of %d\n",
-           w->name, p99s[0], p99s[acc->runs / 2], p99s[acc->runs - 1], target, ok, acc->runs,
-           clean, acc->runs);
-    printf("# tails %s: all %zu frames: p50 %.3f p90 %.3f p99 %.3f p99.9 %.3f max %.3f ms\n",
-           w->name, acc->n, pct(acc->lat, acc->n, 0.5), pct(acc->lat, acc->n, 0.9),
-           pct(acc->lat, acc->n, 0.99), pct(acc->lat, acc->n, 0.999),
-           acc->n ? (double)acc->lat[acc->n - 1] / 1e6 : 0);
-    /* the distribution in ms buckets: where the tail lies */
-    static const double edges[] = {1, 2, 3, 4, 6, 10, 20};
-    enum { NE = sizeof edges / sizeof *edges };
-    size_t count[NE + 1] = {0};
-    for (size_t i = 0; i < acc->n; i++) {
-        double ms = (double)acc->lat[i] / 1e6;
-        int b = 0;
-        while (b < NE && ms >= edges[b])
-            b++;
-        count[b]++;
-    }
-    printf("# tails %s: frames per latency bucket:", w->name);
-    for (int b = 0; b <= NE; b++) {
-        char lo[16], hi[16];
-        snprintf(lo, sizeof lo, "%g", b ? edges[b - 1] : 0.0);
-        snprintf(hi, sizeof hi, "%g", b < NE ? edges[b] : 0.0);
-        printf(" %s%s%s ms: %zu", b < NE ? lo : ">=", b < NE ? "-" : lo, b < NE ? hi : "",
-               count[b]);
-    }
-    printf("\n");
-    if (json)
-        fprintf(json,
-                "{\"part\":\"e2e-tails\",\"workload\":\"%s\",\"producer\":\"%s\",\"rate\":%.1f,"
-                "\"runs\":%d,\"p99_min_ms\":%.4f,\"p99_median_ms\":%.4f,\"p99_max_ms\":%.4f,"
-                "\"p99_target_ms\":%g,\"runs_p99_in_target\":%d,\"loss_free_runs\":%d,\"frames\":%zu,"
-                "\"all_p50_ms\":%.4f,\"all_p99_ms\":%.4f,\"all_p999_ms\":%.4f,"
-                "\"all_max_ms\":%.4f}\n",
-                w->name, prod, o->rate, acc->runs, p99s[0], p99s[acc->runs / 2],
-                p99s[acc->runs - 1], target, ok, clean, acc->n, pct(acc->lat, acc->n, 0.5),
-                pct(acc->lat, acc->n, 0.99), pct(acc->lat, acc->n, 0.999),
-                acc->n ? (double)acc->lat[acc->n - 1] / 1e6 : 0);
+    octbench_tails_print(acc, w->name, prod, o->rate, w->g.lines > 1 ? 4.0 : 1.0, json);
     free(acc->lat);
     free(acc);
     return rc;
