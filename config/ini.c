@@ -27,6 +27,7 @@ enum ini_key {
     K_ZERO_COPY,
     K_STALE_MS, K_METRICS_LISTEN,
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
+    K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_COUNT
 };
 
@@ -42,6 +43,9 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_STALE_MS] = {"ring", "stale_ms"}, [K_METRICS_LISTEN] = {"metrics", "listen"},
     [K_DEVICES] = {"engine", "devices"},   [K_FAIL_AFTER] = {"engine", "fail_after"},
     [K_FAIL_ENGINE] = {"engine", "fail_engine"},
+    [K_NUMA] = {"engine", "numa"},         [K_TIMER_SLACK] = {"engine", "timer_slack_ns"},
+    [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
+    [K_PREFAULT] = {"engine", "prefault"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -140,6 +144,20 @@ static bool parse_int(const char *v, long lo, long hi, int *out)
         return false;
     *out = (int)n;
     return true;
+}
+
+/* yes/no, true/false, on/off, 1/0 */
+static bool parse_bool(const char *v, bool *out)
+{
+    static const char *const yes[] = {"yes", "true", "on", "1"}, *const no[] = {"no", "false",
+                                                                               "off", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i]))
+            return *out = true, true;
+        if (!strcasecmp(v, no[i]))
+            return *out = false, true;
+    }
+    return false;
 }
 
 static bool shm_name_ok(const char *v)
@@ -269,6 +287,30 @@ static int set_value(ini_ctx *x, int k, const char *v)
         if (!parse_int(v, 0, OCT_ENGINES_MAX - 1, &c->fail_engine))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an engine index from 0 to %d",
                             sec, key, v, OCT_ENGINES_MAX - 1), 0;
+        return 1;
+    case K_NUMA:
+        if (!strcasecmp(v, "auto")) c->numa = true;
+        else if (!strcasecmp(v, "off")) c->numa = false;
+        else
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto or off", sec, key, v), 0;
+        return 1;
+    case K_TIMER_SLACK: {
+        int ns;
+        if (!parse_int(v, 0, 1000000000, &ns))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not a number of nanoseconds from "
+                            "0 (the kernel's default) to 1000000000", sec, key, v), 0;
+        c->timer_slack_ns = (uint32_t)ns;
+        return 1;
+    }
+    case K_LOCK_MEMORY:
+    case K_PREFAULT:
+        if (!parse_bool(v, k == K_LOCK_MEMORY ? &c->lock_memory : &c->prefault))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not yes or no", sec, key, v), 0;
+        return 1;
+    case K_PRIORITY:
+        if (!parse_int(v, 0, 99, &c->priority))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (normal scheduling) or a "
+                            "SCHED_FIFO priority from 1 to 99", sec, key, v), 0;
         return 1;
     case K_THREADS:
         if (!parse_int(v, 0, 4096, &c->threads))
@@ -449,6 +491,9 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->log_level = LOG_INFO;
     c->stale_ms = 2000;
     c->fail_engine = -1; /* the last engine */
+    c->numa = true;
+    c->timer_slack_ns = 1000;
+    c->prefault = true;
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

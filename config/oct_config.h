@@ -66,6 +66,13 @@ typedef struct oct_daemon_config {
      * fails (as a device error) on the frame after fail_after frames; 0 = off */
     int fail_after;
     int fail_engine;            /* default: the last engine */
+    /* [engine] threads and memory (issues 19.2, 20.1; README "Steady tails") */
+    bool numa;                  /* auto (true): each GPU engine's threads and product
+                                 * pool on its GPU's NUMA node; off */
+    uint32_t timer_slack_ns;    /* 1000; 0 = the kernel's default (50 us) */
+    bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
+    int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
+    bool prefault;              /* true: buffers' pages touched when allocated */
 } oct_daemon_config;
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };

@@ -42,6 +42,8 @@
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
 #define WORKER_POLL_NS 200000               /* 200 us: CPU engines' threads (several engines) */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
+#define STAGE_MOVE_BYTES (4u << 20)         /* engines on several nodes: frames this large
+                                             * are staged from the engine's node */
 
 typedef struct path_frame {
     octd_slot *slot;
@@ -67,6 +69,8 @@ typedef struct path_lane {
     oct_engine *eng;     /* bound engine; NULL when unbound */
     lane_worker *w;      /* a synchronous engine's thread (several engines), else NULL */
     int index;           /* position in [engine] devices */
+    octd_placement place; /* its GPU's NUMA node: pool pages and threads (issue 20.1) */
+    char placed[256];    /* placement last logged ("" none) */
     const void *reg_ptr; /* registered mapping, NULL when not registered */
     int depth;
     /* frames in flight, oldest first */
@@ -108,6 +112,7 @@ typedef struct octd_frames {
     bool have_last;
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
+    octd_follow follow; /* the frame thread on its engines' NUMA node (issue 20.1) */
 } octd_frames;
 
 static void sleep_ns(long ns)
@@ -203,6 +208,18 @@ static uint64_t prod_bytes(const oct_products *p)
     return bytes;
 }
 
+static void prefault_products(oct_products *p)
+{
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            oct_image *img = &p->img[m][k];
+            if (img->u8)
+                octd_prefault(img->u8, img->cap_pixels);
+            if (img->f32)
+                octd_prefault(img->f32, img->cap_pixels * sizeof(float));
+        }
+}
+
 static void slot_free(octd_slot *s)
 {
     oct_products_destroy(s->prod);
@@ -269,8 +286,16 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
     octd_slot *s = calloc(1, sizeof *s);
     if (s && g->w)
         pthread_mutex_lock(&g->w->eng_mu);
+    /* made (pinned pages are faulted in then) and touched on the engine's
+     * NUMA node, not in the frame loop */
+    cpu_set_t saved;
+    CPU_ZERO(&saved);
+    bool placed = s && octd_placement_enter(&g->place, &saved);
     if (s)
         s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e);
+    if (s && s->prod && d->cfg.prefault)
+        prefault_products(s->prod);
+    octd_placement_leave(placed, &saved);
     if (s && g->w)
         pthread_mutex_unlock(&g->w->eng_mu);
     if (!s || !s->prod) {
@@ -426,7 +451,37 @@ static void unbind_path(octd_frames *g, octd *d)
         L->eng = NULL;
     }
     g->ring = NULL;
-    g->bound = false;
+    g->bound = false; /* the frame thread stays placed until the engines change */
+}
+
+/* Where engine L's pool and threads belong ([engine] numa = auto; sys.h). */
+static void lane_place(octd *d, path_lane *L)
+{
+    octd_engine_placement(d->cfg.numa, L->eng, L->index, &L->place, L->placed,
+                          sizeof L->placed);
+}
+
+/* Engines on several nodes: a large frame that engine L stages through the
+ * CPU (its input not registered for DMA) is copied on L's node. */
+static bool stage_enter(const octd_frames *g, const path_lane *L, size_t bytes, cpu_set_t *saved)
+{
+    return !L->w && !L->reg_ptr && bytes >= STAGE_MOVE_BYTES &&
+           octd_follow_stage_enter(&g->follow, &L->place, saved);
+}
+
+static void stage_leave(bool moved, const cpu_set_t *saved)
+{
+    octd_follow_stage_leave(moved, saved);
+}
+
+/* octd's one frame thread drives every GPU engine (their submits, input
+ * staging and completes): it follows them to their node (sys.h). */
+static void place_frame_thread(octd_frames *g)
+{
+    const octd_placement *p[OCT_ENGINES_MAX];
+    for (int i = 0; i < g->nlanes; i++)
+        p[i] = &g->lane[i].place;
+    octd_follow_engines(&g->follow, p, g->nlanes);
 }
 
 static bool want_in_place(const octd *d)
@@ -488,6 +543,12 @@ static bool bind_path(octd_frames *g, octd *d)
             octd_slot_release(f.slot);
     oct_engine *const *engs;
     g->nlanes = engines_of(d, &engs);
+    for (int i = 0; i < g->nlanes; i++) { /* where each engine's pool and threads go */
+        g->lane[i].eng = engs[i];
+        g->lane[i].index = i;
+        lane_place(d, &g->lane[i]);
+    }
+    place_frame_thread(g);
     g->ring = d->ring;
     g->have_last = false;
     g->in_place = want_in_place(d);
@@ -499,14 +560,19 @@ static bool bind_path(octd_frames *g, octd *d)
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
         uint64_t t0 = oct_time_monotonic_ns();
-        L->eng = engs[i];
-        L->index = i;
         L->head = L->count = 0;
         L->dead = L->dead && L->dead_gen == d->engines_gen; /* out until re-planned */
         L->done = L->published = 0;
         /* several engines: a synchronous one computes in a thread of its own */
         if (g->nlanes > 1 && oct_engine_depth(L->eng) == 1 && !(L->w = worker_start(L->eng)))
             octd_log(LOG_WARNING, "engine %d: no thread of its own; it computes in turn", i);
+        if (L->w) {
+            oct_error e;
+            L->w->place = &L->place;
+            L->w->prefault = d->cfg.prefault;
+            if (octd_placement_apply(L->w->th, &L->place, &e) != OCT_OK)
+                octd_log(LOG_WARNING, "engine %d: its thread is not placed: %s", i, e.msg);
+        }
         pool_sync(L, d);
         if (g->in_place) {
             /* Register the whole read-only mapping with each engine: every
@@ -737,9 +803,12 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
     uint64_t deadline = oct_time_monotonic_ns() + IDLE_WAIT_MS * 1000000ull;
     oct_ring_policy pol = (oct_ring_policy)d->cfg.policy;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    const uint8_t *before = d->scratch.data;
     if (!g->in_place && !octd_frame_buf_fit(&d->scratch, bytes))
         return oct_error_set(e, OCT_ENOMEM, "ring %s: no memory for frames of %zu bytes",
                              d->cfg.ring_frames, bytes);
+    if (!g->in_place && d->scratch.data != before && d->cfg.prefault)
+        octd_prefault(d->scratch.data, d->scratch.cap); /* not page by page in the copy */
     for (;;) {
         /* nothing else to do: let the ring library sleep */
         int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
@@ -890,8 +959,11 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
+    cpu_set_t saved;
+    bool moved = stage_enter(g, L, bytes, &saved);
     rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
               : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
+    stage_leave(moved, &saved);
     if (rc != OCT_OK) {
         octd_slot_release(f->slot);
         d->skipped++;
@@ -962,6 +1034,8 @@ void octd_frames_review(octd *d)
     sync_engine_products(d);
     path_lane *L = &g->lane[0]; /* review runs on the first engine */
     L->eng = d->eng;
+    L->index = 0;
+    lane_place(d, L); /* the engines may have been re-planned since the last binding */
     pool_sync(L, d);
     octd_slot *slot = pool_acquire(L, d);
     L->eng = NULL;

@@ -35,7 +35,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -241,7 +240,17 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
                      geom->lines, geom->ascans, geom->samples, ve.msg);
         }
     }
+    /* A GPU engine's own host buffers (pinned staging) first-touched on its
+     * NUMA node (issue 20.1; the frame path places its threads and pools). */
+    octd_placement pl;
+    cpu_set_t saved;
+    char bus[32];
+    bool placed = cfg->numa && s.backend != OCT_BACKEND_CPU &&
+                  oct_cuda_pci_bus_id(s.device, bus, sizeof bus, NULL) == OCT_OK &&
+                  octd_placement_read(OCTD_SYSFS, bus, &pl, NULL) == OCT_OK &&
+                  octd_placement_enter(&pl, &saved);
     oct_err rc = oct_engine_create(out, &s, &p, e);
+    octd_placement_leave(placed, &saved);
     if (rc == OCT_OK)
         *used = p;
     return rc;
@@ -871,6 +880,9 @@ static void do_reload(octd *d)
         d->ring = NULL;
         d->next_attach_ns = 0;
     }
+    uint32_t old_slack = d->cfg.timer_slack_ns;
+    int old_priority = d->cfg.priority;
+    bool old_lock = d->cfg.lock_memory;
     d->cfg = cfg;
     d->prof = *prof;
     octd_pub_set_spacing(d->pub, d->prof.spacing_um);
@@ -890,6 +902,13 @@ static void do_reload(octd *d)
     d->review_dirty = true;
     octd_log_set_level(cfg.log_level);
     warn_save_dir(&cfg);
+    /* threads started from here on inherit these; mlockall stays as it is */
+    if (cfg.timer_slack_ns != old_slack)
+        octd_rt_timer_slack(cfg.timer_slack_ns);
+    if (cfg.priority != old_priority)
+        octd_rt_priority(cfg.priority);
+    if (cfg.lock_memory != old_lock)
+        octd_log(LOG_WARNING, "reload: [engine] lock_memory takes effect at the next start");
     status_engine(d);
     ok = true;
     octd_log(LOG_INFO, "reloaded %s and %s", d->config_path, d->prof.source_path);
@@ -1083,9 +1102,13 @@ static int run(octd *d)
     }
     /* The frame loop polls the ring and the device with sleeps of tens of
      * microseconds; the default 50 us timer slack would stretch each and
-     * show up as latency.  Threads created later (ZeroMQ, OpenMP) inherit it. */
-    if (prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0) != 0)
-        octd_log(LOG_DEBUG, "PR_SET_TIMERSLACK: %s", strerror(errno));
+     * show up as latency.  Threads created later (ZeroMQ, OpenMP, engine
+     * workers) inherit it and the scheduling policy ([engine] keys). */
+    octd_rt_timer_slack(d->cfg.timer_slack_ns);
+    if (d->cfg.lock_memory)
+        octd_rt_lock_memory();
+    if (d->cfg.priority > 0)
+        octd_rt_priority(d->cfg.priority);
     if (!octd_notify_open(&d->nt, nerr, sizeof nerr))
         octd_log(LOG_WARNING, "%s", nerr);
     if (other_octd_running(d->cfg.ring_status)) {

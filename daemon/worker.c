@@ -87,7 +87,12 @@ oct_err worker_submit(lane_worker *w, const void *frame, size_t bytes, oct_produ
     lane_job *j = &w->job[(w->head + w->count) % ASYNC_DEPTH]; /* free: the worker leaves it */
     if (j->cap < bytes) {
         uint8_t *b = NULL;
-        if (posix_memalign((void **)&b, 4096, bytes) != 0)
+        cpu_set_t saved;
+        bool placed = octd_placement_enter(w->place, &saved);
+        if (posix_memalign((void **)&b, 4096, bytes) == 0 && w->prefault)
+            octd_prefault(b, bytes); /* on the engine's node, before the frame loop needs it */
+        octd_placement_leave(placed, &saved);
+        if (!b)
             return oct_error_set(e, OCT_ENOMEM, "engine: no memory for a frame of %zu bytes",
                                  bytes);
         free(j->buf);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "oct_engine.h"
+#include "sys.h"
 
 #define ASYNC_DEPTH 2
 typedef struct lane_job {
@@ -34,6 +35,10 @@ typedef struct lane_worker {
     lane_job job[ASYNC_DEPTH];
     int head, count; /* jobs submitted, not completed, oldest first */
     bool stop, running;
+    /* set by the frame path after worker_start: where job buffers are made
+     * (its engine's NUMA node) and whether their pages are touched then */
+    const octd_placement *place;
+    bool prefault;
 } lane_worker;
 
 /* A thread for eng; NULL when it cannot be started. */

@@ -541,6 +541,22 @@ int oct_engine_numa_node(const oct_engine *eng)
     (void)eng;
     return -1;
 }
+
+oct_err oct_engine_pci_bus_id(const oct_engine *eng, char *bus, size_t len, oct_error *e)
+{
+    if (bus && len)
+        bus[0] = '\0';
+    return oct_error_set(e, OCT_EUNSUPPORTED, "%s engine: no PCI device",
+                         eng ? oct_engine_backend_name(eng) : "no");
+}
+
+oct_err oct_cuda_pci_bus_id(int device, char *bus, size_t len, oct_error *e)
+{
+    if (bus && len)
+        bus[0] = '\0';
+    return oct_error_set(e, OCT_EUNSUPPORTED, "cuda device %d: octd was built without CUDA",
+                         device);
+}
 #endif
 
 /* ---- the engine ----------------------------------------------------------- */

@@ -604,6 +604,33 @@ int oct_engine_numa_node(const oct_engine *eng)
     return node >= 0 ? node : -1;
 }
 
+oct_err oct_cuda_pci_bus_id(int device, char *bus, size_t len, oct_error *e)
+{
+    if (bus && len) bus[0] = '\0';
+    char id[32];
+    cudaError_t r = cudaDeviceGetPCIBusId(id, (int)sizeof id, device);
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        return oct_error_set(e, OCT_EDEVICE, "cuda device %d: cudaDeviceGetPCIBusId: %s", device,
+                             cudaGetErrorString(r));
+    }
+    if (!bus || strlen(id) + 1 > len)
+        return oct_error_set(e, OCT_ESIZE, "cuda device %d: PCI id '%s' does not fit %zu bytes",
+                             device, id, len);
+    for (size_t i = 0; id[i]; i++) bus[i] = (char)tolower((unsigned char)id[i]);
+    bus[strlen(id)] = '\0';
+    return OCT_OK;
+}
+
+oct_err oct_engine_pci_bus_id(const oct_engine *eng, char *bus, size_t len, oct_error *e)
+{
+    if (bus && len) bus[0] = '\0';
+    if (!is_cuda(eng))
+        return oct_error_set(e, OCT_EUNSUPPORTED, "%s engine: no PCI device",
+                             eng ? oct_engine_backend_name(eng) : "no");
+    return oct_cuda_pci_bus_id(eng->setup.device, bus, len, e);
+}
+
 uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 {
     return is_cuda(eng) ? ST(eng)->allocs : 0;

@@ -384,6 +384,15 @@ int oct_cuda_device_count(void);
  * function (/sys/bus/pci/devices/<id>/numa_node); -1 when unknown, on a
  * single-node machine, and for CPU engines. */
 int oct_engine_numa_node(const oct_engine *eng);
+/* PCI id of the engine's device ("0000:41:00.0", lower case, as sysfs
+ * names it) into bus (>= 32 bytes), for placing the threads that drive it
+ * (octd, issue 20.1).  OCT_EUNSUPPORTED for a CPU engine (no device),
+ * OCT_EDEVICE when CUDA cannot tell. */
+oct_err oct_engine_pci_bus_id(const oct_engine *eng, char *bus, size_t len, oct_error *e);
+/* The same for CUDA device `device` before an engine exists (so that the
+ * engine's own host buffers can be made on its node); initialises CUDA.
+ * OCT_EUNSUPPORTED without CUDA. */
+oct_err oct_cuda_pci_bus_id(int device, char *bus, size_t len, oct_error *e);
 
 /* ---- pipelining and DMA (issue 6) --------------------------------------------
  * A frame goes through the engine in three steps that overlap across frames:

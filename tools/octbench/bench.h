@@ -4,6 +4,9 @@
 #define OCTBENCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
 
 #include "oct_engine.h"
 
@@ -32,6 +35,10 @@ typedef struct octbench_opts {
     oct_cuda_tuning cuda;
     const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine
                              * baseline of the same workload (issue 20); NULL = one engine */
+    int runs;               /* --runs N: --e2e with --frame-rate: each workload N times (a fresh
+                             * octd each), latency per run and over all runs (issue 19.2) */
+    const char *engine_keys; /* --engine-keys K=V[,K=V...]: more octd.ini [engine] keys for the
+                             * octd --e2e starts (priority=50,lock_memory=yes); NULL = none */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
@@ -50,6 +57,24 @@ const char *const *octbench_only_names(void);
 int octbench_ipc(const octbench_opts *o);
 /* Repeated B-scans and angiography, issue 18 (bench_angio.c). */
 int octbench_angio(const octbench_opts *o);
+/* --runs (issue 19.2, bench_tails.c): each run's latencies (ns) of the
+ * measured phase, pooled, and its p50/p99/max (ms) and frames lost (0: none,
+ * -1: the run measured nothing). */
+#define OCTBENCH_RUNS_MAX 1000
+typedef struct tails_acc {
+    uint64_t *lat;
+    size_t n, cap;
+    double p50[OCTBENCH_RUNS_MAX], p99[OCTBENCH_RUNS_MAX], pmax[OCTBENCH_RUNS_MAX];
+    int64_t lost[OCTBENCH_RUNS_MAX];
+    int runs;
+} tails_acc;
+void octbench_tails_add(tails_acc *acc, const uint64_t *lat, size_t n, double p50, double p99,
+                        double pmax, int64_t lost);
+/* Prints the runs, p99 over them (how many within target ms, how many
+ * loss-free) and the distribution; sorts acc->lat. */
+void octbench_tails_print(tails_acc *acc, const char *name, const char *prod, double rate,
+                          double target, FILE *json);
+
 /* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */
 int octbench_e2e(const octbench_opts *o);
 

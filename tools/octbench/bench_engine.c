@@ -508,9 +508,11 @@ const char *const *octbench_only_names(void)
         "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan",
         /* bench_register.c, bench_angio.c */
         "register", "register-512", "angio", "angio-bscan", "angio-align", "angio-engine",
-        "angio-slab", "angio-volume", "angio-physics"};
-    if (!names[17]) {
-        size_t n = 17;
+        "angio-slab", "angio-volume", "angio-physics",
+        /* bench_e2e.c (and a GPU stream workload) */
+        "volume-klin-disp"};
+    if (!names[18]) {
+        size_t n = 18;
         for (size_t i = 0; i < sizeof workloads / sizeof workloads[0] && n + 1 < sizeof names / sizeof *names; i++)
             names[n++] = workloads[i].name;
 #ifdef OCT_HAVE_CUDA

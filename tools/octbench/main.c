@@ -58,9 +58,10 @@ static void usage(FILE *f)
             "  --no-seed                skip the seed baselines\n"
             "  --ipc                    also run the shared-memory ring benchmark\n"
             "  --e2e                    run only the end-to-end benchmark: producer -> octd\n"
-            "                           -> subscriber (--only volume|bscan|angio|angio-align,\n"
-            "                           --seconds S, --policy all|latest, --frame-rate\n"
-            "                           FRAMES_PER_S;\n"
+            "                           -> subscriber (--only volume|bscan|volume-klin-disp\n"
+            "                           (sinc 21 k-lin, dispersion, frame-mean background)\n"
+            "                           |angio|angio-align, --seconds S,\n"
+            "                           --policy all|latest, --frame-rate FRAMES_PER_S;\n"
             "                           the old spelling --rate works, with a warning)\n"
             "  --version                the version\n"
             "  --producer copy|commit|both  --e2e producer: copy each frame into its slot\n"
@@ -72,6 +73,12 @@ static void usage(FILE *f)
             "  --devices LIST           --e2e: per workload, one engine ([engine] device) and\n"
             "                           then octd.ini [engine] devices = LIST (0,1 | 0,0 |\n"
             "                           cpu,cpu | all): total and per-engine rates, speed-up\n"
+            "  --runs N                 --e2e with --frame-rate: each workload N times, a\n"
+            "                           fresh octd each; p50/p99/max per run, then p99 over\n"
+            "                           the runs and the latency distribution of all frames\n"
+            "                           (tools/octbench/tails.sh: both volumes, 5 runs)\n"
+            "  --engine-keys K=V[,K=V]  --e2e: more octd.ini [engine] keys for octd\n"
+            "                           (priority=50,lock_memory=yes,timer_slack_ns=1)\n"
             "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
             "                           with S stalled + C churning subscribers, then (policy\n"
             "                           all) one paced at 90%% of the rate without them\n"
@@ -99,7 +106,8 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
+           O_RUNS, O_ENGINE_KEYS };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -119,6 +127,8 @@ int main(int argc, char **argv)
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
         {"devices", required_argument, 0, O_DEVICES},
+        {"runs", required_argument, 0, O_RUNS},
+        {"engine-keys", required_argument, 0, O_ENGINE_KEYS},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
     int c = oct_cli_start("octbench", argc, argv, renames);
@@ -271,6 +281,23 @@ int main(int argc, char **argv)
             break;
         case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
         case O_DEVICES: o.devices = optarg; break; /* checked by octd (octd.ini) */
+        case O_ENGINE_KEYS:
+            if (strpbrk(optarg, "\n\r[]") || !strchr(optarg, '=')) {
+                fprintf(stderr, "octbench: --engine-keys %s: must be KEY=VALUE[,KEY=VALUE...] "
+                                "(octd.ini [engine] keys)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.engine_keys = optarg; /* the keys and values are checked by octd */
+            break;
+        case O_RUNS: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || v > 1000) {
+                fprintf(stderr, "octbench: --runs %s: must be an integer from 1 to 1000\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.runs = (int)v;
+            break;
+        }
         case O_HELP: usage(stdout); return 0;
         default: usage(stderr); return OCT_EX_USAGE;
         }
