@@ -668,6 +668,11 @@ oct_err oct_angio_cuda_run(oct_angio_cuda *a, const float *dA, const float *dxt,
 {
     return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
 }
+oct_err oct_angio_cuda_run_x(oct_angio_cuda *a, const void *dX, const float *dxt,
+                             uint32_t groups, const oct_angio_dout *o, oct_error *e)
+{
+    return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
+}
 oct_err oct_angio_cuda_host(const oct_angio_config *c, const float *A, const float *xt,
                             uint32_t groups, const oct_angio_out *o, size_t stride_g,
                             double *device_ms, oct_error *e)

@@ -1027,7 +1027,7 @@ START_TEST(t_cuda)
 {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const ref_case *c = &cases[ci];
-        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1, G = 2;
+        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1, G = 3;
         const size_t img = (size_t)N * D;
         float *x = malloc(sizeof(float) * G * R * N * M);
         double *ref[G][OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * G * R * img);
@@ -1047,7 +1047,12 @@ START_TEST(t_cuda)
         cfg.freq_cutoff = (int32_t)c->F;
         cfg.bands = c->K;
         cfg.band_width = (float)c->width;
-        for (int layout = 0; layout < 2; layout++) {
+        /* variant 0: one chunk; 1: chunks of 2 groups (a short last chunk with
+         * its own plans); 2: the same with the legacy kernels */
+        for (int vl = 0; vl < 6; vl++) {
+            const int layout = vl & 1, variant = vl >> 1;
+            cfg.cuda_chunk = variant ? 2 * R * N : 0;
+            cfg.cuda_legacy = variant == 2;
             oct_angio_out o = {{0}, layout ? 1 : D, layout ? N : 1};
             for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
                 o.img[m] = malloc(sizeof(float) * G * img);
@@ -1064,8 +1069,9 @@ START_TEST(t_cuda)
                             got[(size_t)n * D + d] =
                                 o.img[m][g * img + n * o.stride_n + d * o.stride_d];
                     char what[96], msg[512];
-                    snprintf(what, sizeof what, "cuda %s M=%u R=%u K=%d group %u layout %d",
-                             oct_angio_metric_name(m), M, R, c->K, g, layout);
+                    snprintf(what, sizeof what,
+                             "cuda %s M=%u R=%u K=%d group %u layout %d variant %d",
+                             oct_angio_metric_name(m), M, R, c->K, g, layout, variant);
                     uint32_t shape[2] = {N, D};
                     ck_assert_msg(tu_check_f32(what, got, ref[g][m], img, 2, shape, TU_TOL_FP32,
                                                msg, sizeof msg),
@@ -1112,10 +1118,14 @@ START_TEST(t_cuda_engine)
         p.slab_start = d0, p.slab_end = d1;
         size_t bytes;
         void *frame = tu_frame_random(&su.geom, 700 + ci, &bytes);
-        oct_products *out[2];
+        oct_products *out[3];
         oct_error e = {{0}};
-        for (int b = 0; b < 2; b++) {
+        /* 0: cpu; 1: cuda, chunks of 2 groups (the engine's transform d_X
+         * at chunk offsets, a short last chunk); 2: cuda legacy kernels */
+        for (int b = 0; b < 3; b++) {
             su.backend = b ? OCT_BACKEND_CUDA : OCT_BACKEND_CPU;
+            su.cuda.angio_chunk = b == 1 ? 2 * R * N : 0;
+            su.cuda.angio_legacy = b == 2;
             oct_engine *eng;
             ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
             out[b] = oct_products_create();
@@ -1131,6 +1141,7 @@ START_TEST(t_cuda_engine)
         float *x = ref_preprocess(frame, &su.geom, true);
         check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cpu engine");
         check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine");
+        check_engine_angio(out[2], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine (legacy)");
         free(x);
         for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++) {
             const int m = k <= OCT_KIND_ANGIO_LAST ? k - OCT_KIND_ANGIO_FIRST
@@ -1147,8 +1158,8 @@ START_TEST(t_cuda_engine)
                                              sizeof msg),
                           "%s", msg);
         }
-        oct_products_destroy(out[0]);
-        oct_products_destroy(out[1]);
+        for (int b = 0; b < 3; b++)
+            oct_products_destroy(out[b]);
         free(frame);
     }
 }

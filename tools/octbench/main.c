@@ -84,6 +84,8 @@ static void usage(FILE *f)
             "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
             "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
+            "  --angio-legacy           angiography with the round-5 kernels (A/B timing)\n"
+            "  --angio-chunk N          angiography chunk in spectra (whole groups; 0 = ~32 k)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
 }
@@ -94,7 +96,8 @@ int main(int argc, char **argv)
                        .precision = OCT_PRECISION_FP32, .seed = true, .policy = -1};
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
-           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT };
+           O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT,
+           O_ANGIO_LEGACY, O_ANGIO_CHUNK };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -112,6 +115,8 @@ int main(int argc, char **argv)
         {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
         {"devices", required_argument, 0, O_DEVICES},
+        {"angio-legacy", no_argument, 0, O_ANGIO_LEGACY},
+        {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
     int c = oct_cli_start("octbench", argc, argv, renames);
@@ -145,6 +150,19 @@ int main(int argc, char **argv)
         case O_PARTS_EXT:
             o.cuda.parts_ext = 1;
             break;
+        case O_ANGIO_LEGACY:
+            o.cuda.angio_legacy = 1;
+            break;
+        case O_ANGIO_CHUNK: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > UINT32_MAX) {
+                fprintf(stderr, "octbench: --angio-chunk %s: must be a count of spectra (0 = "
+                        "default)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.cuda.angio_chunk = v;
+            break;
+        }
         case O_PARTS:
         case O_C2R: {
             long long v = strtoll(optarg, &end, 10);
