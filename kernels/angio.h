@@ -50,6 +50,19 @@ enum oct_angio_metric {
 #define OCT_ANGIO_REPEATS_MAX 64u /* R: geometry.repeats */
 #define OCT_ANGIO_BANDS_MAX 16    /* K: angio.bands */
 enum oct_angio_align { OCT_ANGIO_ALIGN_OFF = 0, OCT_ANGIO_ALIGN_AXIAL = 1, OCT_ANGIO_ALIGN_LATERAL = 2 };
+/* How the CUDA ssada runs (angio_cuda.cu):
+ *  BANDS   a kernel writes the K band spectra, one batched cuFFT R2C, a
+ *          kernel takes magnitudes and pair terms (the default)
+ *  LEGACY  the round-5 kernels (a band kernel per band, the CFD magnitudes
+ *          recomputed from x~): A/B timing only
+ *  FUSED   one block per position: its R spectra into shared memory, the K
+ *          band transforms there (angio_fused.cuh), only ssada written out;
+ *          needs af_shared_floats(M, R) floats of shared memory per block */
+enum oct_angio_cuda_path {
+    OCT_ANGIO_CUDA_BANDS = 0,
+    OCT_ANGIO_CUDA_LEGACY = 1,
+    OCT_ANGIO_CUDA_FUSED = 2
+};
 
 /* "struct", "median", "sv", "decor", "ssada"; NULL when out of range. */
 const char *oct_angio_metric_name(int metric);
@@ -67,12 +80,11 @@ typedef struct oct_angio_config {
     bool quick_plan;      /* FFTW_ESTIMATE instead of FFTW_MEASURE */
     /* CUDA only (the CPU ignores them) */
     uint32_t cuda_chunk;  /* spectra per chunk, 0 = the create call's max_spectra */
-    bool cuda_legacy;     /* the round-5 kernels (a band kernel per band, the CFD
-                             magnitudes recomputed from x~): A/B timing only */
+    uint32_t cuda_path;   /* enum oct_angio_cuda_path */
 } oct_angio_config;
 
 /* M, N, R from the arguments; F 0, all metrics, K 4, width 1, align off,
- * threads 0, quick plan, CUDA chunk 0, not legacy. */
+ * threads 0, quick plan, CUDA chunk 0, CUDA path bands. */
 void oct_angio_config_default(oct_angio_config *c, uint32_t samples, uint32_t ascans,
                               uint32_t repeats);
 /* Checks every field; the message names the operator's key

@@ -21,8 +21,10 @@
  * bands into one C2C (z = b1 + i b2) would move the same bytes (an R2C of M
  * points already writes M/2+1 complex values), so it is not done.
  *
- * cuda_legacy (A/B only): the round-5 kernels, one band kernel per band and
- * the CFD magnitudes recomputed here into a float buffer.
+ * cuda_path (angio.h): BANDS as above; LEGACY (A/B only) the round-5
+ * kernels, one band kernel per band and the CFD magnitudes recomputed here
+ * into a float buffer; FUSED bands, transforms and ssada of one position in
+ * one block (angio_fused.cuh): x~ read once, only the ssada pixels written.
  */
 #include <cuda_runtime.h>
 #include <cufft.h>
@@ -34,6 +36,7 @@
 #include <cstring>
 
 #include "angio.h"
+#include "angio_fused.cuh"
 
 #define ACU(call, what)                                                                      \
     do {                                                                                     \
@@ -68,6 +71,9 @@ struct oct_angio_cuda {
     float *band;            /* K x S x M (S = chunk_groups R N); ssada only */
     cufftComplex *spec;     /* K x S x D band transforms; S x D the CFD transform */
     float *A;               /* S x D: CFD magnitudes (legacy) */
+    float2 *tw;             /* M twiddles (fused) */
+    size_t fused_shared;    /* bytes of shared memory per block (fused) */
+    bool legacy, fused;
     r2c_plan bands[2], cfd[2]; /* [0] full chunk, [1] the short last one */
 };
 
@@ -163,13 +169,15 @@ __global__ void k_metrics(const T *__restrict__ A, uint32_t R, uint32_t N, uint3
     const size_t img = (size_t)N * D;
     const size_t base = (size_t)g * R * img + (size_t)n * D + d;
     const bool cut = d < F;
-    float v[OCT_ANGIO_REPEATS_MAX];
-    float s = 0.0f, c = 0.0f;
+    /* struct and decor in one pass without an array (no local memory); sv
+     * and median read the R values again (cache hits) */
+    float s = 0.0f, c = 0.0f, prev = 0.0f;
     for (uint32_t r = 0; r < R; r++) {
-        v[r] = cfd_value(A, base + r * img, cut);
-        s += v[r];
+        const float v = cfd_value(A, base + r * img, cut);
+        s += v;
         if (r)
-            c += pair_c(v[r - 1], v[r]);
+            c += pair_c(prev, v);
+        prev = v;
     }
     const float S = s / (float)R;
     const size_t at = (size_t)g * sg + (size_t)n * sn + (size_t)d * sd;
@@ -177,13 +185,18 @@ __global__ void k_metrics(const T *__restrict__ A, uint32_t R, uint32_t N, uint3
         ost[at] = S;
     if (osv) {
         float q = 0.0f;
-        for (uint32_t r = 0; r < R; r++)
-            q += (v[r] - S) * (v[r] - S);
+        for (uint32_t r = 0; r < R; r++) {
+            const float v = cfd_value(A, base + r * img, cut);
+            q += (v - S) * (v - S);
+        }
         osv[at] = q / (float)R;
     }
     if (odc)
         odc[at] = 1.0f - c / (float)(R - 1);
     if (omd) {
+        float v[OCT_ANGIO_REPEATS_MAX];
+        for (uint32_t r = 0; r < R; r++)
+            v[r] = cfd_value(A, base + r * img, cut);
         for (uint32_t a = 1; a < R; a++) {
             float x = v[a];
             uint32_t k = a;
@@ -221,6 +234,19 @@ __global__ void k_ssada(const cufftComplex *__restrict__ X, uint32_t R, uint32_t
             acc += 1.0f - c / (float)(R - 1);
         }
     out[(size_t)g * sg + (size_t)n * sn + (size_t)d * sd] = acc / (float)K;
+}
+
+/* fused: one block per row (g, n) of the chunk; angio_fused.cuh */
+__global__ void k_ssada_fused(const float *__restrict__ x, const float *__restrict__ gains,
+                              const float2 *__restrict__ tw, uint32_t M, uint32_t logM, uint32_t R,
+                              uint32_t N, int K, uint32_t F, float *out, size_t sg, size_t sn,
+                              size_t sd)
+{
+    extern __shared__ float2 af_shared[]; /* float2: 8-byte aligned for the buffers */
+    const uint32_t row = blockIdx.x, g = row / N, n = row - g * N;
+    af_ssada_row(x + ((size_t)g * R * N + n) * M, (size_t)N * M, gains, tw, M, logM, R, K, F,
+                 out + (size_t)g * sg + (size_t)n * sn, sd, (float *)af_shared, threadIdx.x,
+                 blockDim.x);
 }
 
 static unsigned blocks_for(size_t n)
@@ -280,6 +306,7 @@ extern "C" void oct_angio_cuda_destroy(oct_angio_cuda *a)
     cudaFree(a->band);
     cudaFree(a->spec);
     cudaFree(a->A);
+    cudaFree(a->tw);
     free(a);
 }
 
@@ -289,12 +316,15 @@ static oct_err create_inner(oct_angio_cuda *a, size_t max_spectra, oct_error *e)
     const uint32_t M = c->samples, D = a->D, RN = c->repeats * c->ascans;
     const int K = c->bands;
     const bool ssada = c->metrics & (1u << OCT_ANGIO_M_SSADA);
+    a->legacy = c->cuda_path == OCT_ANGIO_CUDA_LEGACY;
+    a->fused = ssada && c->cuda_path == OCT_ANGIO_CUDA_FUSED;
+    const bool bands = ssada && !a->fused; /* band buffers and plans */
     if (c->cuda_chunk)
         max_spectra = c->cuda_chunk;
     /* bytes per spectrum of the chunk buffers */
-    const size_t per = (ssada ? (size_t)K * (sizeof(float) * M + sizeof(cufftComplex) * D)
+    const size_t per = (bands ? (size_t)K * (sizeof(float) * M + sizeof(cufftComplex) * D)
                               : sizeof(cufftComplex) * D) +
-                       (c->cuda_legacy ? sizeof(float) * D : 0);
+                       (a->legacy ? sizeof(float) * D : 0);
     if (max_spectra > CHUNK_BYTES / per)
         max_spectra = CHUNK_BYTES / per;
     a->chunk_groups = (uint32_t)(max_spectra / RN) ? (uint32_t)(max_spectra / RN) : 1u;
@@ -311,16 +341,41 @@ static oct_err create_inner(oct_angio_cuda *a, size_t max_spectra, oct_error *e)
     cudaError_t r = cudaMemcpy(a->gains, g, sizeof(float) * (size_t)K * M, cudaMemcpyHostToDevice);
     free(g);
     ACU(r, "band gains upload");
-    if (ssada)
+    if (bands)
         ACU(cudaMalloc(&a->band, sizeof(float) * (size_t)K * S * M), "band spectra");
-    ACU(cudaMalloc(&a->spec, sizeof(cufftComplex) * (ssada ? (size_t)K : 1) * S * D),
+    ACU(cudaMalloc(&a->spec, sizeof(cufftComplex) * (bands ? (size_t)K : 1) * S * D),
         "band transforms");
-    if (c->cuda_legacy)
+    if (a->legacy)
         ACU(cudaMalloc(&a->A, sizeof(float) * S * D), "CFD magnitudes");
+    if (a->fused) {
+        a->fused_shared = sizeof(float) * af_shared_floats(M, c->repeats);
+        int dev = 0, optin = 0;
+        ACU(cudaGetDevice(&dev), "device");
+        ACU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+            "shared memory limit");
+        if (a->fused_shared > (size_t)optin)
+            return oct_error_set(e, OCT_EUNSUPPORTED,
+                                 "angio cuda: cuda.angio_path = fused needs %zu bytes of shared "
+                                 "memory per block for M = %u, R = %u; the device has %d: use "
+                                 "the bands path",
+                                 a->fused_shared, M, c->repeats, optin);
+        ACU(cudaFuncSetAttribute(k_ssada_fused, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)a->fused_shared),
+            "fused kernel shared memory");
+        float2 *tw = (float2 *)malloc(sizeof(float2) * M);
+        if (!tw)
+            return oct_error_set(e, OCT_ENOMEM, "angio cuda: out of memory");
+        af_twiddles(tw, M);
+        r = cudaMalloc(&a->tw, sizeof(float2) * M);
+        if (r == cudaSuccess)
+            r = cudaMemcpy(a->tw, tw, sizeof(float2) * M, cudaMemcpyHostToDevice);
+        free(tw);
+        ACU(r, "twiddles");
+    }
     /* the full chunk's plans now (plan once); the last chunk's on first use */
     cufftHandle h;
     oct_err err = plan_get(a, a->cfd, true, (int)S, &h, e);
-    if (!err && ssada)
+    if (!err && bands)
         err = plan_get(a, a->bands, true, (int)((size_t)K * S), &h, e);
     return err;
 }
@@ -362,7 +417,7 @@ static oct_err bands(oct_angio_cuda *a, const float *x, size_t S, oct_error *e)
 {
     const uint32_t M = a->c.samples;
     const int K = a->c.bands;
-    if (a->c.cuda_legacy) {
+    if (a->legacy) {
         for (int k = 0; k < K; k++)
             k_band<<<blocks_for(S * M), 256, 0, a->stream>>>(
                 x, a->gains + (size_t)k * M, a->band + (size_t)k * S * M, M, S, 1);
@@ -398,7 +453,7 @@ static oct_err run_chunk(oct_angio_cuda *a, const float *A, const cufftComplex *
                 return err;
             AFFT(cufftExecR2C(h, (cufftReal *)x, a->spec), "R2C (cfd)");
             X = a->spec;
-            if (c->cuda_legacy) {
+            if (a->legacy) {
                 k_mag<<<blocks_for(S * D), 256, 0, a->stream>>>(a->spec, a->A, S, D, F);
                 A = a->A;
                 X = NULL;
@@ -416,7 +471,15 @@ static oct_err run_chunk(oct_angio_cuda *a, const float *A, const cufftComplex *
                 o->stride_d);
         ACU(cudaGetLastError(), "metrics kernel launch");
     }
-    if (W & (1u << OCT_ANGIO_M_SSADA)) {
+    if ((W & (1u << OCT_ANGIO_M_SSADA)) && a->fused) {
+        uint32_t logM = 0;
+        while ((1u << logM) < c->samples)
+            logM++;
+        k_ssada_fused<<<(unsigned)rows, af_threads(c->samples), a->fused_shared, a->stream>>>(
+            x, a->gains, a->tw, c->samples, logM, R, N, c->bands, F, img[OCT_ANGIO_M_SSADA],
+            o->stride_g, o->stride_n, o->stride_d);
+        ACU(cudaGetLastError(), "fused ssada kernel launch");
+    } else if (W & (1u << OCT_ANGIO_M_SSADA)) {
         const int K = c->bands;
         oct_err err = bands(a, x, S, e);
         if (!err)
@@ -445,7 +508,7 @@ static oct_err run(oct_angio_cuda *a, const float *dA, const cufftComplex *dX, c
     if (!dxt && ((!dA && !dX) || (W & (1u << OCT_ANGIO_M_SSADA))))
         return oct_error_set(e, OCT_EINVAL, "angio cuda: %s needs the pre-processed spectra",
                              dA || dX ? "ssada" : "computing the CFD magnitudes");
-    if (c->cuda_legacy && dxt)
+    if (a->legacy && dxt)
         dX = NULL; /* the round-5 path recomputed the CFD here */
     for (uint32_t g0 = 0; g0 < groups; g0 += a->chunk_groups) {
         const uint32_t G = groups - g0 < a->chunk_groups ? groups - g0 : a->chunk_groups;

@@ -449,7 +449,7 @@ oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     cf.bands = p->angio_bands;
     cf.band_width = p->angio_band_width;
     cf.align = p->angio_align;
-    cf.cuda_legacy = eng->setup.cuda.angio_legacy != 0;
+    cf.cuda_path = (uint32_t)eng->setup.cuda.angio_path;
     cf.cuda_chunk = (uint32_t)std::min<int64_t>(std::max<int64_t>(eng->setup.cuda.angio_chunk, 0), UINT32_MAX);
     if (!s->ang || memcmp(&cf, &s->ang_cfg, sizeof cf)) {
         oct_angio_cuda_destroy(s->ang);

@@ -245,9 +245,10 @@ typedef struct oct_cuda_tuning {
      * the frame-mean / rolling backgrounds (issue 19.3; off until verified on
      * a GPU); 0 = only without them */
     int parts_ext;
-    /* 1: angiography with the round-5 kernels (a band kernel per band, the
-     * CFD magnitudes recomputed from x~) for A/B timing; 0 = the current */
-    int angio_legacy;
+    /* angiography's ssada kernels, enum oct_angio_cuda_path (angio.h): 0 =
+     * bands (cuFFT), 1 = legacy (round 5, A/B only), 2 = fused (shared-memory
+     * FFT per position) */
+    int angio_path;
     int64_t angio_chunk;   /* angiography chunk in spectra (whole groups): 0 = ~32 k */
 } oct_cuda_tuning;
 

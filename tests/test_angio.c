@@ -25,6 +25,7 @@
 #include "oct_ipc.h"
 #include "lib/testutil.h"
 #include "../tools/octsim/flow.h"
+#include "angio_fused.cuh" /* the fused CUDA kernel's body, run here with one thread */
 
 /* ---- float64 reference (SPEC 10.3 written out) -------------------------- */
 
@@ -1019,6 +1020,51 @@ START_TEST(t_engine_errors)
 }
 END_TEST
 
+/* The fused CUDA ssada (angio_fused.cuh: shared-memory Stockham FFT, two
+ * repeats packed into one complex transform) run on the host with one
+ * thread, against the float64 reference: its index arithmetic is checked
+ * here without a GPU (odd and even log2 M, odd and even R). */
+START_TEST(t_fused_host)
+{
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const ref_case *c = &cases[ci];
+        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1;
+        const size_t img = (size_t)N * D;
+        float *x = random_spectra(c, 300 + ci);
+        double *ref[OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * R * img);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            ref[m] = malloc(sizeof(double) * img);
+        ref_all(c, x, ref, A);
+        float *g = malloc(sizeof(float) * (size_t)c->K * M);
+        oct_angio_band_gains(g, M, c->K, (float)c->width);
+        af_c *tw = malloc(sizeof(af_c) * M);
+        af_twiddles(tw, M);
+        float *sh = malloc(sizeof(float) * af_shared_floats(M, R));
+        float *got = malloc(sizeof(float) * img);
+        uint32_t logM = 0;
+        while ((1u << logM) < M)
+            logM++;
+        for (uint32_t n = 0; n < N; n++)
+            af_ssada_row(x + (size_t)n * M, (size_t)N * M, g, tw, M, logM, R, c->K, c->F,
+                         got + (size_t)n * D, 1, sh, 0, 1);
+        char what[96], msg[512];
+        snprintf(what, sizeof what, "fused ssada (host) M=%u R=%u K=%d F=%u", M, R, c->K, c->F);
+        uint32_t shape[2] = {N, D};
+        ck_assert_msg(tu_check_f32(what, got, ref[OCT_ANGIO_M_SSADA], img, 2, shape, TU_TOL_FP32,
+                                   msg, sizeof msg),
+                      "%s", msg);
+        free(got);
+        free(sh);
+        free(tw);
+        free(g);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            free(ref[m]);
+        free(A);
+        free(x);
+    }
+}
+END_TEST
+
 /* ---- CUDA ------------------------------------------------------------------------ */
 
 static char g_skip[600];
@@ -1048,11 +1094,13 @@ START_TEST(t_cuda)
         cfg.bands = c->K;
         cfg.band_width = (float)c->width;
         /* variant 0: one chunk; 1: chunks of 2 groups (a short last chunk with
-         * its own plans); 2: the same with the legacy kernels */
-        for (int vl = 0; vl < 6; vl++) {
+         * its own plans); 2, 3: the same with the legacy, the fused kernels */
+        for (int vl = 0; vl < 8; vl++) {
             const int layout = vl & 1, variant = vl >> 1;
             cfg.cuda_chunk = variant ? 2 * R * N : 0;
-            cfg.cuda_legacy = variant == 2;
+            cfg.cuda_path = variant == 2   ? OCT_ANGIO_CUDA_LEGACY
+                            : variant == 3 ? OCT_ANGIO_CUDA_FUSED
+                                           : OCT_ANGIO_CUDA_BANDS;
             oct_angio_out o = {{0}, layout ? 1 : D, layout ? N : 1};
             for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
                 o.img[m] = malloc(sizeof(float) * G * img);
@@ -1118,14 +1166,16 @@ START_TEST(t_cuda_engine)
         p.slab_start = d0, p.slab_end = d1;
         size_t bytes;
         void *frame = tu_frame_random(&su.geom, 700 + ci, &bytes);
-        oct_products *out[3];
+        oct_products *out[4];
         oct_error e = {{0}};
         /* 0: cpu; 1: cuda, chunks of 2 groups (the engine's transform d_X
-         * at chunk offsets, a short last chunk); 2: cuda legacy kernels */
-        for (int b = 0; b < 3; b++) {
+         * at chunk offsets, a short last chunk); 2: cuda legacy kernels;
+         * 3: cuda fused kernels */
+        for (int b = 0; b < 4; b++) {
             su.backend = b ? OCT_BACKEND_CUDA : OCT_BACKEND_CPU;
             su.cuda.angio_chunk = b == 1 ? 2 * R * N : 0;
-            su.cuda.angio_legacy = b == 2;
+            su.cuda.angio_path = b == 2 ? OCT_ANGIO_CUDA_LEGACY
+                                 : b == 3 ? OCT_ANGIO_CUDA_FUSED : OCT_ANGIO_CUDA_BANDS;
             oct_engine *eng;
             ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
             out[b] = oct_products_create();
@@ -1142,6 +1192,7 @@ START_TEST(t_cuda_engine)
         check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cpu engine");
         check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine");
         check_engine_angio(out[2], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine (legacy)");
+        check_engine_angio(out[3], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine (fused)");
         free(x);
         for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++) {
             const int m = k <= OCT_KIND_ANGIO_LAST ? k - OCT_KIND_ANGIO_FIRST
@@ -1158,7 +1209,7 @@ START_TEST(t_cuda_engine)
                                              sizeof msg),
                           "%s", msg);
         }
-        for (int b = 0; b < 3; b++)
+        for (int b = 0; b < 4; b++)
             oct_products_destroy(out[b]);
         free(frame);
     }
@@ -1187,6 +1238,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, t_reference, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, t_hand_values);
+    tcase_add_test(tc, t_fused_host);
     tcase_add_test(tc, t_cutoff_rows);
     tcase_add_test(tc, t_errors);
     tcase_add_test(tc, t_align_integer);

@@ -27,7 +27,7 @@ typedef struct octbench_opts {
     const char *zero_copy;  /* --zero-copy auto|on|off: octd.ini [ring] zero_copy (NULL = auto) */
     const char *hostile;    /* --hostile S:C[,S:C...]: stalled:churning subscribers (issue 21) */
     /* CUDA tuning of the engine workloads (oct_setup.cuda): --gemm,
-     * --gemm-chunk-mb, --cuda-parts, --cuda-parts-ext, --c2r-batch, --angio-legacy,
+     * --gemm-chunk-mb, --cuda-parts, --cuda-parts-ext, --c2r-batch, --angio-path,
      * --angio-chunk */
     oct_cuda_tuning cuda;
     const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine

@@ -173,7 +173,7 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
     oct_angio_config c;
     oct_angio_config_default(&c, M, N, R);
     c.metrics = metrics;
-    c.cuda_legacy = o->cuda.angio_legacy != 0;
+    c.cuda_path = (uint32_t)o->cuda.angio_path;
     c.cuda_chunk = (uint32_t)o->cuda.angio_chunk;
     const uint32_t D = M / 2 + 1;
     const size_t img = (size_t)N * D;
@@ -197,8 +197,9 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
             best = ms < best ? ms : best;
     }
     printf("%-14s cuda %u groups of %ux%ux%u %-18s device %8.3f ms (best of %d; CFD from x~ "
-           "included%s) %.2f M A-scans/s\n",
-           name, G, R, N, M, metrics_text(metrics), best, reps, c.cuda_legacy ? "; legacy" : "",
+           "included; %s) %.2f M A-scans/s\n",
+           name, G, R, N, M, metrics_text(metrics), best, reps,
+           c.cuda_path == OCT_ANGIO_CUDA_FUSED ? "fused" : c.cuda_path ? "legacy" : "bands",
            (double)G * R * N / (best * 1e3));
     if (json)
         fprintf(json,

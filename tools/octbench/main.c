@@ -84,7 +84,9 @@ static void usage(FILE *f)
             "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
             "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
-            "  --angio-legacy           angiography with the round-5 kernels (A/B timing)\n"
+            "  --angio-path bands|legacy|fused  angiography's ssada kernels: cuFFT of the\n"
+            "                           band spectra (default), the round-5 kernels, or one\n"
+            "                           block per position with a shared-memory FFT\n"
             "  --angio-chunk N          angiography chunk in spectra (whole groups; 0 = ~32 k)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
@@ -97,7 +99,7 @@ int main(int argc, char **argv)
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT,
-           O_ANGIO_LEGACY, O_ANGIO_CHUNK };
+           O_ANGIO_PATH, O_ANGIO_CHUNK };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -115,7 +117,7 @@ int main(int argc, char **argv)
         {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
         {"devices", required_argument, 0, O_DEVICES},
-        {"angio-legacy", no_argument, 0, O_ANGIO_LEGACY},
+        {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
@@ -150,8 +152,18 @@ int main(int argc, char **argv)
         case O_PARTS_EXT:
             o.cuda.parts_ext = 1;
             break;
-        case O_ANGIO_LEGACY:
-            o.cuda.angio_legacy = 1;
+        case O_ANGIO_PATH:
+            if (!strcmp(optarg, "bands"))
+                o.cuda.angio_path = 0;
+            else if (!strcmp(optarg, "legacy"))
+                o.cuda.angio_path = 1;
+            else if (!strcmp(optarg, "fused"))
+                o.cuda.angio_path = 2;
+            else {
+                fprintf(stderr, "octbench: --angio-path %s: must be bands, legacy or fused\n",
+                        optarg);
+                return OCT_EX_USAGE;
+            }
             break;
         case O_ANGIO_CHUNK: {
             long long v = strtoll(optarg, &end, 10);
