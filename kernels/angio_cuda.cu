@@ -372,12 +372,10 @@ static oct_err create_inner(oct_angio_cuda *a, size_t max_spectra, oct_error *e)
         free(tw);
         ACU(r, "twiddles");
     }
-    /* the full chunk's plans now (plan once); the last chunk's on first use */
+    /* the full chunk's band plan now; the CFD plan (not needed when the
+     * engine passes its transform) and the last chunk's plans on first use */
     cufftHandle h;
-    oct_err err = plan_get(a, a->cfd, true, (int)S, &h, e);
-    if (!err && bands)
-        err = plan_get(a, a->bands, true, (int)((size_t)K * S), &h, e);
-    return err;
+    return bands ? plan_get(a, a->bands, true, (int)((size_t)K * S), &h, e) : OCT_OK;
 }
 
 extern "C" oct_err oct_angio_cuda_create(oct_angio_cuda **out, const oct_angio_config *c,
