@@ -14,9 +14,10 @@
  * log2 M is odd), ping-pong between two buffers, twiddles tw[t] =
  * exp(-2 pi i t / M) from a table computed in double.
  *
- * Written as a function of (thread, threads) with SYNC() between phases, so
- * that the same code runs on the host with one thread (the index arithmetic
- * is checked there against the float64 reference: test_angio t_fused_host).
+ * Written as a function of (thread, threads) with AF_SYNC() between phases,
+ * so that the same code runs on the host: test_angio t_fused_host checks it
+ * against the float64 reference with one thread and with a pthread "block"
+ * whose AF_SYNC is a barrier (a missing barrier shows as wrong pixels).
  */
 #ifndef OCT_ANGIO_FUSED_CUH
 #define OCT_ANGIO_FUSED_CUH
@@ -33,9 +34,11 @@
 #else
 #define AF_SYNC() ((void)0)
 #endif
-#else /* C or C++ on the host: one thread */
+#else /* C or C++ on the host: one thread, or a test's barrier */
 #define AF_HD static inline
+#ifndef AF_SYNC
 #define AF_SYNC() ((void)0)
+#endif
 #endif
 
 #ifdef __CUDACC__

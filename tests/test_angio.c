@@ -25,7 +25,12 @@
 #include "oct_ipc.h"
 #include "lib/testutil.h"
 #include "../tools/octsim/flow.h"
-#include "angio_fused.cuh" /* the fused CUDA kernel's body, run here with one thread */
+/* the fused CUDA kernel's body, run here by pthreads with a barrier for
+ * __syncthreads (one thread: a barrier of one) */
+#include <pthread.h>
+static pthread_barrier_t af_barrier;
+#define AF_SYNC() pthread_barrier_wait(&af_barrier)
+#include "angio_fused.cuh"
 
 /* ---- float64 reference (SPEC 10.3 written out) -------------------------- */
 
@@ -1020,10 +1025,33 @@ START_TEST(t_engine_errors)
 }
 END_TEST
 
+/* One "thread block" of the fused kernel on the host: T pthreads over the
+ * N positions of a group, a barrier between positions (block boundary). */
+typedef struct fused_block {
+    const float *x, *g;
+    const af_c *tw;
+    uint32_t M, logM, N, R, F, T, tid;
+    int K;
+    float *sh, *out;
+} fused_block;
+
+static void *fused_thread(void *arg)
+{
+    const fused_block *b = arg;
+    const uint32_t D = b->M / 2 + 1;
+    for (uint32_t n = 0; n < b->N; n++) {
+        af_ssada_row(b->x + (size_t)n * b->M, (size_t)b->N * b->M, b->g, b->tw, b->M, b->logM,
+                     b->R, b->K, b->F, b->out + (size_t)n * D, 1, b->sh, b->tid, b->T);
+        pthread_barrier_wait(&af_barrier);
+    }
+    return NULL;
+}
+
 /* The fused CUDA ssada (angio_fused.cuh: shared-memory Stockham FFT, two
- * repeats packed into one complex transform) run on the host with one
- * thread, against the float64 reference: its index arithmetic is checked
- * here without a GPU (odd and even log2 M, odd and even R). */
+ * repeats packed into one complex transform) run on the host, one thread
+ * and a block of the kernel's thread count (at most 64 here), against the
+ * float64 reference: its index arithmetic and barriers are checked here
+ * without a GPU (odd and even log2 M, odd and even R). */
 START_TEST(t_fused_host)
 {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
@@ -1044,15 +1072,27 @@ START_TEST(t_fused_host)
         uint32_t logM = 0;
         while ((1u << logM) < M)
             logM++;
-        for (uint32_t n = 0; n < N; n++)
-            af_ssada_row(x + (size_t)n * M, (size_t)N * M, g, tw, M, logM, R, c->K, c->F,
-                         got + (size_t)n * D, 1, sh, 0, 1);
-        char what[96], msg[512];
-        snprintf(what, sizeof what, "fused ssada (host) M=%u R=%u K=%d F=%u", M, R, c->K, c->F);
-        uint32_t shape[2] = {N, D};
-        ck_assert_msg(tu_check_f32(what, got, ref[OCT_ANGIO_M_SSADA], img, 2, shape, TU_TOL_FP32,
-                                   msg, sizeof msg),
-                      "%s", msg);
+        for (int run = 0; run < 2; run++) {
+            const uint32_t T = run ? (af_threads(M) < 64 ? af_threads(M) : 64) : 1;
+            pthread_t th[64];
+            fused_block b[64];
+            memset(got, 0, sizeof(float) * img);
+            ck_assert_int_eq(pthread_barrier_init(&af_barrier, NULL, T), 0);
+            for (uint32_t t = 0; t < T; t++) {
+                b[t] = (fused_block){x, g, tw, M, logM, N, R, c->F, T, t, c->K, sh, got};
+                ck_assert_int_eq(pthread_create(&th[t], NULL, fused_thread, &b[t]), 0);
+            }
+            for (uint32_t t = 0; t < T; t++)
+                pthread_join(th[t], NULL);
+            pthread_barrier_destroy(&af_barrier);
+            char what[96], msg[512];
+            snprintf(what, sizeof what, "fused ssada (host, %u threads) M=%u R=%u K=%d F=%u", T, M,
+                     R, c->K, c->F);
+            uint32_t shape[2] = {N, D};
+            ck_assert_msg(tu_check_f32(what, got, ref[OCT_ANGIO_M_SSADA], img, 2, shape,
+                                       TU_TOL_FP32, msg, sizeof msg),
+                          "%s", msg);
+        }
         free(got);
         free(sh);
         free(tw);
