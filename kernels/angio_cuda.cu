@@ -359,8 +359,9 @@ static oct_err create_inner(oct_angio_cuda *a, size_t max_spectra, oct_error *e)
                                  "memory per block for M = %u, R = %u; the device has %d: use "
                                  "the bands path",
                                  a->fused_shared, M, c->repeats, optin);
-        ACU(cudaFuncSetAttribute(k_ssada_fused, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)a->fused_shared),
+        /* the device's limit, not this plan's need: another plan (another
+         * engine, other sizes) may need more than this one */
+        ACU(cudaFuncSetAttribute(k_ssada_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
             "fused kernel shared memory");
         float2 *tw = (float2 *)malloc(sizeof(float2) * M);
         if (!tw)
