@@ -79,6 +79,10 @@ oct_err oct_angio_config_check(const oct_angio_config *c, oct_error *e)
         return oct_error_set(e, OCT_EINVAL,
                              "angio.align = %u: must be 0 (off), 1 (axial) or 2 (axial+lateral)",
                              c->align);
+    if (c->cuda_path > OCT_ANGIO_CUDA_FUSED)
+        return oct_error_set(e, OCT_EINVAL,
+                             "cuda.angio_path = %u: must be 0 (bands), 1 (legacy) or 2 (fused)",
+                             c->cuda_path);
     if (c->threads < 0)
         return oct_error_set(e, OCT_EINVAL, "threads = %d: must be >= 0", c->threads);
     return OCT_OK;
@@ -665,6 +669,11 @@ void oct_angio_cuda_destroy(oct_angio_cuda *a)
 }
 oct_err oct_angio_cuda_run(oct_angio_cuda *a, const float *dA, const float *dxt, uint32_t groups,
                            const oct_angio_dout *o, oct_error *e)
+{
+    return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
+}
+oct_err oct_angio_cuda_run_x(oct_angio_cuda *a, const void *dX, const float *dxt,
+                             uint32_t groups, const oct_angio_dout *o, oct_error *e)
 {
     return oct_error_set(e, OCT_EUNSUPPORTED, "angio: CUDA is not built in");
 }

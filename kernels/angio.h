@@ -50,6 +50,19 @@ enum oct_angio_metric {
 #define OCT_ANGIO_REPEATS_MAX 64u /* R: geometry.repeats */
 #define OCT_ANGIO_BANDS_MAX 16    /* K: angio.bands */
 enum oct_angio_align { OCT_ANGIO_ALIGN_OFF = 0, OCT_ANGIO_ALIGN_AXIAL = 1, OCT_ANGIO_ALIGN_LATERAL = 2 };
+/* How the CUDA ssada runs (angio_cuda.cu):
+ *  BANDS   a kernel writes the K band spectra, one batched cuFFT R2C, a
+ *          kernel takes magnitudes and pair terms (the default)
+ *  LEGACY  the round-5 kernels (a band kernel per band, the CFD magnitudes
+ *          recomputed from x~): A/B timing only
+ *  FUSED   one block per position: its R spectra into shared memory, the K
+ *          band transforms there (angio_fused.cuh), only ssada written out;
+ *          needs af_shared_floats(M, R) floats of shared memory per block */
+enum oct_angio_cuda_path {
+    OCT_ANGIO_CUDA_BANDS = 0,
+    OCT_ANGIO_CUDA_LEGACY = 1,
+    OCT_ANGIO_CUDA_FUSED = 2
+};
 
 /* "struct", "median", "sv", "decor", "ssada"; NULL when out of range. */
 const char *oct_angio_metric_name(int metric);
@@ -65,10 +78,13 @@ typedef struct oct_angio_config {
     uint32_t align;       /* enum oct_angio_align */
     int threads;          /* OpenMP threads; 0 = all */
     bool quick_plan;      /* FFTW_ESTIMATE instead of FFTW_MEASURE */
+    /* CUDA only (the CPU ignores them) */
+    uint32_t cuda_chunk;  /* spectra per chunk, 0 = the create call's max_spectra */
+    uint32_t cuda_path;   /* enum oct_angio_cuda_path */
 } oct_angio_config;
 
 /* M, N, R from the arguments; F 0, all metrics, K 4, width 1, align off,
- * threads 0, quick plan. */
+ * threads 0, quick plan, CUDA chunk 0, CUDA path bands. */
 void oct_angio_config_default(oct_angio_config *c, uint32_t samples, uint32_t ascans,
                               uint32_t repeats);
 /* Checks every field; the message names the operator's key
@@ -120,10 +136,11 @@ void oct_angio_times_get(const oct_angio *a, oct_angio_times *t);
 /* ---- CUDA (angio_cuda.cu; OCT_EUNSUPPORTED when not built) ----
  * The same metrics on device arrays: dA [G][R][N][D] CFD magnitudes, dxt
  * [G][R][N][M] pre-processed spectra, G groups at once; outputs as above
- * per group plus stride_g between groups.  One batched cuFFT (chunked to
- * `max_spectra` spectra) does the K bands.  With c->align, the repeats (and
- * the band images) are aligned as on the CPU (angio_align_cuda.cu).
- * `stream` is a cudaStream_t. */
+ * per group plus stride_g between groups.  Work goes in chunks of whole
+ * groups of up to `max_spectra` spectra (c->cuda_chunk if set; fewer when
+ * the chunk's buffers would pass 2 GiB); one batched cuFFT per chunk does
+ * the K bands.  With c->align, the repeats (and the band images) are
+ * aligned as on the CPU (angio_align_cuda.cu).  `stream` is a cudaStream_t. */
 typedef struct oct_angio_cuda oct_angio_cuda;
 typedef struct oct_angio_dout {
     float *img[OCT_ANGIO_M_COUNT]; /* device pointers */
@@ -134,6 +151,12 @@ oct_err oct_angio_cuda_create(oct_angio_cuda **out, const oct_angio_config *c, v
 void oct_angio_cuda_destroy(oct_angio_cuda *a);
 oct_err oct_angio_cuda_run(oct_angio_cuda *a, const float *dA, const float *dxt, uint32_t groups,
                            const oct_angio_dout *o, oct_error *e);
+/* The same with the CFD transform instead of magnitudes: dX [G][R][N][D]
+ * complex (interleaved float pairs, cuFFT's unnormalised R2C of dxt, e.g.
+ * the engine's own), so the CFD is not computed twice; |X| is taken in the
+ * metrics kernel (0 for d < F).  dX may be NULL (computed here from dxt). */
+oct_err oct_angio_cuda_run_x(oct_angio_cuda *a, const void *dX, const float *dxt,
+                             uint32_t groups, const oct_angio_dout *o, oct_error *e);
 /* Test/benchmark convenience: host arrays in and out (copies through the
  * device; A may be NULL: computed on the device from xt), synchronous;
  * *device_ms gets the device time of the metrics alone (events), if non-NULL. */

@@ -465,9 +465,11 @@ __global__ void angio_slab_kernel(const float *__restrict__ img, long long st_g,
 }
 
 /* Angiography (SPEC 10.3) of the frame on the compute stream, once x~ of
- * every spectrum is in d_x (or d_xk with k-linearisation): the GROUP rows
- * of the CFD layout, through angio_cuda.cu (its own R2C of x~ for the CFD
- * magnitudes, one batched R2C for the K bands), then their gray levels. */
+ * every spectrum is in d_x (or d_xk with k-linearisation) and the CFD's
+ * R2C of it in d_X (joined from the CFD stream; angio with dispersion is
+ * refused in engine.c): the GROUP rows of the CFD layout, through
+ * angio_cuda.cu (|d_X| for the CFD magnitudes, one batched R2C for the K
+ * bands), then their gray levels. */
 oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
                   oct_error *e)
 {
@@ -486,6 +488,8 @@ oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     cf.bands = p->angio_bands;
     cf.band_width = p->angio_band_width;
     cf.align = p->angio_align;
+    cf.cuda_path = (uint32_t)eng->setup.cuda.angio_path;
+    cf.cuda_chunk = (uint32_t)std::min<int64_t>(std::max<int64_t>(eng->setup.cuda.angio_chunk, 0), UINT32_MAX);
     if (!s->ang || memcmp(&cf, &s->ang_cfg, sizeof cf)) {
         oct_angio_cuda_destroy(s->ang);
         s->ang = NULL;
@@ -504,7 +508,8 @@ oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     }
     const float *xt = s->klin_T > 0 ? s->d_xk : s->d_x;
     const uint32_t G = (uint32_t)(s->L / R);
-    TRY(oct_angio_cuda_run(s->ang, NULL, xt, G, &o, e));
+    /* d_X is the R2C of xt with rows of K = M/2+1 = D (no dispersion here) */
+    TRY(oct_angio_cuda_run_x(s->ang, s->disp_on ? NULL : s->d_X, xt, G, &o, e));
     /* en-face angiograms: the slab of each metric image (before the gray levels) */
     for (uint32_t i = 0; i < pm->nlayout; i++) {
         const oct_layout *r = &pm->layout[i];

@@ -663,6 +663,12 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
                              "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,
                              ct->gemm_chunk_mb);
+    if (ct->angio_path < 0 || ct->angio_path > 2 || ct->angio_chunk < 0 ||
+        ct->angio_chunk > (int64_t)UINT32_MAX)
+        return oct_error_set(e, OCT_EINVAL, "cuda.angio_path = %d, cuda.angio_chunk = %lld: the "
+                             "path must be 0 (bands), 1 (legacy) or 2 (fused), the chunk in "
+                             "[0, %u] spectra",
+                             ct->angio_path, (long long)ct->angio_chunk, UINT32_MAX);
     if (R && (err = check_finite(setup->masks, R, M, "mask", e)))
         return err;
     if (setup->reference && (err = check_finite(setup->reference, 1, M, "reference", e)))

@@ -249,6 +249,11 @@ typedef struct oct_cuda_tuning {
     int sink;
     /* issue 19: MSI GEMM algorithm, enum oct_cuda_gemm_algo (0 = auto) */
     int gemm_algo;
+    /* angiography's ssada kernels, enum oct_angio_cuda_path (angio.h): 0 =
+     * bands (cuFFT), 1 = legacy (round 5, A/B only), 2 = fused (shared-memory
+     * FFT per position) */
+    int angio_path;
+    int64_t angio_chunk;   /* angiography chunk in spectra (whole groups): 0 = ~32 k */
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block

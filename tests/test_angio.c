@@ -28,6 +28,12 @@
 #include "oct_ipc.h"
 #include "lib/testutil.h"
 #include "../tools/octsim/flow.h"
+/* the fused CUDA kernel's body, run here by pthreads with a barrier for
+ * __syncthreads (one thread: a barrier of one) */
+#include <pthread.h>
+static pthread_barrier_t af_barrier;
+#define AF_SYNC() pthread_barrier_wait(&af_barrier)
+#include "angio_fused.cuh"
 
 /* ---- float64 reference (SPEC 10.3 written out) -------------------------- */
 
@@ -1187,6 +1193,86 @@ START_TEST(t_engine_errors)
 }
 END_TEST
 
+/* One "thread block" of the fused kernel on the host: T pthreads over the
+ * N positions of a group, a barrier between positions (block boundary). */
+typedef struct fused_block {
+    const float *x, *g;
+    const af_c *tw;
+    uint32_t M, logM, N, R, F, T, tid;
+    int K;
+    float *sh, *out;
+} fused_block;
+
+static void *fused_thread(void *arg)
+{
+    const fused_block *b = arg;
+    const uint32_t D = b->M / 2 + 1;
+    for (uint32_t n = 0; n < b->N; n++) {
+        af_ssada_row(b->x + (size_t)n * b->M, (size_t)b->N * b->M, b->g, b->tw, b->M, b->logM,
+                     b->R, b->K, b->F, b->out + (size_t)n * D, 1, b->sh, b->tid, b->T);
+        pthread_barrier_wait(&af_barrier);
+    }
+    return NULL;
+}
+
+/* The fused CUDA ssada (angio_fused.cuh: shared-memory Stockham FFT, two
+ * repeats packed into one complex transform) run on the host, one thread
+ * and a block of the kernel's thread count (at most 64 here), against the
+ * float64 reference: its index arithmetic and barriers are checked here
+ * without a GPU (odd and even log2 M, odd and even R). */
+START_TEST(t_fused_host)
+{
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const ref_case *c = &cases[ci];
+        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1;
+        const size_t img = (size_t)N * D;
+        float *x = random_spectra(c, 300 + ci);
+        double *ref[OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * R * img);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            ref[m] = malloc(sizeof(double) * img);
+        ref_all(c, x, ref, A);
+        float *g = malloc(sizeof(float) * (size_t)c->K * M);
+        oct_angio_band_gains(g, M, c->K, (float)c->width);
+        af_c *tw = malloc(sizeof(af_c) * M);
+        af_twiddles(tw, M);
+        float *sh = malloc(sizeof(float) * af_shared_floats(M, R));
+        float *got = malloc(sizeof(float) * img);
+        uint32_t logM = 0;
+        while ((1u << logM) < M)
+            logM++;
+        for (int run = 0; run < 2; run++) {
+            const uint32_t T = run ? (af_threads(M) < 64 ? af_threads(M) : 64) : 1;
+            pthread_t th[64];
+            fused_block b[64];
+            memset(got, 0, sizeof(float) * img);
+            ck_assert_int_eq(pthread_barrier_init(&af_barrier, NULL, T), 0);
+            for (uint32_t t = 0; t < T; t++) {
+                b[t] = (fused_block){x, g, tw, M, logM, N, R, c->F, T, t, c->K, sh, got};
+                ck_assert_int_eq(pthread_create(&th[t], NULL, fused_thread, &b[t]), 0);
+            }
+            for (uint32_t t = 0; t < T; t++)
+                pthread_join(th[t], NULL);
+            pthread_barrier_destroy(&af_barrier);
+            char what[96], msg[512];
+            snprintf(what, sizeof what, "fused ssada (host, %u threads) M=%u R=%u K=%d F=%u", T, M,
+                     R, c->K, c->F);
+            uint32_t shape[2] = {N, D};
+            ck_assert_msg(tu_check_f32(what, got, ref[OCT_ANGIO_M_SSADA], img, 2, shape,
+                                       TU_TOL_FP32, msg, sizeof msg),
+                          "%s", msg);
+        }
+        free(got);
+        free(sh);
+        free(tw);
+        free(g);
+        for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
+            free(ref[m]);
+        free(A);
+        free(x);
+    }
+}
+END_TEST
+
 /* ---- CUDA ------------------------------------------------------------------------ */
 
 static char g_skip[600];
@@ -1195,7 +1281,7 @@ START_TEST(t_cuda)
 {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         const ref_case *c = &cases[ci];
-        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1, G = 2;
+        const uint32_t M = c->M, N = c->N, R = c->R, D = M / 2 + 1, G = 3;
         const size_t img = (size_t)N * D;
         float *x = malloc(sizeof(float) * G * R * N * M);
         double *ref[G][OCT_ANGIO_M_COUNT], *A = malloc(sizeof(double) * G * R * img);
@@ -1215,7 +1301,14 @@ START_TEST(t_cuda)
         cfg.freq_cutoff = (int32_t)c->F;
         cfg.bands = c->K;
         cfg.band_width = (float)c->width;
-        for (int layout = 0; layout < 2; layout++) {
+        /* variant 0: one chunk; 1: chunks of 2 groups (a short last chunk with
+         * its own plans); 2, 3: the same with the legacy, the fused kernels */
+        for (int vl = 0; vl < 8; vl++) {
+            const int layout = vl & 1, variant = vl >> 1;
+            cfg.cuda_chunk = variant ? 2 * R * N : 0;
+            cfg.cuda_path = variant == 2   ? OCT_ANGIO_CUDA_LEGACY
+                            : variant == 3 ? OCT_ANGIO_CUDA_FUSED
+                                           : OCT_ANGIO_CUDA_BANDS;
             oct_angio_out o = {{0}, layout ? 1 : D, layout ? N : 1};
             for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
                 o.img[m] = malloc(sizeof(float) * G * img);
@@ -1232,8 +1325,9 @@ START_TEST(t_cuda)
                             got[(size_t)n * D + d] =
                                 o.img[m][g * img + n * o.stride_n + d * o.stride_d];
                     char what[96], msg[512];
-                    snprintf(what, sizeof what, "cuda %s M=%u R=%u K=%d group %u layout %d",
-                             oct_angio_metric_name(m), M, R, c->K, g, layout);
+                    snprintf(what, sizeof what,
+                             "cuda %s M=%u R=%u K=%d group %u layout %d variant %d",
+                             oct_angio_metric_name(m), M, R, c->K, g, layout, variant);
                     uint32_t shape[2] = {N, D};
                     ck_assert_msg(tu_check_f32(what, got, ref[g][m], img, 2, shape, TU_TOL_FP32,
                                                msg, sizeof msg),
@@ -1280,10 +1374,16 @@ START_TEST(t_cuda_engine)
         p.slab_start = d0, p.slab_end = d1;
         size_t bytes;
         void *frame = tu_frame_random(&su.geom, 700 + ci, &bytes);
-        oct_products *out[2];
+        oct_products *out[4];
         oct_error e = {{0}};
-        for (int b = 0; b < 2; b++) {
+        /* 0: cpu; 1: cuda, chunks of 2 groups (the engine's transform d_X
+         * at chunk offsets, a short last chunk); 2: cuda legacy kernels;
+         * 3: cuda fused kernels */
+        for (int b = 0; b < 4; b++) {
             su.backend = b ? OCT_BACKEND_CUDA : OCT_BACKEND_CPU;
+            su.cuda.angio_chunk = b == 1 ? 2 * R * N : 0;
+            su.cuda.angio_path = b == 2 ? OCT_ANGIO_CUDA_LEGACY
+                                 : b == 3 ? OCT_ANGIO_CUDA_FUSED : OCT_ANGIO_CUDA_BANDS;
             oct_engine *eng;
             ck_assert_msg(oct_engine_create(&eng, &su, &p, &e) == OCT_OK, "%s", e.msg);
             out[b] = oct_products_create();
@@ -1293,6 +1393,8 @@ START_TEST(t_cuda_engine)
         float *x = ref_preprocess(frame, &su.geom, true);
         check_engine_angio(out[0], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cpu engine");
         check_engine_angio(out[1], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine");
+        check_engine_angio(out[2], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine (legacy)");
+        check_engine_angio(out[3], x, M, N, R, G, 3, 3, 1.3, d0, d1, "cuda engine (fused)");
         free(x);
         for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++) {
             const int m = k <= OCT_KIND_ANGIO_LAST ? k - OCT_KIND_ANGIO_FIRST
@@ -1309,8 +1411,8 @@ START_TEST(t_cuda_engine)
                                              sizeof msg),
                           "%s", msg);
         }
-        oct_products_destroy(out[0]);
-        oct_products_destroy(out[1]);
+        for (int b = 0; b < 4; b++)
+            oct_products_destroy(out[b]);
         free(frame);
     }
 }
@@ -1486,6 +1588,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, t_reference, 0, (int)(sizeof cases / sizeof cases[0]));
     tcase_add_test(tc, t_hand_values);
+    tcase_add_test(tc, t_fused_host);
     tcase_add_test(tc, t_cutoff_rows);
     tcase_add_test(tc, t_errors);
     tcase_add_test(tc, t_align_integer);

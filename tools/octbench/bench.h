@@ -31,7 +31,7 @@ typedef struct octbench_opts {
     const char *hostile;    /* --hostile S:C[,S:C...]: stalled:churning subscribers (issue 21) */
     /* CUDA tuning of the engine workloads (oct_setup.cuda): --gemm,
      * --gemm-chunk-mb, --cuda-parts, --cuda-parts-ext, --c2r-batch,
-     * --cuda-sink, --gemm-algo */
+     * --cuda-sink, --gemm-algo, --angio-path, --angio-chunk */
     oct_cuda_tuning cuda;
     const char *devices;    /* --devices LIST: octd.ini [engine] devices, run after a one-engine
                              * baseline of the same workload (issue 20); NULL = one engine */

@@ -174,6 +174,8 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
     oct_angio_config c;
     oct_angio_config_default(&c, M, N, R);
     c.metrics = metrics;
+    c.cuda_path = (uint32_t)o->cuda.angio_path;
+    c.cuda_chunk = (uint32_t)o->cuda.angio_chunk;
     const uint32_t D = M / 2 + 1;
     const size_t img = (size_t)N * D;
     oct_angio_out out = {{0}, D, 1};
@@ -196,8 +198,10 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
             best = ms < best ? ms : best;
     }
     printf("%-14s cuda %u groups of %ux%ux%u %-18s device %8.3f ms (best of %d; CFD from x~ "
-           "included) %.2f M A-scans/s\n",
-           name, G, R, N, M, metrics_text(metrics), best, reps, (double)G * R * N / (best * 1e3));
+           "included; %s) %.2f M A-scans/s\n",
+           name, G, R, N, M, metrics_text(metrics), best, reps,
+           c.cuda_path == OCT_ANGIO_CUDA_FUSED ? "fused" : c.cuda_path ? "legacy" : "bands",
+           (double)G * R * N / (best * 1e3));
     if (json)
         fprintf(json,
                 "{\"part\":\"angio\",\"workload\":\"%s\",\"backend\":\"cuda\",\"samples\":%u,"
@@ -266,6 +270,7 @@ static int engine_group(const octbench_opts *o, FILE *json, const char *name, ui
     su.geom = (oct_geometry){M, N, R * G, OCT_SAMPLE_U16, 0};
     su.backend = o->backend;
     su.threads = o->threads;
+    su.cuda = o->cuda;
     su.repeats = R;
     su.flags = o->quick ? OCT_SETUP_QUICK_PLAN : 0;
     const size_t bytes = (size_t)M * N * R * G * 2;

@@ -96,6 +96,10 @@ static void usage(FILE *f)
             "                           one warp per spectrum (before issue 19; A/B runs)\n"
             "  --gemm-algo auto|default MSI GEMM: cublasLt, fastest candidate timed once per\n"
             "                           shape (default), or cublasGemmEx's default algorithm\n"
+            "  --angio-path bands|legacy|fused  angiography's ssada kernels: cuFFT of the\n"
+            "                           band spectra (default), the round-5 kernels, or one\n"
+            "                           block per position with a shared-memory FFT\n"
+            "  --angio-chunk N          angiography chunk in spectra (whole groups; 0 = ~32 k)\n"
             "  --help                   this text\n"
             OCT_DOCS_HINT);
 }
@@ -107,7 +111,7 @@ int main(int argc, char **argv)
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
-           O_RUNS, O_ENGINE_KEYS };
+           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -129,6 +133,8 @@ int main(int argc, char **argv)
         {"devices", required_argument, 0, O_DEVICES},
         {"runs", required_argument, 0, O_RUNS},
         {"engine-keys", required_argument, 0, O_ENGINE_KEYS},
+        {"angio-path", required_argument, 0, O_ANGIO_PATH},
+        {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
     static const oct_cli_rename renames[] = {{"rate", "frame-rate"}, {NULL, NULL}};
     int c = oct_cli_start("octbench", argc, argv, renames);
@@ -182,6 +188,29 @@ int main(int argc, char **argv)
         case O_PARTS_EXT:
             o.cuda.parts_ext = 1;
             break;
+        case O_ANGIO_PATH:
+            if (!strcmp(optarg, "bands"))
+                o.cuda.angio_path = 0;
+            else if (!strcmp(optarg, "legacy"))
+                o.cuda.angio_path = 1;
+            else if (!strcmp(optarg, "fused"))
+                o.cuda.angio_path = 2;
+            else {
+                fprintf(stderr, "octbench: --angio-path %s: must be bands, legacy or fused\n",
+                        optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_ANGIO_CHUNK: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > UINT32_MAX) {
+                fprintf(stderr, "octbench: --angio-chunk %s: must be a count of spectra (0 = "
+                        "default)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.cuda.angio_chunk = v;
+            break;
+        }
         case O_PARTS:
         case O_C2R: {
             long long v = strtoll(optarg, &end, 10);
