@@ -12,7 +12,9 @@
  * (a "profile" [N]), in x only: the same sums in the same order.
  */
 #include <math.h>
+#include <omp.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,7 +280,10 @@ struct oct_register_planes {
     uint32_t volumes;
     float *prof;                /* [L][q + 1][N]: en-face profiles, then the slab's */
     const float **ptr;          /* [q + 1][L]: profile of line l at plane k, or NULL */
-    bool *slab_in;              /* [L]: the whole slab, shifted by dz, inside the line */
+    int32_t *da, *db;           /* [L]: the slab depths [da, db) whose z - dz lies in the line */
+    double *pre;                /* [L][N][D + 4]: prefix sums along z (lines partly in the slab) */
+    size_t pre_lines;           /* lines pre has room for (allocated when first needed) */
+    uint32_t *pre_of;           /* [L]: line l's index in pre */
     float *cur;                 /* [q + 1][L][N]: this target's planes */
     double *sum;                /* [q + 1][L][N] */
     uint32_t *cnt;
@@ -291,7 +296,10 @@ void oct_register_planes_destroy(oct_register_planes *p)
     free(p->depths);
     free(p->prof);
     free(p->ptr);
-    free(p->slab_in);
+    free(p->da);
+    free(p->db);
+    free(p->pre);
+    free(p->pre_of);
     free(p->cur);
     free(p->sum);
     free(p->cnt);
@@ -322,12 +330,15 @@ oct_err oct_register_planes_create(oct_register_planes **out, uint32_t L, uint32
         p->depths = malloc((q ? q : 1) * sizeof *p->depths);
         p->prof = malloc(planes * LN * sizeof *p->prof);
         p->ptr = malloc(planes * L * sizeof *p->ptr);
-        p->slab_in = malloc(L * sizeof *p->slab_in);
+        p->da = malloc(L * sizeof *p->da);
+        p->db = malloc(L * sizeof *p->db);
+        p->pre_of = malloc(L * sizeof *p->pre_of);
         p->cur = malloc(planes * LN * sizeof *p->cur);
         p->sum = calloc(planes * LN, sizeof *p->sum);
         p->cnt = calloc(planes * LN, sizeof *p->cnt);
     }
-    if (!p || !p->depths || !p->prof || !p->ptr || !p->slab_in || !p->cur || !p->sum || !p->cnt) {
+    if (!p || !p->depths || !p->prof || !p->ptr || !p->da || !p->db || !p->pre_of || !p->cur ||
+        !p->sum || !p->cnt) {
         oct_register_planes_destroy(p);
         return oct_error_set(e, OCT_ENOMEM, "registered planes [%u][%u][%u], %u en-face: out of "
                                             "memory", L, N, D, q);
@@ -348,19 +359,41 @@ void oct_register_planes_reset(oct_register_planes *p)
 
 uint32_t oct_register_planes_count(const oct_register_planes *p) { return p->volumes; }
 
+/* z - dz of depth d inside the line (sample2's test) */
+static inline bool z_in(int32_t d, float dz, uint32_t D)
+{
+    float z = (float)d - dz;
+    return z >= 0.0f && z <= (float)(D - 1);
+}
+
+/* The slab depths [*a, *b) of line l (shift dz) whose z - dz lies in it. */
+static void slab_range(const oct_register_planes *p, float dz, int32_t *a, int32_t *b)
+{
+    int32_t lo = p->z0, hi = p->z1;
+    /* about ceil(dz) .. D - 1 + floor(dz), then sample2's test decides */
+    double c0 = ceil((double)dz) - 1, c1 = floor((double)dz) + p->D + 1;
+    int32_t s0 = c0 > lo ? (c0 < hi ? (int32_t)c0 : hi) : lo;
+    int32_t s1 = c1 < hi ? (c1 > lo ? (int32_t)c1 : lo) : hi;
+    while (s0 < s1 && !z_in(s0, dz, p->D))
+        s0++;
+    while (s1 > s0 && !z_in(s1 - 1, dz, p->D))
+        s1--;
+    *a = s0, *b = s0 < s1 ? s1 : s0;
+}
+
 /* Line l's profiles: en-face plane k, its z-interpolation at z_k - dz
  * exactly as sample2 makes it (NULL where z_k - dz is outside the line);
- * the slab, the mean over [z0, z1) of the z-interpolations at d - dz when
- * they all lie inside the line (else slab_in is false: rows using the line
- * are made voxel by voxel).  A fractional dz has the same fraction at every
- * d: the slab is 4 window sums of the line's samples, combined once. */
+ * the slab, when all of it shifted lies in the line, the mean over [z0, z1)
+ * of the z-interpolations at d - dz: a fractional dz has the same fraction
+ * at every d, so that is 4 window sums of the line's samples combined once.
+ * Lines of rows that some line's shifted slab leaves get prefix sums along z
+ * (pre), for those rows' depth segments. */
 static void line_profiles(oct_register_planes *p, const float *target, const float *shifts,
                           uint32_t l)
 {
     const uint32_t N = p->N, D = p->D, L = p->L, q = p->q;
     const float *s = shifts + 4 * (size_t)l, *ln = target + (size_t)l * N * D;
     float *prof = p->prof + (size_t)l * (q + 1) * N;
-    p->slab_in[l] = false;
     for (uint32_t k = 0; k <= q; k++)
         p->ptr[(size_t)k * L + l] = NULL;
     if (s[3] != 1.0f)
@@ -378,9 +411,19 @@ static void line_profiles(oct_register_planes *p, const float *target, const flo
     }
     if (p->z1 <= p->z0)
         return;
-    float za = (float)p->z0 - s[2], zb = (float)(p->z1 - 1) - s[2];
-    if (!(za >= 0.0f && zb <= (float)(D - 1)))
-        return;
+    if (p->pre_of[l] != UINT32_MAX) {
+        /* prefix sums of the row with its edge samples repeated:
+         * E[i] = row[clamp(i - 1)], i < D + 3; C[k] = sum of E[i < k] */
+        double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
+        for (uint32_t n = 0; n < N; n++, C += D + 4) {
+            const float *row = ln + (size_t)n * D;
+            C[0] = 0;
+            for (int i = 0; i < (int)D + 3; i++)
+                C[i + 1] = C[i] + row[clampi(i - 1, (int)D)];
+        }
+    }
+    if (p->da[l] != p->z0 || p->db[l] != p->z1)
+        return; /* the shifted slab leaves the line: no profile */
     double z = (double)p->z0 - (double)s[2], j0 = floor(z);
     float wz[4], *o = prof + (size_t)q * N;
     cr_weights((float)(z - j0), wz);
@@ -397,8 +440,83 @@ static void line_profiles(oct_register_planes *p, const float *target, const flo
         }
         o[n] = (float)(acc / W);
     }
-    p->slab_in[l] = true;
     p->ptr[(size_t)q * L + l] = o;
+}
+
+/* Slab of row r when some of its lines are left by the shifted slab: the
+ * depths split into segments where the same lines have data; on each, a
+ * line's sum of z-interpolations at d - dz (j_d = d + J, from its prefix
+ * sums) goes through the row's contributions like a profile.  A pixel with
+ * a segment where no contribution has data is NaN (that depth is NaN). */
+static void slab_segments(const oct_register_planes *p, const float *shifts, const row_plan *rp,
+                          int64_t r, const float **lp, float *buf, float *o)
+{
+    const uint32_t N = p->N, D = p->D, L = p->L;
+    int lines[4 * ROW_MAX], nl = 0;
+    for (int c = 0; c < rp->nc; c++)
+        for (int k = 0; k < rp->kind[c]; k++) {
+            int l = rp->ca[c] + k, i = 0;
+            while (i < nl && lines[i] != l)
+                i++;
+            if (i == nl)
+                lines[nl++] = l;
+        }
+    int32_t cut[2 + 8 * ROW_MAX];
+    int nb = 0;
+    cut[nb++] = p->z0, cut[nb++] = p->z1;
+    for (int i = 0; i < nl; i++)
+        cut[nb++] = p->da[lines[i]], cut[nb++] = p->db[lines[i]];
+    for (int i = 1; i < nb; i++) /* insertion sort: a few dozen */
+        for (int k = i; k > 0 && cut[k - 1] > cut[k]; k--) {
+            int32_t t = cut[k];
+            cut[k] = cut[k - 1], cut[k - 1] = t;
+        }
+    for (uint32_t n = 0; n < N; n++)
+        o[n] = 0;
+    for (int b = 0; b + 1 < nb; b++) {
+        int32_t s0 = cut[b], s1 = cut[b + 1];
+        if (s0 >= s1 || s0 < p->z0 || s1 > p->z1)
+            continue;
+        for (int i = 0; i < nl; i++) {
+            int l = lines[i];
+            lp[l] = NULL;
+            if (!(p->da[l] <= s0 && s1 <= p->db[l]))
+                continue; /* no data on this segment */
+            double z = (double)s0 - (double)shifts[4 * (size_t)l + 2], jf;
+            z = z < 0 ? 0 : z; /* sample2's float test said inside */
+            jf = floor(z);
+            float wz[4], *pr = buf + (size_t)i * N;
+            cr_weights((float)(z - jf), wz);
+            int J = (int)jf - s0;
+            const double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
+            for (uint32_t n = 0; n < N; n++, C += D + 4) {
+                double acc = 0;
+                for (int k = 0; k < 4; k++)
+                    acc += wz[k] * (C[s1 + J + k] - C[s0 + J + k]);
+                pr[n] = (float)acc;
+            }
+            lp[l] = pr;
+        }
+        for (uint32_t n = 0; n < N; n++)
+            o[n] += pixel(rp, lp, shifts, L, N, r, n);
+        for (int i = 0; i < nl; i++)
+            lp[lines[i]] = NULL;
+    }
+    for (uint32_t n = 0; n < N; n++)
+        o[n] /= (float)(p->z1 - p->z0);
+}
+
+/* Rows whose lines all hold the shifted slab take the slab profiles; the
+ * others need prefix sums of their lines (marked in pre_of, then numbered). */
+static bool row_uniform(const oct_register_planes *p, const row_plan *rp)
+{
+    for (int c = 0; c < rp->nc; c++)
+        for (int k = 0; k < rp->kind[c]; k++) {
+            int l = rp->ca[c] + k;
+            if (p->da[l] != p->z0 || p->db[l] != p->z1)
+                return false;
+        }
+    return true;
 }
 
 oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
@@ -406,9 +524,51 @@ oct_err oct_register_planes_add(oct_register_planes *p, const float *target, con
 {
     const uint32_t L = p->L, N = p->N, D = p->D, q = p->q;
     const size_t LN = (size_t)L * N;
-    (void)e;
-#pragma omp parallel
+    const bool slab = p->z1 > p->z0;
+    /* the slab's depths in each line; lines of rows that need prefix sums */
+    size_t npre = 0;
+    if (slab) {
+        for (uint32_t l = 0; l < L; l++) {
+            const float *s = shifts + 4 * (size_t)l;
+            if (s[3] == 1.0f)
+                slab_range(p, s[2], &p->da[l], &p->db[l]);
+            else
+                p->da[l] = p->db[l] = p->z0; /* no data anywhere */
+            p->pre_of[l] = UINT32_MAX;
+        }
+        for (uint32_t r = 0; r < L; r++) {
+            row_plan rp;
+            plan_row(shifts, L, r, &rp);
+            if (!row_uniform(p, &rp))
+                for (int c = 0; c < rp.nc; c++)
+                    for (int k = 0; k < rp.kind[c]; k++)
+                        p->pre_of[rp.ca[c] + k] = 0;
+        }
+        for (uint32_t l = 0; l < L; l++)
+            if (p->pre_of[l] == 0 && shifts[4 * (size_t)l + 3] == 1.0f)
+                p->pre_of[l] = (uint32_t)npre++;
+            else
+                p->pre_of[l] = UINT32_MAX;
+        if (npre > p->pre_lines) {
+            double *pre = realloc(p->pre, npre * N * (D + 4) * sizeof *pre);
+            if (!pre)
+                return oct_error_set(e, OCT_ENOMEM, "registered planes: out of memory for the "
+                                                    "prefix sums of %zu lines", npre);
+            p->pre = pre, p->pre_lines = npre;
+        }
+    }
+    int nth = omp_get_max_threads();
+    float *tbuf = malloc((size_t)nth * 4 * ROW_MAX * N * sizeof *tbuf);
+    const float **tlp = calloc((size_t)nth * L, sizeof *tlp);
+    if (!tbuf || !tlp) {
+        free(tbuf), free(tlp);
+        return oct_error_set(e, OCT_ENOMEM, "registered planes: out of memory");
+    }
+#pragma omp parallel num_threads(nth)
     {
+        int me = omp_get_thread_num();
+        float *buf = tbuf + (size_t)me * 4 * ROW_MAX * N;
+        const float **lp = tlp + (size_t)me * L;
 #pragma omp for schedule(static)
         for (int64_t l = 0; l < (int64_t)L; l++)
             line_profiles(p, target, shifts, (uint32_t)l);
@@ -421,33 +581,23 @@ oct_err oct_register_planes_add(oct_register_planes *p, const float *target, con
                 for (uint32_t n = 0; n < N; n++)
                     o[n] = pixel(&rp, p->ptr + (size_t)k * L, shifts, L, N, r, n);
             }
-            if (p->z1 <= p->z0)
+            if (!slab)
                 continue;
             float *o = p->cur + q * LN + (size_t)r * N;
-            bool fast = true;
-            for (int c = 0; c < rp.nc && fast; c++)
-                for (int k = 0; k < rp.kind[c]; k++)
-                    fast = fast && p->slab_in[rp.ca[c] + k];
-            if (fast) {
+            if (row_uniform(p, &rp))
                 for (uint32_t n = 0; n < N; n++)
                     o[n] = pixel(&rp, p->ptr + (size_t)q * L, shifts, L, N, r, n);
-                continue;
-            }
-            /* a line whose slab, shifted, leaves it: voxel by voxel, NaN
-             * where any depth of the slab has no data */
-            for (uint32_t n = 0; n < N; n++) {
-                double s = 0;
-                for (int32_t d = p->z0; d < p->z1; d++)
-                    s += voxel(&rp, target, shifts, L, N, D, r, n, (uint32_t)d);
-                o[n] = (float)(s / (p->z1 - p->z0));
-            }
+            else
+                slab_segments(p, shifts, &rp, r, lp, buf, o);
         }
-        size_t n = (q + (size_t)(p->z1 > p->z0)) * LN;
+        size_t n = (q + (size_t)slab) * LN;
 #pragma omp for schedule(static)
         for (size_t i = 0; i < n; i++)
             if (isfinite(p->cur[i]))
                 p->sum[i] += p->cur[i], p->cnt[i]++;
     }
+    free(tbuf);
+    free(tlp);
     p->volumes++;
     return OCT_OK;
 }
