@@ -281,7 +281,7 @@ struct oct_register_planes {
     float *prof;                /* [L][q + 1][N]: en-face profiles, then the slab's */
     const float **ptr;          /* [q + 1][L]: profile of line l at plane k, or NULL */
     int32_t *da, *db;           /* [L]: the slab depths [da, db) whose z - dz lies in the line */
-    double *pre;                /* [L][N][D + 4]: prefix sums along z (lines partly in the slab) */
+    double *pre;                /* [lines][D + 4][N]: prefix sums along z (rows partly in the slab) */
     size_t pre_lines;           /* lines pre has room for (allocated when first needed) */
     uint32_t *pre_of;           /* [L]: line l's index in pre */
     float *cur;                 /* [q + 1][L][N]: this target's planes */
@@ -412,14 +412,17 @@ static void line_profiles(oct_register_planes *p, const float *target, const flo
     if (p->z1 <= p->z0)
         return;
     if (p->pre_of[l] != UINT32_MAX) {
-        /* prefix sums of the row with its edge samples repeated:
-         * E[i] = row[clamp(i - 1)], i < D + 3; C[k] = sum of E[i < k] */
+        /* prefix sums of each row with its edge samples repeated:
+         * E[i] = row[clamp(i - 1)], i < D + 3; C[k][n] = sum of E[i < k]
+         * (n innermost: the segments read them along n) */
         double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
-        for (uint32_t n = 0; n < N; n++, C += D + 4) {
-            const float *row = ln + (size_t)n * D;
-            C[0] = 0;
-            for (int i = 0; i < (int)D + 3; i++)
-                C[i + 1] = C[i] + row[clampi(i - 1, (int)D)];
+        for (uint32_t n = 0; n < N; n++)
+            C[n] = 0;
+        for (int i = 0; i < (int)D + 3; i++) {
+            const float *col = ln + clampi(i - 1, (int)D);
+            double *c0 = C + (size_t)i * N, *c1 = c0 + N;
+            for (uint32_t n = 0; n < N; n++)
+                c1[n] = c0[n] + col[(size_t)n * D];
         }
     }
     if (p->da[l] != p->z0 || p->db[l] != p->z1)
@@ -489,10 +492,13 @@ static void slab_segments(const oct_register_planes *p, const float *shifts, con
             cr_weights((float)(z - jf), wz);
             int J = (int)jf - s0;
             const double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
-            for (uint32_t n = 0; n < N; n++, C += D + 4) {
+            const double *ca[4], *cb[4];
+            for (int k = 0; k < 4; k++)
+                ca[k] = C + (size_t)(s0 + J + k) * N, cb[k] = C + (size_t)(s1 + J + k) * N;
+            for (uint32_t n = 0; n < N; n++) {
                 double acc = 0;
                 for (int k = 0; k < 4; k++)
-                    acc += wz[k] * (C[s1 + J + k] - C[s0 + J + k]);
+                    acc += wz[k] * (cb[k][n] - ca[k][n]);
                 pr[n] = (float)acc;
             }
             lp[l] = pr;
