@@ -66,6 +66,7 @@ typedef struct reg_job {
     uint32_t averaged[OCT_METHOD_COUNT];
     char err[256];                   /* the first error, for the frame loop's log */
     double ms, reg_ms;               /* worker time, of it oct_register_volume */
+    oct_register_times tm;           /* oct_register_volume's stages, summed over methods */
 } reg_job;
 
 enum { WANT_NONE, WANT_SET, WANT_AUTO };
@@ -84,6 +85,7 @@ typedef struct octd_reglive {
     uint64_t best_seq;
     char last_err[256];
     double ms_sum, reg_sum; /* worker time per volume: all, oct_register_volume (the log line) */
+    oct_register_times tm_sum;
     uint32_t ms_count;
     uint64_t registered, skipped; /* volumes: registered and published, skipped (queue full) */
     uint64_t seq[OCT_METHOD_COUNT][OUT_COUNT][2];
@@ -196,6 +198,7 @@ static void run_job(octd_reglive *g, reg_job *j)
     j->methods = 0;
     j->err[0] = '\0';
     j->reg_ms = 0;
+    memset(&j->tm, 0, sizeof j->tm);
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         reg_method *r = &g->m[m];
         oct_image *out = j->out[m];
@@ -211,6 +214,10 @@ static void run_job(octd_reglive *g, reg_job *j)
             job_err(j, m, &e);
             continue;
         }
+        oct_register_times tm;
+        oct_register_last_times(r->reg, &tm);
+        j->tm.upload_ms += tm.upload_ms, j->tm.prep_ms += tm.prep_ms;
+        j->tm.coarse_ms += tm.coarse_ms, j->tm.fine_ms += tm.fine_ms, j->tm.total_ms += tm.total_ms;
         uint32_t s2[2] = {L, N}, sm[2] = {L, 4}, s3[3] = {sp->q, L, N};
         if (fit(&out[OUT_MOTION], 2, sm, 0))
             memcpy(out[OUT_MOTION].f32, r->shifts, (size_t)L * 4 * sizeof(float));
@@ -333,12 +340,19 @@ static void collect(octd *d, octd_reglive *g, bool wait)
         if (j->methods)
             g->registered++;
         g->ms_sum += j->ms, g->reg_sum += j->reg_ms;
+        oct_register_times *t = &g->tm_sum;
+        t->upload_ms += j->tm.upload_ms, t->prep_ms += j->tm.prep_ms;
+        t->coarse_ms += j->tm.coarse_ms, t->fine_ms += j->tm.fine_ms, t->total_ms += j->tm.total_ms;
         if (++g->ms_count == 20) {
             octd_log(LOG_INFO, "registration: %.1f ms per volume, %.1f of them oct_register_volume "
-                               "(%ux%ux%u, mean of 20; %" PRIu64 " registered, %" PRIu64
-                               " skipped: registration busy)",
-                     g->ms_sum / 20, g->reg_sum / 20, g->L, g->N, g->D, g->registered, g->skipped);
+                               "(its stages: upload %.1f, prep %.1f, coarse %.1f, fine %.1f, "
+                               "total %.1f), the rest the planes and images (%ux%ux%u, mean of "
+                               "20; %" PRIu64 " registered, %" PRIu64 " skipped: registration busy)",
+                     g->ms_sum / 20, g->reg_sum / 20, t->upload_ms / 20, t->prep_ms / 20,
+                     t->coarse_ms / 20, t->fine_ms / 20, t->total_ms / 20, g->L, g->N, g->D,
+                     g->registered, g->skipped);
             g->ms_sum = g->reg_sum = 0, g->ms_count = 0;
+            memset(t, 0, sizeof *t);
         }
         pthread_mutex_lock(&g->mu);
         j->state = RJ_FREE;
