@@ -358,14 +358,17 @@ static void collect(octd *d, octd_reglive *g, bool wait)
         j->state = RJ_FREE;
         g->head++;
         pthread_mutex_unlock(&g->mu);
-        set_counts(d, g);
     }
 }
 
 void octd_reglive_poll(octd *d)
 {
-    if (d->reglive)
-        collect(d, d->reglive, false);
+    if (!d->reglive)
+        return;
+    collect(d, d->reglive, false);
+    /* here, after main.c's counters: the status never shows more volumes
+     * registered or skipped than frames processed */
+    set_counts(d, d->reglive);
 }
 
 void octd_reglive_drain(octd *d)
@@ -710,7 +713,6 @@ void octd_reglive_frame(octd *d, octd_slot *slot, const octd_frame_meta *meta)
     pthread_mutex_unlock(&g->mu);
     if (!room) {
         g->skipped++; /* registration busy: this volume is not registered */
-        set_counts(d, g);
         return;
     }
     atomic_fetch_add_explicit(&slot->refs, 1, memory_order_acq_rel);

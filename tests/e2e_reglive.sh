@@ -135,6 +135,9 @@ assert 3 in avg or len(avg) > 1, avg
 EOF
 [ -n "$(ls "$T"/g/confocal_reg_cfd_*.png 2>/dev/null)" ] || fail "no confocal_reg PNG saved"
 [ "$(st registration_volumes)" -gt 0 ] 2>/dev/null || fail "registration_volumes $(st registration_volumes)"
+# every volume counted once at most: registered, skipped (busy), or before the reference
+[ $(( $(st registration_volumes) + $(st registration_skipped) )) -le "$(st frames_processed)" ] \
+    || fail "registration counters exceed frames_processed"
 echo "ok   status: registration_volumes=$(st registration_volumes) registration_skipped=$(st registration_skipped)"
 
 # ---- 3. clear: no registration topics any more ------------------------------
