@@ -639,7 +639,7 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
     for (int k = 0; k < OCT_METHOD_COUNT; k++)
         slot->prod->img[k][OCT_KIND_VOLUME].present = vol_present[k];
     if (d->reglive)
-        octd_reglive_frame(d, slot->prod, &m); /* after the frame's own images: their latency */
+        octd_reglive_frame(d, slot, &m); /* after the frame's own images: their latency */
     d->torn_since = 0;
     d->last_frame_id = info->frame_id;
     uint64_t t0 = info->t_acq_ns ? info->t_acq_ns : info->commit_ns;
@@ -786,6 +786,7 @@ static void drain_all(octd_frames *g, octd *d)
 
 void octd_frames_drain(octd *d)
 {
+    octd_reglive_drain(d); /* it holds product buffers */
     octd_frames *g = d->frames;
     if (!g || !g->bound)
         return;

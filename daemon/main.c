@@ -962,6 +962,7 @@ static void periodic(octd *d)
     octd_health_periodic(d, now);
     octd_metrics_tick(d, now);
     octd_record_poll(d);
+    octd_reglive_poll(d);
     /* The watchdog is fed only from here, so a stuck loop stops feeding it. */
     if (d->nt.watchdog_usec && now - d->last_watchdog_ns >= d->nt.watchdog_usec * 500) {
         octd_notify_send(&d->nt, "WATCHDOG=1");

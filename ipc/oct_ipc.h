@@ -291,7 +291,9 @@ typedef struct oct_status_block {
     char record_file[256];      /* 1128 the recording's final path */
     char record_message[128];   /* 1384 why a recording stopped */
     uint64_t reference_frame;   /* 1512 frame_seq of the registration reference (0 none) */
-    uint8_t pad1[4096 - 1520];
+    uint64_t registration_volumes; /* 1520 volumes registered live (motion published) */
+    uint64_t registration_skipped; /* 1528 volumes not registered: the registration was busy */
+    uint8_t pad1[4096 - 1536];
 } oct_status_block;
 enum oct_attach_state { OCT_ATTACH_WAITING = 0, OCT_ATTACH_OK = 1, OCT_ATTACH_ERROR = 2 };
 #define OCT_STATUS_ABI_MINOR 1u /* the status block's fields from 568 on */
@@ -428,6 +430,8 @@ OCT_ABI_ASSERT(offsetof(oct_status_block, record_dropped) == 1120, "record_dropp
 OCT_ABI_ASSERT(offsetof(oct_status_block, record_file) == 1128, "record_file");
 OCT_ABI_ASSERT(offsetof(oct_status_block, record_message) == 1384, "record_message");
 OCT_ABI_ASSERT(offsetof(oct_status_block, reference_frame) == 1512, "reference_frame");
+OCT_ABI_ASSERT(offsetof(oct_status_block, registration_volumes) == 1520, "registration_volumes");
+OCT_ABI_ASSERT(offsetof(oct_status_block, registration_skipped) == 1528, "registration_skipped");
 
 /* ------------------------------------------------------------------ */
 /* library: frame ring                                                 */

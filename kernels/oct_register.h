@@ -127,6 +127,29 @@ void oct_register_avg_add(oct_register_avg *a, const float *registered);
 uint32_t oct_register_avg_count(const oct_register_avg *a); /* volumes added */
 void oct_register_avg_get(const oct_register_avg *a, float *out);
 
+/* Registered planes (live registration publishes these, not volumes): the
+ * en-face planes at depths[0..q-1] and the slab mean over [slab_start,
+ * slab_end) (none when slab_end <= slab_start) of each target's
+ * reconstruction, made from the target and its shifts without the volume
+ * (the same rules as oct_register_reconstruct; each line's z-interpolation
+ * at the plane's depth, or its slab, is made once), with running averages:
+ *   enface[k][r][n]  mean of the finite registered[r][n][depths[k]]
+ *   slab[r][n]       mean of the finite per-target slab means, a target's
+ *                    slab mean being NaN where any depth of it is NaN
+ * over the targets added since the last reset; NaN where none. */
+typedef struct oct_register_planes oct_register_planes;
+oct_err oct_register_planes_create(oct_register_planes **out, uint32_t L, uint32_t N, uint32_t D,
+                                   const int32_t *depths, uint32_t q, int32_t slab_start,
+                                   int32_t slab_end, oct_error *e);
+void oct_register_planes_destroy(oct_register_planes *p);
+void oct_register_planes_reset(oct_register_planes *p);
+/* target [L][N][D] and its shifts [L][4] (oct_register_volume's) */
+oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
+                                oct_error *e);
+uint32_t oct_register_planes_count(const oct_register_planes *p); /* targets added */
+/* enface [q][L][N], slab [L][N]; either may be NULL */
+void oct_register_planes_get(const oct_register_planes *p, float *enface, float *slab);
+
 /* The correlation surfaces that the registration uses (tests): the fine
  * stage's 2D surface [N][D] of target line tl against reference line rl, and
  * the coarse stage's 3D surface [L][N/f][D/f] of the stripe starting at line

@@ -36,10 +36,21 @@
                                  what, (int)cr_);                                          \
     } while (0)
 
+#define REG_TAILS 8
+#define REG_TAIL_MIN 16
+
 struct cuda_reg {
     uint32_t Dh, Dch, nsb, fb;   /* stripe batch, fine batch */
     cudaStream_t st;
     cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c/c2r (batch nsb) */
+    /* 2D c2r of fewer surfaces (fb/2, fb/4, ... >= REG_TAIL_MIN): a pass's
+     * last batch transforms little more than it needs; one work area for
+     * all 2D c2r plans (used in turn on one stream) */
+    cufftHandle p2t[REG_TAILS];
+    uint32_t tb[REG_TAILS];
+    int ntail;
+    void *work;
+    size_t npair;                   /* capacity of pair and pk: every pair of a pass (L * L) */
     float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
     cufftComplex *ref2, *ref3, *x2; /* reference line spectra, coarse spectrum, target line spectra */
     cufftComplex *x2h;              /* target half-line spectra (saccade test) */
@@ -47,8 +58,8 @@ struct cuda_reg {
     cufftComplex *sc;               /* [nsb][L][Nc][Dch] */
     cufftComplex *fy;               /* [fb][N][Dh] */
     float *fs;                      /* [fb][N][D] */
-    int32_t *pair;                  /* [fb][2] (target line, reference line) */
-    reg_peak *pk;                   /* [max(fb, nsb, L)] */
+    int32_t *pair;                  /* [npair][2] (target line, reference line) */
+    reg_peak *pk;                   /* [max(npair, nsb, L)] */
     int32_t *win;                   /* [nsb][3] l0, ylo, yhi */
     float *sub;                     /* [L][3] */
     double *ph;                     /* [L][2 (N + Dh)] phasors */
@@ -339,7 +350,9 @@ static void cuda_destroy(oct_register *r)
     for (int i = 0; i < 4; i++)
         if (p[i])
             cufftDestroy(p[i]);
-    void *m[] = {c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
+    for (int i = 0; i < c->ntail; i++)
+        cufftDestroy(c->p2t[i]);
+    void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
                  c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
@@ -385,7 +398,12 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
     for (int i = 0; i < 5; i++)
         CU(cudaEventCreate(&c->ev[i]), "event");
     c->have_ev = true;
-    size_t npk = c->fb > L ? c->fb : L;
+    /* a pass's pairs at once: a line's candidates are distinct lines within
+     * +-sy (the saccade test: 7) */
+    size_t per_line = 2 * (size_t)r->sy + 1 < L ? 2 * (size_t)r->sy + 1 : L;
+    c->npair = L * (per_line > 7 ? per_line : 7);
+    c->npair = c->npair > c->fb ? c->npair : c->fb;
+    size_t npk = c->npair > L ? c->npair : L;
     if ((err = cuda_alloc((void **)&c->vol, L * N * D * 4, "input volume", e)) ||
         (err = cuda_alloc((void **)&c->t2, L * N * D * 4, "transformed volume", e)) ||
         (err = cuda_alloc((void **)&c->t3, L * Nc * Dc * 4, "coarse volume", e)) ||
@@ -397,7 +415,7 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->sc, c->nsb * L * Nc * c->Dch * 8, "stripe spectra", e)) ||
         (err = cuda_alloc((void **)&c->fy, c->fb * N * c->Dh * 8, "cross spectra", e)) ||
         (err = cuda_alloc((void **)&c->fs, c->fb * N * D * 4, "surfaces", e)) ||
-        (err = cuda_alloc((void **)&c->pair, c->fb * 2 * 4, "pairs", e)) ||
+        (err = cuda_alloc((void **)&c->pair, c->npair * 2 * 4, "pairs", e)) ||
         (err = cuda_alloc((void **)&c->pk, npk * sizeof(reg_peak), "peaks", e)) ||
         (err = cuda_alloc((void **)&c->win, c->nsb * 3 * 4, "windows", e)) ||
         (err = cuda_alloc((void **)&c->sub, L * 3 * 4, "sub-pixel shifts", e)) ||
@@ -405,7 +423,29 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         return err;
     int n2[2] = {(int)N, (int)D}, n3[3] = {(int)L, (int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p2f, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan 2D R2C");
-    CF(cufftPlanMany(&c->p2i, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->fb), "plan 2D C2R");
+    /* 2D c2r: batch fb, then the tails, sharing one work area */
+    size_t ws = 0, wmax = 0;
+    CF(cufftCreate(&c->p2i), "create 2D C2R");
+    CF(cufftSetAutoAllocation(c->p2i, 0), "2D C2R work area");
+    CF(cufftMakePlanMany(c->p2i, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->fb, &ws),
+       "plan 2D C2R");
+    wmax = ws;
+    for (uint32_t b = c->fb / 2; b >= REG_TAIL_MIN && c->ntail < REG_TAILS; b /= 2) {
+        cufftHandle h;
+        CF(cufftCreate(&h), "create 2D C2R");
+        c->p2t[c->ntail] = h, c->tb[c->ntail] = b, c->ntail++;
+        CF(cufftSetAutoAllocation(h, 0), "2D C2R work area");
+        CF(cufftMakePlanMany(h, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)b, &ws),
+           "plan 2D C2R");
+        wmax = ws > wmax ? ws : wmax;
+    }
+    if ((err = cuda_alloc(&c->work, wmax, "FFT work area", e)))
+        return err;
+    CF(cufftSetWorkArea(c->p2i, c->work), "2D C2R work area");
+    for (int i = 0; i < c->ntail; i++) {
+        CF(cufftSetWorkArea(c->p2t[i], c->work), "2D C2R work area");
+        CF(cufftSetStream(c->p2t[i], c->st), "set stream");
+    }
     CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)c->nsb), "plan 3D R2C");
     CF(cufftPlanMany(&c->p3i, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->nsb), "plan 3D C2R");
     cufftHandle ps[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
@@ -498,6 +538,9 @@ __global__ void k_half(const float *t2, float *dst, size_t n, uint32_t N, uint32
         dst[i] = reg_half((int)(i / D % N), (int)N, half) * t2[i];
 }
 
+static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t *pair, size_t total,
+                          reg_peak *out, oct_error *e);
+
 static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *cand, int half,
                          reg_peak *out, oct_error *e)
 {
@@ -516,32 +559,59 @@ static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *ca
     for (uint32_t l = 0; l < r->L; l++)
         for (uint32_t i = off[l]; i < off[l + 1]; i++)
             pair[2 * i] = (int32_t)l, pair[2 * i + 1] = cand[i];
+    /* every pair up, the batches queued without a host round trip, every
+     * peak down: one synchronisation per pass (per npair pairs) */
     oct_err err = OCT_OK;
-    for (size_t s = 0; s < total && !err; s += c->fb) {
-        uint32_t nb = (uint32_t)(total - s < c->fb ? total - s : c->fb);
-        cudaError_t ce = cudaMemcpyAsync(c->pair, pair + 2 * s, nb * 8, cudaMemcpyHostToDevice, c->st);
-        if (ce != cudaSuccess) {
-            err = oct_error_set(e, OCT_EDEVICE, "registration: upload: %s", cudaGetErrorString(ce));
-            break;
-        }
-        dim3 g(grid_for((size_t)r->N * c->Dh), nb);
-        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair, c->fy, r->N, r->D, c->Dh);
-        /* the plan is for fb surfaces: a short last batch transforms stale ones too */
-        if (cufftExecC2R(c->p2i, c->fy, c->fs) != CUFFT_SUCCESS) {
-            err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
-            break;
-        }
-        k_peak2<<<nb, RB, 0, c->st>>>(c->fs, c->pair, c->pk, r->N, r->D, r->sx, r->sz,
-                                      (float)(1.0 / r->sumw2));
-        ce = cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st);
-        if (ce == cudaSuccess)
-            ce = cudaStreamSynchronize(c->st);
-        if (ce != cudaSuccess)
-            err = oct_error_set(e, OCT_EDEVICE, "registration: fine stage: %s", cudaGetErrorString(ce));
+    for (size_t c0 = 0; c0 < total && !err; c0 += c->npair) {
+        size_t n = total - c0 < c->npair ? total - c0 : c->npair;
+        err = fine_chunk(r, X, pair + 2 * c0, n, out + c0, e);
     }
     free(pair);
     if (!err && cudaEventRecord(c->ev[3], c->st) != cudaSuccess) /* the last stage marks the end */
         err = oct_error_set(e, OCT_EDEVICE, "registration: event record failed");
+    return err;
+}
+
+/* n (<= npair) pairs against the line spectra X: their peaks into out */
+static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t *pair, size_t total,
+                          reg_peak *out, oct_error *e)
+{
+    cuda_reg *c = (cuda_reg *)r->be;
+    oct_err err = OCT_OK;
+    cudaError_t ce = cudaMemcpyAsync(c->pair, pair, total * 8, cudaMemcpyHostToDevice, c->st);
+    if (ce != cudaSuccess)
+        return oct_error_set(e, OCT_EDEVICE, "registration: upload: %s", cudaGetErrorString(ce));
+    for (size_t s = 0, nb = 0; s < total && !err; s += nb) {
+        /* batch fb, else the largest tail plan that the rest fills, else
+         * the smallest (its surfaces beyond nb are stale, never read) */
+        size_t left = total - s;
+        cufftHandle plan = c->p2i;
+        uint32_t pb = c->fb;
+        if (left < c->fb && c->ntail > 0) {
+            int k = 0;
+            while (k + 1 < c->ntail && c->tb[k] > left)
+                k++;
+            plan = c->p2t[k], pb = c->tb[k];
+        }
+        nb = left < pb ? left : pb;
+        dim3 g(grid_for((size_t)r->N * c->Dh), (unsigned)nb);
+        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh);
+        if (cufftExecC2R(plan, c->fy, c->fs) != CUFFT_SUCCESS) {
+            err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
+            break;
+        }
+        k_peak2<<<(unsigned)nb, RB, 0, c->st>>>(c->fs, c->pair + 2 * s, c->pk + s, r->N, r->D,
+                                                r->sx, r->sz, (float)(1.0 / r->sumw2));
+    }
+    if (!err && total) {
+        ce = cudaMemcpyAsync(out, c->pk, total * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st);
+        if (ce == cudaSuccess)
+            ce = cudaStreamSynchronize(c->st); /* pair (host) is read until here */
+        if (ce != cudaSuccess)
+            err = oct_error_set(e, OCT_EDEVICE, "registration: fine stage: %s", cudaGetErrorString(ce));
+    } else if (err) {
+        cudaStreamSynchronize(c->st);
+    }
     return err;
 }
 

@@ -7,10 +7,14 @@
 # slab_mean_reg) appear with "averaged" counting up to reg.average, the
 # volume made for registration is not published, `reference clear` stops it
 # all, `reference set` in review takes the reviewed frame and `reference
-# auto` picks a reference after OCTD_REGLIVE_AUTO_K (8) volumes.  Paced producer, retrying readers: no timing assertion.
+# auto` picks a reference after OCTD_REGLIVE_AUTO_K (8) volumes; the status
+# counts the volumes registered (and those skipped while the registration
+# was busy).  BACKEND=cuda runs octd's engine and registration on a GPU.
+# Paced producer, retrying readers: no timing assertion.
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BIN=${BIN:-bin}
+BACKEND=${BACKEND:-cpu}
 PYTHON=${PYTHON:-/usr/bin/python3}
 for p in octd octsim octctl octgrab; do
     [ -x "$BIN/$p" ] || { echo "SKIP e2e_reglive: $BIN/$p not built"; exit 77; }
@@ -36,7 +40,7 @@ products: [confocal]
 EOF
 cat >"$T/octd.ini" <<EOF
 [engine]
-backend = cpu
+backend = $BACKEND
 threads = 1
 [ring]
 frames = $N-frames
@@ -130,6 +134,11 @@ avg = {h["averaged"] for h in heads if h["topic"] == "confocal_reg/cfd"}
 assert 3 in avg or len(avg) > 1, avg
 EOF
 [ -n "$(ls "$T"/g/confocal_reg_cfd_*.png 2>/dev/null)" ] || fail "no confocal_reg PNG saved"
+[ "$(st registration_volumes)" -gt 0 ] 2>/dev/null || fail "registration_volumes $(st registration_volumes)"
+# every volume counted once at most: registered, skipped (busy), or before the reference
+[ $(( $(st registration_volumes) + $(st registration_skipped) )) -le "$(st frames_processed)" ] \
+    || fail "registration counters exceed frames_processed"
+echo "ok   status: registration_volumes=$(st registration_volumes) registration_skipped=$(st registration_skipped)"
 
 # ---- 3. clear: no registration topics any more ------------------------------
 out=$("${CTL[@]}" reference clear) || fail "reference clear: $out"

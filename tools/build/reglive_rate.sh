@@ -2,8 +2,10 @@
 # reglive_rate.sh - live registration rate through octd (issue 17.3): octsim
 # motion frames replayed into a ring at RATE volumes/s, octd (BACKEND) with
 # policy all, then `octctl reference set`; prints the ring counters over
-# SECONDS without and with a reference and octd's "registration: ... ms per
-# volume" lines.  Loss-free: frames_skipped and frames_lost do not grow.
+# SECONDS without and with a reference, the volumes registered and skipped
+# for registration (registration busy) per second, and octd's
+# "registration: ... ms per volume" lines.  Loss-free: frames_skipped and
+# frames_lost do not grow; all registered: registration_skipped does not.
 #   tools/build/reglive_rate.sh [L N M BACKEND RATE SECONDS]
 # GPU target: tools/build/reglive_rate.sh 192 200 1024 cuda 100 20
 set -u
@@ -44,10 +46,17 @@ sleep 2
     --slots 64 --quiet &
 PIDS+=($!)
 C=("$BIN/octctl" --control "$R-control" --status "$R-status" --timeout 10)
-counters() { "${C[@]}" status | grep -E "^frames_(seen|processed|skipped|lost)=" | tr '\n' ' '; echo; }
+counters() { "${C[@]}" status | grep -E "^(frames_(seen|processed|skipped|lost)|registration_(volumes|skipped))=" | tr '\n' ' '; echo; }
+st() { "${C[@]}" status | sed -n "s/^$1=//p"; }
 sleep 5
 echo "no reference, start: $(counters)"; sleep "$SECS"; echo "no reference, +${SECS}s: $(counters)"
 "${C[@]}" reference set
 sleep 5
-echo "reference, start:    $(counters)"; sleep "$SECS"; echo "reference, +${SECS}s:    $(counters)"
-grep -E "engine planned|registration" "$T/octd.log" | tail -4
+echo "reference, start:    $(counters)"
+p0=$(st frames_processed) r0=$(st registration_volumes) s0=$(st registration_skipped)
+sleep "$SECS"
+echo "reference, +${SECS}s:    $(counters)"
+p1=$(st frames_processed) r1=$(st registration_volumes) s1=$(st registration_skipped)
+awk -v p=$((p1 - p0)) -v r=$((r1 - r0)) -v s=$((s1 - s0)) -v t="$SECS" 'BEGIN {
+    printf "with a reference over %ss: %.1f volumes/s processed, %.1f registered, %.1f skipped for registration\n", t, p / t, r / t, s / t }'
+grep -E "engine planned|registration" "$T/octd.log" | tail -6

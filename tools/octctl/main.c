@@ -527,6 +527,8 @@ static void print_status(const oct_status_block *b)
     static const char *const refstate[] = {"none", "set", "auto"}; /* enum oct_reference_state */
     printf("reference_state=%s\nreference_frame=%" PRIu64 "\n",
            b->reference_state < 3 ? refstate[b->reference_state] : "?", b->reference_frame);
+    printf("registration_volumes=%" PRIu64 "\nregistration_skipped=%" PRIu64 "\n",
+           b->registration_volumes, b->registration_skipped);
     oct_status_summary(b, sum, sizeof sum);
     printf("summary=%s\n", sum);
 }

@@ -62,6 +62,7 @@ def parse_status(b: bytes) -> Dict[str, Any]:
         "record_frames": u64(1112), "record_dropped": u64(1120),
         "record_file": _text(b, 1128, 256), "record_message": _text(b, 1384, 128),
         "reference_state": u32(1108), "reference_frame": u64(1512),
+        "registration_volumes": u64(1520), "registration_skipped": u64(1528),
     })
     return d
 
