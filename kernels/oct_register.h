@@ -28,7 +28,12 @@
  *     of >= 96 A-scans, each end third the opposite half within 1.1 split
  *     (at a saccade's start or end only one end of a line moved), l + dy inside
  *     [0, L-1], and consistent (within jump px) with the lines before or
- *     after it.  Invalid lines have NaN shifts.
+ *     after it.  Last, the edge test: a valid line next to a run of invalid
+ *     ones (a saccade) is invalid when its end toward the run in time (its
+ *     end fifth, else third) moved more than `edge` px toward the place
+ *     across the run (a saccade starting late in the line, or ending early
+ *     in it; A-scans acquired in order n = 0 .. N-1).  Invalid lines have
+ *     NaN shifts.
  * Phase-only correlation: C = W . F_ref . conj(F_t) / |F_ref . conj(F_t)|
  * with W a separable Hann low-pass (cos^2, zero at Nyquist) and the DC bin
  * 0; the surface r = IDFT(C) / sum(W) is 1 at the peak of a perfect match.
@@ -62,6 +67,8 @@ typedef struct oct_register_options {
     float rel_pnr;       /* ... and >= rel_pnr x the median of the volume's lines (0.7) */
     float split;         /* px: halves of a line matching further apart make it invalid (0.5) */
     float jump;          /* px: a line further than this from both neighbour sides is invalid (3) */
+    float edge;          /* px: a line next to invalid ones whose end nearest to them moved further
+                          * than this toward the place across them is invalid (0.3) */
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */

@@ -68,17 +68,22 @@ REG_HD double reg_dlog_overlap(double s, int n)
 }
 
 /* Part-line mask (the saccade test): which 0 = whole line, 1 = left half,
- * 2 = right half, 3 = left third, 4 = right third of the A-scans, with a
- * raised-cosine crossover of 2T around the cut (N/2, N/3 or 2N/3). */
+ * 2 = right half, 3 = left third, 4 = right third, 5 = left fifth, 6 =
+ * right fifth of the A-scans, with a raised-cosine crossover of 2T around
+ * the cut (N/2, N/3, 2N/3, N/5 or 4N/5). */
 REG_HD float reg_half(int n, int N, int which)
 {
     if (which == 0)
         return 1.0f;
     int T = N / 16 > 2 ? N / 16 : 2;
-    float c = which <= 2 ? 0.5f * (float)N : which == 3 ? (float)N / 3.0f : 2.0f * (float)N / 3.0f;
+    float c = which <= 2   ? 0.5f * (float)N
+              : which == 3 ? (float)N / 3.0f
+              : which == 4 ? 2.0f * (float)N / 3.0f
+              : which == 5 ? (float)N / 5.0f
+                           : 4.0f * (float)N / 5.0f;
     float x = (float)n - (c - (float)T);
     float left = x <= 0 ? 1.0f : x >= 2 * T ? 0.0f : 0.5f * (1.0f + cosf(3.14159265359f * x / (2 * T)));
-    return which == 1 || which == 3 ? left : 1.0f - left;
+    return which % 2 ? left : 1.0f - left;
 }
 
 /* Signed frequency of bin k of n. */
