@@ -1328,13 +1328,13 @@ int octbench_e2e(const octbench_opts *o)
     /* angiography (issue 18), with --only angio|angio-align: B-scan groups of
      * R = 4 x 500 x 1024 (--quick: 4 x 64 x 256) */
     if (o->only && !strncmp(o->only, "angio", 5)) {
-        workload aw = {o->only, {1024, 500, 4, OCT_SAMPLE_U16, 0}, 0, ""};
+        workload aw = {o->only, {1024, 500, 4, OCT_SAMPLE_U16, 0}, 0, "", NULL, true};
         if (o->quick)
             aw.g.samples = 256, aw.g.ascans = 64;
         double b = 0, su = 0;
-        if (copy && run_workload(o, &aw, false, NULL, octd_path, tmp, json, &b, &su))
+        if (copy && run_workload(o, &aw, false, NULL, octd_path, tmp, json, &b, &su, NULL))
             rc = 1;
-        if (commit && run_workload(o, &aw, true, NULL, octd_path, tmp, json, &b, &su))
+        if (commit && run_workload(o, &aw, true, NULL, octd_path, tmp, json, &b, &su, NULL))
             rc = 1;
     }
     /* CUDA only now: every octd child has been forked already. */
