@@ -791,6 +791,9 @@ void octd_frames_drain(octd *d)
     if (!g || !g->bound)
         return;
     drain_all(g, d);
+    /* the frames just finished may have queued registrations that read their
+     * product buffers: done before the buffers go */
+    octd_reglive_drain(d);
     unbind_path(g, d);
 }
 

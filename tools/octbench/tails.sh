@@ -5,7 +5,7 @@
 # (a fresh octd each) at RATE volumes/s with the commit producer; prints
 # p50/p99/max per run, p99 over the runs and the distribution of all frames
 # ("# tails" lines; JSON lines in $OUT/tails.json).
-#   RUNS (5), RATE (256), SECONDS (4: measured per run), PRODUCER (commit),
+#   RUNS (5), RATE (256), SECS (4: measured per run; not SECONDS, bash's own), PRODUCER (commit),
 #   BACKEND (cuda), QUICK=1 (small geometries: a smoke test on the CPU),
 #   ENGINE_KEYS (octd.ini [engine] keys, e.g. priority=50,lock_memory=yes), TAG
 #   (a suffix of the log names, to keep runs with other keys apart).
@@ -18,7 +18,7 @@ BIN=$B
 [ -d "$B/lib" ] && export LD_LIBRARY_PATH="$B/lib:${CUDA_HOME:-/usr/local/cuda}/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
-RUNS=${RUNS:-5} RATE=${RATE:-256} SECONDS_PER_RUN=${SECONDS:-4}
+RUNS=${RUNS:-5} RATE=${RATE:-256} SECONDS_PER_RUN=${SECS:-4}
 ARGS=(--e2e --backend "${BACKEND:-cuda}" --producer "${PRODUCER:-commit}" --frame-rate "$RATE"
       --runs "$RUNS" --seconds "$SECONDS_PER_RUN" --json "$OUT/tails.part")
 [ "${QUICK:-0}" = 1 ] && ARGS+=(--quick)
