@@ -68,7 +68,7 @@ typedef struct oct_register_options {
     float split;         /* px: halves of a line matching further apart make it invalid (0.5) */
     float jump;          /* px: a line further than this from both neighbour sides is invalid (3) */
     float edge;          /* px: a line next to invalid ones whose end nearest to them moved further
-                          * than this toward the place across them is invalid (0.3) */
+                          * than this toward the place across them is invalid (0.3; INFINITY: off) */
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */

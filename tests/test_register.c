@@ -522,6 +522,10 @@ START_TEST(test_bad_input)
     o.stripe = 0;
     ck_assert_int_eq(oct_register_create(&r, 16, 16, 16, &o, OCT_BACKEND_CPU, &e), OCT_EINVAL);
     ck_assert_ptr_nonnull(strstr(e.msg, "reg.stripe"));
+    oct_register_options_default(&o);
+    o.edge = NAN;
+    ck_assert_int_eq(oct_register_create(&r, 16, 16, 16, &o, OCT_BACKEND_CPU, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "edge"), "%s", e.msg);
     ck_assert_int_eq(oct_register_create(&r, 16, 16, 16, NULL, OCT_BACKEND_CPU, &e), OCT_OK);
     float *v = random_volume(16, 16, 16, 3), sh[16 * 4];
     ck_assert_int_eq(oct_register_volume(r, v, sh, &e), OCT_ESTATE);
