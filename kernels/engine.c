@@ -657,7 +657,7 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->sink < 0 || ct->sink > 1)
         return oct_error_set(e, OCT_EINVAL, "cuda.sink = %d: must be 0 (tile) or 1 (warp)", ct->sink);
     if (ct->gemm_algo < 0 || ct->gemm_algo > 1)
-        return oct_error_set(e, OCT_EINVAL, "cuda.gemm_algo = %d: must be 0 (auto) or 1 (default)",
+        return oct_error_set(e, OCT_EINVAL, "cuda.gemm_algo = %d: must be 0 (default) or 1 (auto)",
                              ct->gemm_algo);
     if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "

@@ -247,7 +247,7 @@ typedef struct oct_cuda_tuning {
     int parts_ext;
     /* issue 19: product sink geometry, enum oct_cuda_sink (0 = tiles) */
     int sink;
-    /* issue 19: MSI GEMM algorithm, enum oct_cuda_gemm_algo (0 = auto) */
+    /* issue 19: MSI GEMM algorithm, enum oct_cuda_gemm_algo (0 = default) */
     int gemm_algo;
     /* angiography's ssada kernels, enum oct_angio_cuda_path (angio.h): 0 =
      * bands (cuFFT), 1 = legacy (round 5, A/B only), 2 = fused (shared-memory
@@ -259,11 +259,13 @@ typedef struct oct_cuda_tuning {
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
  * (the geometry before issue 19, for A/B runs). */
 enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1 };
-/* OCT_CUDA_GEMM_ALGO_AUTO: cublasLt, the fastest of the heuristic's
- * candidates timed once per GEMM shape (falls back to cublasGemmEx where
- * cublasLt offers none); OCT_CUDA_GEMM_ALGO_DEFAULT: cublasGemmEx with
- * CUBLAS_GEMM_DEFAULT (before issue 19). */
-enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_AUTO = 0, OCT_CUDA_GEMM_ALGO_DEFAULT = 1 };
+/* OCT_CUDA_GEMM_ALGO_DEFAULT (the default): cublasGemmEx with
+ * CUBLAS_GEMM_DEFAULT; OCT_CUDA_GEMM_ALGO_AUTO (opt-in): for the FP16
+ * products, cublasLt's fastest heuristic candidate timed once per shape
+ * (falls back to cublasGemmEx where cublasLt offers none).  On an H200
+ * (2026-11-23) auto gained 0-2 % and its pick at M = 8192 doubled the MSI
+ * error (3xfp16 relative L2 1.39e-5 vs 6.5e-6), so it is not the default. */
+enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUTO = 1 };
 
 typedef struct oct_setup {
     oct_geometry geom;

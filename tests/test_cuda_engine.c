@@ -254,7 +254,7 @@ static int g_parts;
 static int g_parts_ext; /* setup.cuda.parts_ext of make_engine() */
 static int g_gemm;      /* setup.cuda.gemm of make_engine() (0 = the engine's choice) */
 static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
-static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = auto) */
+static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -789,7 +789,6 @@ START_TEST(t_sink_tiles)
     g_sink = OCT_CUDA_SINK_WARP;
     oct_engine *warp = make_engine(&f, OCT_BACKEND_CUDA);
     g_sink = OCT_CUDA_SINK_TILE;
-    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
     oct_products *ot = oct_products_create(), *ow = oct_products_create();
     ck_assert_ptr_nonnull(ot);
     ck_assert_ptr_nonnull(ow);
@@ -819,7 +818,7 @@ END_TEST
 
 /* Issue 19.2: the MSI GEMM through cublasLt, the fastest of the
  * heuristic's candidates and cuBLAS's default timed once per shape
- * (setup.cuda.gemm_algo auto, the default): every product against the
+ * (setup.cuda.gemm_algo auto, opt-in): every product against the
  * float64 reference and against gemm_algo default; the shapes are picked
  * on the first frame and a second frame picks nothing new (plan once);
  * gemm_algo default picks nothing.  Configurations: volume u16 (en-face +
@@ -836,10 +835,10 @@ START_TEST(t_gemm_algo)
     double tol = c.prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
     fixture f;
     fixture_make(&f, &c, 2300 + (uint64_t)_i);
+    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
     g_gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
     oct_engine *def = make_engine(&f, OCT_BACKEND_CUDA);
-    g_gemm_algo = OCT_CUDA_GEMM_ALGO_AUTO;
     ck_assert_int_eq(oct_engine_msi_path(gpu), OCT_MSI_GEMM);
     oct_products *og = oct_products_create(), *od = oct_products_create();
     char label[160], picks[2048], msg[1024];
