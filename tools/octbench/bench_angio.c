@@ -167,13 +167,17 @@ static int cpu_group(const octbench_opts *o, const char *name, const float *x, u
     return rc;
 }
 
-/* CUDA: G groups through the device (device time of the metrics from x~). */
+/* CUDA: G groups through the device, device time from x~ (CFD included);
+ * align (0 off, 1 axial, 2 axial + lateral: angio_align_cuda.cu) adds the
+ * estimate and the resampling. */
 static int cuda_groups(const octbench_opts *o, const char *name, const float *x, uint32_t M,
-                       uint32_t N, uint32_t R, uint32_t G, uint32_t metrics, FILE *json)
+                       uint32_t N, uint32_t R, uint32_t G, uint32_t metrics, uint32_t align,
+                       FILE *json)
 {
     oct_angio_config c;
     oct_angio_config_default(&c, M, N, R);
     c.metrics = metrics;
+    c.align = align;
     c.cuda_path = (uint32_t)o->cuda.angio_path;
     c.cuda_chunk = (uint32_t)o->cuda.angio_chunk;
     const uint32_t D = M / 2 + 1;
@@ -197,61 +201,24 @@ static int cuda_groups(const octbench_opts *o, const char *name, const float *x,
         if (i)
             best = ms < best ? ms : best;
     }
-    printf("%-14s cuda %u groups of %ux%ux%u %-18s device %8.3f ms (best of %d; CFD from x~ "
-           "included; %s) %.2f M A-scans/s\n",
-           name, G, R, N, M, metrics_text(metrics), best, reps,
-           c.cuda_path == OCT_ANGIO_CUDA_FUSED ? "fused" : c.cuda_path ? "legacy" : "bands",
-           (double)G * R * N / (best * 1e3));
+    const char *al = align == 2 ? "axial+lateral" : align ? "axial" : "off";
+    const char *path = c.cuda_path == OCT_ANGIO_CUDA_FUSED ? "fused" : c.cuda_path ? "legacy" : "bands";
+    if (align)
+        printf("%-14s cuda %u groups of %ux%ux%u %-18s align %-13s device %8.3f ms (best of %d; CFD "
+               "from x~ included) %.2f M A-scans/s\n",
+               name, G, R, N, M, metrics_text(metrics), al, best, reps,
+               (double)G * R * N / (best * 1e3));
+    else
+        printf("%-14s cuda %u groups of %ux%ux%u %-18s device %8.3f ms (best of %d; CFD from x~ "
+               "included; %s) %.2f M A-scans/s\n",
+               name, G, R, N, M, metrics_text(metrics), best, reps, path,
+               (double)G * R * N / (best * 1e3));
     if (json)
         fprintf(json,
                 "{\"part\":\"angio\",\"workload\":\"%s\",\"backend\":\"cuda\",\"samples\":%u,"
-                "\"ascans\":%u,\"repeats\":%u,\"groups\":%u,\"metrics\":\"%s\",\"device_ms\":%.4f}\n",
-                name, M, N, R, G, metrics_text(metrics), best);
-    free(buf);
-    return 0;
-}
-
-/* CUDA with angio.align (angio_align_cuda.cu): G groups from x~, device time
- * of estimate + resampling + metrics (CFD from x~ included). */
-static int cuda_align_groups(const octbench_opts *o, const float *x, uint32_t M, uint32_t N,
-                             uint32_t R, uint32_t G, uint32_t metrics, uint32_t align, FILE *json)
-{
-    oct_angio_config c;
-    oct_angio_config_default(&c, M, N, R);
-    c.metrics = metrics;
-    c.align = align;
-    const uint32_t D = M / 2 + 1;
-    const size_t img = (size_t)N * D;
-    oct_angio_out out = {{0}, D, 1};
-    float *buf = malloc(sizeof(float) * 5 * img * G);
-    if (!buf)
-        return -1;
-    for (int m = 0; m < OCT_ANGIO_M_COUNT; m++)
-        out.img[m] = buf + (size_t)m * img * G;
-    const int reps = o->reps ? o->reps : o->quick ? 3 : 5;
-    double best = INFINITY, ms = 0;
-    oct_error e;
-    const char *al = align == 2 ? "axial+lateral" : "axial";
-    for (int i = 0; i < reps + 1; i++) {
-        oct_err err = oct_angio_cuda_host(&c, NULL, x, G, &out, img, &ms, &e);
-        if (err) {
-            printf("%-14s cuda: %s\n", "angio-align", e.msg);
-            free(buf);
-            return err == OCT_EUNSUPPORTED ? 0 : -1;
-        }
-        if (i)
-            best = ms < best ? ms : best;
-    }
-    printf("%-14s cuda %u groups of %ux%ux%u %-18s align %-13s device %8.3f ms (best of %d; CFD "
-           "from x~ included) %.2f M A-scans/s\n",
-           "angio-align", G, R, N, M, metrics_text(metrics), al, best, reps,
-           (double)G * R * N / (best * 1e3));
-    if (json)
-        fprintf(json,
-                "{\"part\":\"angio\",\"workload\":\"angio-align\",\"backend\":\"cuda\",\"samples\":%u,"
                 "\"ascans\":%u,\"repeats\":%u,\"groups\":%u,\"metrics\":\"%s\",\"align\":\"%s\","
-                "\"device_ms\":%.4f}\n",
-                M, N, R, G, metrics_text(metrics), al, best);
+                "\"path\":\"%s\",\"device_ms\":%.4f}\n",
+                name, M, N, R, G, metrics_text(metrics), al, path, best);
     free(buf);
     return 0;
 }
@@ -420,7 +387,7 @@ int octbench_angio(const octbench_opts *o)
                 rc |= cpu_group(o, "angio-bscan", x, M, N, R, OCT_ANGIO_METRICS_ALL, 0, json);
             }
             if (cuda)
-                rc |= cuda_groups(o, "angio-bscan", x, M, N, R, 1, sel, json);
+                rc |= cuda_groups(o, "angio-bscan", x, M, N, R, 1, sel, 0, json);
         }
         if (cpu && (!only || !strcmp(only, "angio-align"))) {
             ran++;
@@ -430,13 +397,13 @@ int octbench_angio(const octbench_opts *o)
         if (cuda && (!only || !strcmp(only, "angio-align"))) { /* one group and 16 at once */
             ran++;
             for (uint32_t al = 1; al <= 2; al++) {
-                rc |= cuda_align_groups(o, x, M, N, R, 1, sel, al, json);
+                rc |= cuda_groups(o, "angio-align", x, M, N, R, 1, sel, al, json);
                 float *x16 = malloc(sizeof(float) * 16 * R * N * M);
                 if (!x16)
                     return -1;
                 for (int g = 0; g < 16; g++)
                     memcpy(x16 + (size_t)g * R * N * M, x, sizeof(float) * R * N * M);
-                rc |= cuda_align_groups(o, x16, M, N, R, 16, sel, al, json);
+                rc |= cuda_groups(o, "angio-align", x16, M, N, R, 16, sel, al, json);
                 free(x16);
             }
         }
@@ -461,7 +428,7 @@ int octbench_angio(const octbench_opts *o)
         if (!x)
             return -1;
         if (cuda)
-            rc |= cuda_groups(o, "angio-volume", x, M, Nv, R, G, sel, json);
+            rc |= cuda_groups(o, "angio-volume", x, M, Nv, R, G, sel, 0, json);
         else { /* CPU: per group, whole volume */
             oct_angio_config c;
             oct_angio_config_default(&c, M, Nv, R);
