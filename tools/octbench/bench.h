@@ -39,6 +39,7 @@ typedef struct octbench_opts {
                              * octd each), latency per run and over all runs (issue 19.2) */
     const char *engine_keys; /* --engine-keys K=V[,K=V...]: more octd.ini [engine] keys for the
                              * octd --e2e starts (priority=50,lock_memory=yes); NULL = none */
+    int sndhwm;             /* --sndhwm N: octd.ini [publish] sndhwm of --e2e (0: 16) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -920,11 +920,12 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     tl = snprintf(text, sizeof text,
              "[engine]\nbackend = %s\nthreads = %d\n%s%s%s%s[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
-             "%s%s%s[publish]\nendpoint = %s\nsndhwm = 16\n[profile]\npath = %s\n"
+             "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n[profile]\npath = %s\n"
              "[log]\nlevel = info\n",
              backend, o->threads, keys, devices ? "devices = " : "", devices ? devices : "",
              devices ? "\n" : "", ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
-             o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint, prof);
+             o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint,
+             o->sndhwm > 0 ? o->sndhwm : 16, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;
 

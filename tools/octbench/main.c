@@ -79,6 +79,7 @@ static void usage(FILE *f)
             "                           (tools/octbench/tails.sh: both volumes, 5 runs)\n"
             "  --engine-keys K=V[,K=V]  --e2e: more octd.ini [engine] keys for octd\n"
             "                           (priority=50,lock_memory=yes,timer_slack_ns=1)\n"
+            "  --sndhwm N               --e2e: octd.ini [publish] sndhwm (frames; default 16)\n"
             "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
             "                           with S stalled + C churning subscribers, then (policy\n"
             "                           all) one paced at 90%% of the rate without them\n"
@@ -111,7 +112,7 @@ int main(int argc, char **argv)
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
-           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK };
+           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -133,6 +134,7 @@ int main(int argc, char **argv)
         {"devices", required_argument, 0, O_DEVICES},
         {"runs", required_argument, 0, O_RUNS},
         {"engine-keys", required_argument, 0, O_ENGINE_KEYS},
+        {"sndhwm", required_argument, 0, O_SNDHWM},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -318,6 +320,15 @@ int main(int argc, char **argv)
             }
             o.engine_keys = optarg; /* the keys and values are checked by octd */
             break;
+        case O_SNDHWM: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || v > 1000000) {
+                fprintf(stderr, "octbench: --sndhwm %s: must be an integer in [1, 1000000]\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.sndhwm = (int)v;
+            break;
+        }
         case O_RUNS: {
             long v = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end || v < 1 || v > 1000) {
