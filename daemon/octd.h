@@ -84,7 +84,12 @@ typedef struct octd {
     struct octd_reglive *reglive; /* live registration (register_live.c), NULL until used */
 } octd;
 
-/* Makes d->eng fit geom (re-plans when needed; main.c).  false: cannot process. */
+/* Makes d->eng fit geom (re-plans when needed; engines.c).  false: cannot process. */
 bool octd_ensure_engine(octd *d, const oct_geometry *geom);
+
+/* main.c: copies src into a fixed-size status field (truncated, NUL-ended),
+ * and the engine's backend and device into the status block. */
+void octd_copy_text(char *dst, size_t len, const char *src);
+void octd_status_engine(octd *d);
 
 #endif
