@@ -299,6 +299,26 @@ static void best_of(const uint32_t *off, const int32_t *cand, const reg_peak *p,
     }
 }
 
+/* The candidate reference lines of each line l (off[l]..off[l+1] in cand):
+ * best[l].y +- K within the volume; none for a line without a coarse match
+ * or, with `dir` ([L][4], read at dir[4 l]), whose direction is NaN.  The
+ * number of candidates. */
+static uint32_t candidates(const reg_peak *best, int L, int K, const float *dir, uint32_t *off,
+                           int32_t *cand)
+{
+    uint32_t n = 0;
+    for (int l = 0; l < L; l++) {
+        off[l] = n;
+        if (best[l].y < 0 || (dir && isnan(dir[4 * (size_t)l])))
+            continue;
+        for (int y = best[l].y - K; y <= best[l].y + K; y++)
+            if (y >= 0 && y < L)
+                cand[n++] = y;
+    }
+    off[L] = n;
+    return n;
+}
+
 /* The saccade test: a line acquired while the eye jumped is sheared, so
  * its parts match different places.  Each half and each end third of every
  * matched line is correlated with the reference lines within +-3 of its
@@ -328,19 +348,9 @@ static oct_err split_test(oct_register *r, reg_peak *best, float *parts, oct_err
         err = oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
         goto out;
     }
-    uint32_t n = 0;
     for (size_t i = 0; i < (size_t)L * REG_PARTS; i++)
         parts[i] = NAN;
-    for (int l = 0; l < L; l++) {
-        off[l] = n;
-        if (best[l].y < 0)
-            continue;
-        for (int y = best[l].y - K; y <= best[l].y + K; y++)
-            if (y >= 0 && y < L)
-                cand[n++] = y;
-    }
-    off[L] = n;
-    if (!n)
+    if (!candidates(best, L, K, NULL, off, cand))
         goto out;
     for (int h = 0; h < P; h++)
         if ((err = r->ops->fine(r, off, cand, h + 1, p[h], e)))
@@ -430,17 +440,7 @@ static oct_err edge_test(oct_register *r, const reg_peak *best, const float *vec
     }
     for (int s = 0; s < 2; s++) {
         /* the end fifth toward the run (5 left, 6 right) of the candidate lines */
-        uint32_t n = 0;
-        for (int l = 0; l < L; l++) {
-            off[l] = n;
-            if (isnan(dir[4 * (size_t)l + 2 * s]) || best[l].y < 0)
-                continue;
-            for (int y = best[l].y - K; y <= best[l].y + K; y++)
-                if (y >= 0 && y < L)
-                    cand[n++] = y;
-        }
-        off[L] = n;
-        if (!n)
+        if (!candidates(best, L, K, dir + 2 * s, off, cand))
             continue;
         if ((err = r->ops->fine(r, off, cand, s ? 6 : 5, pk, e)))
             goto done;
