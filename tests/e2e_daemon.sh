@@ -482,7 +482,7 @@ rc=$?
 t1=$(date +%s%N)
 OCTD=""
 [ $rc = 0 ] || fail "octd exit $rc after SIGTERM"
-[ $(((t1 - t0) / 1000000)) -lt 1000 ] || fail "SIGTERM took $(((t1 - t0) / 1000000)) ms"
+[ $(((t1 - t0) / 1000000)) -lt 3000 ] || fail "SIGTERM took $(((t1 - t0) / 1000000)) ms" # < 0.5 s idle; 3 s: a loaded machine
 grep -q "STOPPING=1" "$T/notify.txt" || fail "no STOPPING=1"
 [ "$(st state)" = stopping ] || fail "status state after exit: $(st state)"
 echo "ok   watchdog pings ($w), STATUS=, SIGTERM -> exit 0 in $(((t1 - t0) / 1000000)) ms, state stopping"
