@@ -365,17 +365,16 @@ static oct_err list_items(pctx *x, yaml_node_t *seq, const char *path, yaml_node
     return OCT_OK;
 }
 
-static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
+/* A YAML list of names (each once) as a bit set: bit bits[w] (or 1 << w
+ * when bits is NULL) for names[w]; *count the list's length. */
+static oct_err word_bits(pctx *x, yaml_node_t *v, const char *path, const char *const *names,
+                         const uint32_t *bits, uint32_t *out, int *count)
 {
-    int count;
-    oct_err err = list_items(x, v, path, NULL, &count);
+    oct_err err = list_items(x, v, path, NULL, count);
     if (err)
         return err;
-    if (count == 0)
-        return pfail(x, v, OCT_EINVAL, path, "the list is empty: name one or more of cfd, msi, cms");
-    const char *const *names = opt_names("methods"); /* = enum oct_method */
     uint32_t m = 0;
-    for (int i = 0; i < count; i++) {
+    for (int i = 0; i < *count; i++) {
         yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
         char sub[200];
         snprintf(sub, sizeof sub, "%s[%d]", path, i);
@@ -384,10 +383,25 @@ static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
             return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
         if ((err = get_word(x, it, sub, names, &w)))
             return err;
-        if (m & OCT_METHOD_BIT(w))
+        uint32_t bit = bits ? bits[w] : 1u << w;
+        if (m & bit)
             return pfail(x, it, OCT_EINVAL, sub, "'%s' is listed twice", names[w]);
-        m |= OCT_METHOD_BIT(w);
+        m |= bit;
     }
+    *out = m;
+    return OCT_OK;
+}
+
+static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
+{
+    int count;
+    uint32_t m;
+    /* names = enum oct_method, so bit w is OCT_METHOD_BIT(w) */
+    oct_err err = word_bits(x, v, path, opt_names("methods"), NULL, &m, &count);
+    if (err)
+        return err;
+    if (count == 0)
+        return pfail(x, v, OCT_EINVAL, path, "the list is empty: name one or more of cfd, msi, cms");
     x->p->params.methods = m;
     return OCT_OK;
 }
@@ -395,27 +409,12 @@ static oct_err methods_list(pctx *x, yaml_node_t *v, const char *path)
 static oct_err products_list(pctx *x, yaml_node_t *v, const char *path)
 {
     int count;
-    oct_err err = list_items(x, v, path, NULL, &count);
-    if (err)
-        return err;
+    uint32_t bits;
     /* the option table's names and bits (enum oct_kind; f32 last) */
     const oct_option *o = oct_option_find("products");
-    const char *const *names = o->values;
-    uint32_t bits = 0;
-    for (int i = 0; i < count; i++) {
-        yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
-        char sub[200];
-        snprintf(sub, sizeof sub, "%s[%d]", path, i);
-        int w;
-        if (!it)
-            return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
-        if ((err = get_word(x, it, sub, names, &w)))
-            return err;
-        uint32_t bit = o->bits ? o->bits[w] : 1u << w;
-        if (bits & bit)
-            return pfail(x, it, OCT_EINVAL, sub, "'%s' is listed twice", names[w]);
-        bits |= bit;
-    }
+    oct_err err = word_bits(x, v, path, o->values, o->bits, &bits, &count);
+    if (err)
+        return err;
     x->p->params.products = bits;
     return OCT_OK;
 }
@@ -720,24 +719,10 @@ static oct_err angio_pair(pctx *x, int k, const char *path, yaml_node_t *key, ya
     oct_err err;
     switch (k) {
     case 0: {
-        static const char *const names[] = {"struct", "median", "sv", "decor", "ssada", NULL};
         int count;
-        if ((err = list_items(x, v, path, NULL, &count)))
+        uint32_t m;
+        if ((err = word_bits(x, v, path, opt_names("angio.metrics"), NULL, &m, &count)))
             return err;
-        uint32_t m = 0;
-        for (int i = 0; i < count; i++) {
-            yaml_node_t *it = node_at(x, v->data.sequence.items.start[i]);
-            char sub[200];
-            snprintf(sub, sizeof sub, "%s[%d]", path, i);
-            int w;
-            if (!it)
-                return oct_error_set(x->e, OCT_EPARSE, "%s: broken YAML document", x->name);
-            if ((err = get_word(x, it, sub, names, &w)))
-                return err;
-            if (m & (1u << w))
-                return pfail(x, it, OCT_EINVAL, sub, "'%s' is listed twice", names[w]);
-            m |= 1u << w;
-        }
         pp->angio_metrics = m;
         return OCT_OK;
     }
