@@ -141,6 +141,19 @@ static void send_status(octd_pub *p)
     octd_pub_send_status(p, &b, NULL);
 }
 
+/* The subscription reaches the publisher thread some time after connect:
+ * resend the status until sub gets one (the message in the buffers). */
+static bool await_status(octd_pub *p, void *sub, char *topic, size_t tcap, char *hdr, size_t hcap,
+                         uint8_t *data, size_t dcap, size_t *dlen)
+{
+    for (int tries = 0; tries < 400; tries++) {
+        send_status(p);
+        if (recv_msg(sub, topic, tcap, hdr, hcap, data, dcap, dlen))
+            return true;
+    }
+    return false;
+}
+
 /* A bscan subscriber gets the frame loop's image byte for byte through the
  * proxy, not the enface image it did not subscribe to; the zero-copy
  * payloads are released once delivered. */
@@ -200,10 +213,7 @@ START_TEST(unsubscribed_dropped_at_source)
     static uint8_t data[BYTES + 1];
     size_t dlen;
     bool got = false;
-    for (int tries = 0; tries < 400 && !got; tries++) {
-        send_status(p);
-        got = recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
-    }
+    got = await_status(p, sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
     ck_assert_msg(got, "no status through the publisher thread in 40 s");
     ck_assert_str_eq(topic, "status");
     ck_assert_ptr_nonnull(strstr(hdr, "\"pid\":42"));
@@ -478,10 +488,7 @@ START_TEST(stalled_subscriber_released_on_destroy)
     static uint8_t data[BYTES + 1];
     size_t dlen;
     bool got = false;
-    for (int tries = 0; tries < 400 && !got; tries++) {
-        send_status(p);
-        got = recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
-    }
+    got = await_status(p, sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
     ck_assert_msg(got, "no status through the publisher thread in 40 s");
     octd_frame_meta m = {.frame_id = 2};
     for (int i = 0; i < 2000; i++) {
@@ -513,10 +520,7 @@ START_TEST(lagging_thread_counts_drops)
     static uint8_t data[BYTES + 1];
     size_t dlen;
     bool got = false;
-    for (int tries = 0; tries < 400 && !got; tries++) {
-        send_status(p);
-        got = recv_msg(sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
-    }
+    got = await_status(p, sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
     ck_assert_msg(got, "no status through the publisher thread in 40 s");
     ck_assert_int_eq(zmq_send(p->ctl, "PAUSE", 5, 0), 5);
     octd_frame_meta m = {.frame_id = 5};
