@@ -52,6 +52,9 @@ typedef struct path_frame {
     uint64_t seq; /* dispatch number: the publishing order */
     int lane;     /* the engine it was dealt to */
     bool want_f32, torn;
+    bool unverified; /* in place, several engines: its slot is verified once its
+                      * input copy is done (verify_ready), not before the next
+                      * frame is taken, so the GPUs' copies overlap (issue 20) */
 } path_frame;
 
 /* Product buffers are sized by the engine for its geometry and depths: a
@@ -669,6 +672,43 @@ static void publish_in_order(octd_frames *g, octd *d)
     }
 }
 
+/* Verifies frame f's ring slot once the engine has read it (within
+ * timeout_ms; -1 waits): torn if the producer overwrote it meanwhile.
+ * false while the copy is still running. */
+static bool verify_frame(octd *d, path_lane *L, path_frame *f, int timeout_ms)
+{
+    oct_error se;
+    oct_err rc = oct_engine_input_done(L->eng, f->ticket, timeout_ms, &se);
+    if (rc == OCT_ETIMEDOUT)
+        return false;
+    f->unverified = false;
+    if (rc != OCT_OK) {
+        /* the copy failed: its completion reports the error */
+        log_once(d, "input copy", &se);
+        f->torn = true;
+        oct_ring_consumer_verify(d->ring, &f->info);
+    } else if (oct_ring_consumer_verify(d->ring, &f->info) != OCT_OK) {
+        f->torn = true; /* overwritten while the engine read it: never published */
+        d->torn++;
+        d->torn_since++;
+    }
+    return true;
+}
+
+/* Verifies every frame whose input copy is done (each engine copies in
+ * order: its first unfinished copy ends the scan of that engine). */
+static void verify_ready(octd_frames *g, octd *d)
+{
+    for (int i = 0; i < g->nlanes; i++) {
+        path_lane *L = &g->lane[i];
+        for (int k = 0; k < L->count; k++) {
+            path_frame *f = &L->q[(L->head + k) % OCT_ENGINE_DEPTH_MAX];
+            if (f->unverified && !verify_frame(d, L, f, 0))
+                break;
+        }
+    }
+}
+
 /* Completes engine L's oldest frame if done within timeout_ms and hands it
  * to the reorder stage; true if one was dequeued (published or held for
  * order, or discarded when torn or failed). */
@@ -683,6 +723,8 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
     if (rc == OCT_ETIMEDOUT)
         return false;
     path_frame *f = &L->q[L->head];
+    if (f->unverified && !L->dead)
+        verify_frame(d, L, f, -1); /* finished: its copy is done */
     if (rc == OCT_ESTATE && !done) {
         /* the engine has nothing in flight: our queue is out of step */
         octd_log(LOG_ERR, "frame path: %d frame(s) lost by the engine", L->count);
@@ -770,6 +812,7 @@ static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
 static bool complete_ready(octd_frames *g, octd *d, const path_lane *keep)
 {
     bool any = false;
+    verify_ready(g, d);
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
         if (L->count > (L == keep ? 1 : 0))
@@ -900,8 +943,21 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         }
     }
     /* room for one more frame */
-    path_lane *L;
-    while (!(L = pick_lane(g)))
+    path_lane *L = NULL;
+    verify_ready(g, d);
+    if (g->in_place && live_lanes(g) > 1) {
+        /* poll: blocking on one engine would leave the others' finished
+         * copies unverified while the producer may lap their slots */
+        uint64_t deadline = oct_time_monotonic_ns() + COMPLETE_WAIT_MS * 1000000ull;
+        while (!(L = pick_lane(g))) {
+            if (complete_ready(g, d, NULL))
+                continue;
+            if (oct_time_monotonic_ns() >= deadline)
+                return OCT_ETIMEDOUT; /* the device is slow: main loop, then again */
+            sleep_ns(poll_ns(g));
+        }
+    }
+    while (!L && !(L = pick_lane(g)))
         if (!complete_oldest(g, d, COMPLETE_WAIT_MS))
             return OCT_ETIMEDOUT; /* the device is slow: main loop, then again */
 
@@ -986,6 +1042,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;
     L->count++;
+    if (g->in_place && !L->w && live_lanes(g) > 1) {
+        /* several GPUs: the next frame's copy starts on the next engine now;
+         * this slot is verified when its copy is done (verify_ready) */
+        f->unverified = true;
+        return OCT_OK;
+    }
     /* Wait until the engine has read the input (the slot, or the copy that
      * the next frame overwrites), finishing older frames meanwhile (never
      * the new one: it must be verified first). */

@@ -530,7 +530,10 @@ oct_err oct_ring_consumer_next(oct_ring_consumer *c, oct_ring_policy policy, voi
                                oct_error *e);
 /* Zero-copy variant for DMA: picks the next frame per policy and returns a
  * pointer into the mapping; after using it call oct_ring_consumer_verify()
- * which returns OCT_OK if the slot still holds that frame, else OCT_ETORN. */
+ * which returns OCT_OK if the slot still holds that frame, else OCT_ETORN.
+ * Several peeked frames may be out at once (copies to several GPUs), up to
+ * the last 64 frame numbers: verify each once, in any order; verifying a
+ * frame not peeked, or twice, returns OCT_EINVAL. */
 oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
                                const void **frame, oct_frame_info *info, oct_error *e);
 oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info);

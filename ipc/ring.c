@@ -428,8 +428,7 @@ struct oct_ring_consumer {
     uint64_t next;              /* next frame number not yet taken */
     uint64_t last_check_ns;     /* last re-open of the name */
     uint32_t stale_ms;
-    uint64_t peek_n;            /* frame handed out by peek */
-    bool peek_valid;
+    uint64_t peeked;            /* bit k: frame next-1-k peeked, not yet verified */
     bool shrunk;                /* a SIGBUS showed the object truncated: re-open */
     oct_ring_stats st;
 };
@@ -777,6 +776,14 @@ static bool slot_copy(const oct_ring_consumer *c, uint64_t n, void *dst, uint64_
     return !slot_read_retry(s, n);
 }
 
+/* Frame n is taken (next or peek): the peeked bits move with the position. */
+static void advance(oct_ring_consumer *c, uint64_t n)
+{
+    uint64_t adv = n + 1 - c->next;
+    c->peeked = adv >= 64 ? 0 : c->peeked << adv;
+    c->next = n + 1;
+}
+
 static oct_err next_guarded(oct_ring_consumer *c, oct_ring_policy policy, void *dst,
                             int timeout_ms, oct_frame_info *info, oct_error *e)
 {
@@ -784,7 +791,7 @@ static oct_err next_guarded(oct_ring_consumer *c, oct_ring_policy policy, void *
     oct_err err = wait_pick(c, policy, timeout_ms, &n, &skip, &seen, e);
     if (err)
         return err;
-    c->next = n + 1; /* whatever happens, frame n is dealt with */
+    advance(c, n); /* whatever happens, frame n is dealt with */
     /* on OCT_ETORN too, info says which frame was lost and what was skipped */
     fill_info(c, n, 0, 0, skip, seen, info);
     uint64_t fid = 0, tacq = 0;
@@ -827,15 +834,14 @@ static oct_err peek_guarded(oct_ring_consumer *c, oct_ring_policy policy, int ti
     if (err)
         return err;
     const oct_slot_header *s = cons_slot(c, n);
-    c->next = n + 1;
+    advance(c, n);
     if (!slot_read_begin(s, n)) {
         c->st.frames_torn++;
         return oct_error_set(e, OCT_ETORN, "ring %s: frame %llu was overwritten before the read",
                              c->name, (unsigned long long)n);
     }
     fill_info(c, n, s->frame_id, s->t_acq_ns, skip, seen, info);
-    c->peek_n = n;
-    c->peek_valid = true;
+    c->peeked |= 1;
     *frame = (const uint8_t *)s + OCT_SLOT_HEADER_BYTES;
     return OCT_OK;
 }
@@ -849,13 +855,11 @@ oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int
     if (!c || !frame || !info)
         return oct_error_set(e, OCT_EINVAL, "ring: peek needs a consumer, frame and info");
     *frame = NULL;
-    c->peek_valid = false;
     if (c->shrunk)
         return shrunk(c, e);
     oct_bus_guard g;
     if (sigsetjmp(g.jb, 0)) {
         *frame = NULL;
-        c->peek_valid = false;
         return shrunk(c, e);
     }
     oct_bus_arm(&g, c->map, c->map_bytes);
@@ -866,10 +870,13 @@ oct_err oct_ring_consumer_peek(oct_ring_consumer *c, oct_ring_policy policy, int
 
 oct_err oct_ring_consumer_verify(oct_ring_consumer *c, const oct_frame_info *info)
 {
-    if (!c || !info || !c->peek_valid || info->seq != c->peek_n || info->epoch != c->epoch)
+    /* several peeked frames may be out (DMAs on several GPUs): each is
+     * verified once, in any order */
+    if (!c || !info || info->epoch != c->epoch || info->seq >= c->next ||
+        c->next - 1 - info->seq >= 64 || !((c->peeked >> (c->next - 1 - info->seq)) & 1))
         return OCT_EINVAL;
     const oct_slot_header *s = cons_slot(c, info->seq);
-    c->peek_valid = false;
+    c->peeked &= ~(1ull << (c->next - 1 - info->seq));
     if (c->shrunk)
         return OCT_ETORN;
     oct_bus_guard g;

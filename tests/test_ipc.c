@@ -281,6 +281,51 @@ START_TEST(ring_peek_verify)
 }
 END_TEST
 
+/* Several frames peeked at once (copies to several GPUs, issue 20): each is
+ * verified once in any order; a lapped one is torn; a frame verified twice,
+ * never peeked, or taken by a copy is refused. */
+START_TEST(ring_peek_several)
+{
+    oct_geometry g = {64, 8, 1, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 4, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *c;
+    const char *name = shm_name("peek2");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    const void *f;
+    oct_frame_info i0, i1, i2, i3, ix;
+    for (int n = 0; n < 3; n++)
+        produce(p, &g, (uint64_t)n);
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_ALL, 100, &f, &i0, &e), OCT_OK);
+    ck_assert(check_frame(f, &g, 0));
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_ALL, 100, &f, &i1, &e), OCT_OK);
+    ck_assert(check_frame(f, &g, 1));
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_ALL, 100, &f, &i2, &e), OCT_OK);
+    ck_assert_uint_eq(i2.seq, 2);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &i1), OCT_OK); /* out of order */
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &i1), OCT_EINVAL); /* twice */
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &i2), OCT_OK);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &i0), OCT_OK);
+    /* frame 3 peeked, then 4..7 overwrite its slot (4 slots): torn */
+    produce(p, &g, 3);
+    ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_ALL, 100, &f, &i3, &e), OCT_OK);
+    ck_assert_uint_eq(i3.seq, 3);
+    for (int n = 4; n < 8; n++)
+        produce(p, &g, (uint64_t)n);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &i3), OCT_ETORN);
+    /* a frame taken by a copy was never peeked */
+    size_t bytes = oct_geometry_frame_bytes(&g);
+    void *buf = malloc(bytes);
+    ck_assert_int_eq(oct_ring_consumer_next(c, OCT_POLICY_LATEST, buf, bytes, 100, &ix, &e), OCT_OK);
+    ck_assert_int_eq(oct_ring_consumer_verify(c, &ix), OCT_EINVAL);
+    free(buf);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+}
+END_TEST
+
 /* Copy again (snapshots of frames read in place): the frame asked for while
  * its slot holds it, else ETORN; the newest; neither moves the consumer. */
 START_TEST(ring_copy_again)
@@ -1412,6 +1457,7 @@ static Suite *ipc_suite(void)
     tcase_add_loop_test(tc, ring_two_process_all_types, 0, 3);
     tcase_add_test(tc, ring_torn_always_detected);
     tcase_add_test(tc, ring_peek_verify);
+    tcase_add_test(tc, ring_peek_several);
     tcase_add_test(tc, ring_copy_again);
     tcase_add_test(tc, ring_lapped_and_latest_counts);
     tcase_add_test(tc, ring_restart_new_geometry);

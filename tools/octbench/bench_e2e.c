@@ -787,9 +787,16 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         free(pr.frames);
         return 1;
     }
-    oct_ring_config rcfg = {.geom = *g, .slot_count = fb >= (16u << 20) ? 8 : 32, .mode = 0600};
+    /* Several engines keep several frames each in flight (3 per GPU, read in
+     * place from the ring): the ring and the commit producer's lead grow with
+     * them, else the producer, not octd, bounds the rate (issue 20). */
+    uint32_t engines = 1;
+    for (const char *c = devices; c && *c; c++)
+        engines += *c == ',';
+    oct_ring_config rcfg = {.geom = *g, .slot_count = (fb >= (16u << 20) ? 8 : 32) * engines,
+                            .mode = 0600};
     pr.commit = commit;
-    pr.window = rcfg.slot_count / 4 > 4 ? rcfg.slot_count / 4 : 4;
+    pr.window = rcfg.slot_count / 4 > 4 * engines ? rcfg.slot_count / 4 : 4 * engines;
     double alone = measure_producer(&pr, ring_alone, &rcfg, o->quick ? 0.3 : 1.0);
     if (commit)
         printf("# %s %ux%ux%u u16, %.1f MB/frame: commit producer alone (headers only, %u "
