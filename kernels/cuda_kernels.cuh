@@ -461,20 +461,14 @@ struct SrcCfd {
         return sqrtf(z.x * z.x + z.y * z.y);
     }
 };
-/* bias (NULL = none): a column vector subtracted before |.| (the MSI of
- * the deferred background correction, PARTS_DEFER) */
 struct SrcGemm {
     const float *C;
     int ncol, nl;
-    const float *bias;
     __device__ __forceinline__ float operator()(long long jl, int s) const
     {
         const float *p = C + jl * ncol + (long long)s * nl;
         float a = 0.0f;
-        if (bias)
-            for (int li = 0; li < nl; li++) a += fabsf(p[li] - bias[s * nl + li]);
-        else
-            for (int li = 0; li < nl; li++) a += fabsf(p[li]);
+        for (int li = 0; li < nl; li++) a += fabsf(p[li]);
         return a;
     }
 };
@@ -500,10 +494,9 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
     if (!w) return lane < nd ? src(row, d0 + lane) : 0.0f;
     const int nl = src.nl, ws = nl | 1, n = nd * nl;
     const float *p = src.C + row * src.ncol + (long long)d0 * nl;
-    const float *b = src.bias ? src.bias + d0 * nl : NULL;
     for (int i = lane; i < n; i += 32) {
         int s = i / nl;
-        w[s * ws + (i - s * nl)] = b ? p[i] - b[i] : p[i];
+        w[s * ws + (i - s * nl)] = p[i];
     }
     __syncwarp();
     float a = 0.0f;

@@ -178,12 +178,6 @@ struct CudaState {
      * chain (one spectrum each; own plans and work areas, compute stream) */
     float *d_bhat, *d_cd, *d_cdx, *d_cdk;
     float2 *d_cX, *d_cZ;
-    /* ... and for the MSI: the GEMM output of the whole frame (Cdef_cap
-     * floats; the sink after the last part), d's GEMM operand (3M floats)
-     * and its products with the en-face / all-depth matrices (bias_cap) */
-    float *d_Cdef, *d_cop, *d_bias_enf, *d_bias_full;
-    size_t Cdef_cap, bias_cap;
-    int *d_cbad;
     cufftHandle plan_r1, plan_c1;
     bool have_plan_r1, have_plan_c1;
 
@@ -623,8 +617,7 @@ void free_state(CudaState *s)
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
-                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
-                   s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad};
+                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -808,17 +801,6 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         TRY(dmalloc(s, &s->d_cdk, (size_t)s->M, "the background correction", e));
         TRY(dmalloc(s, &s->d_cX, (size_t)s->K, "the background correction's DFT", e));
         TRY(dmalloc(s, &s->d_cZ, (size_t)s->M, "the background correction's DFT", e));
-        TRY(dmalloc(s, &s->d_cop, (size_t)3 * s->M, "the background correction's MSI operand", e));
-        TRY(dmalloc(s, &s->d_cbad, 1, "a flag", e));
-        if (s->R > 0) {
-            /* the MSI of the parts into one frame-sized output (at most 256 MiB:
-             * the en-face depths of a volume; all depths only of small ones) */
-            s->bias_cap = (size_t)s->R * GEMM_LAGS_MAX;
-            TRY(dmalloc(s, &s->d_bias_enf, s->bias_cap, "the background correction's MSI", e));
-            TRY(dmalloc(s, &s->d_bias_full, s->bias_cap, "the background correction's MSI", e));
-            s->Cdef_cap = std::min((size_t)s->S * s->bias_cap, (size_t)64 << 20);
-            TRY(dmalloc(s, &s->d_Cdef, s->Cdef_cap, "the MSI GEMM output of a frame", e));
-        }
         FFT(cufftPlan1d(&s->plan_r1, (int)s->M, CUFFT_R2C, 1));
         s->have_plan_r1 = true;
         FFT(cufftSetStream(s->plan_r1, s->s_comp));
