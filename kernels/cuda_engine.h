@@ -40,6 +40,10 @@ int oct_cuda_gemm_picks(const oct_engine *eng, char *buf, size_t len);
  * the intra-frame pipeline (its DMA in parts), else 1; 0 before the first
  * frame or for another backend.  Tests use it to prove the pipeline ran. */
 int oct_cuda_last_parts(const oct_engine *eng);
+/* 1 when the last submitted frame went through the intra-frame pipeline
+ * with the deferred background correction (cuda.parts_ext = 0, a
+ * whole-frame background, the CFD on), else 0. */
+int oct_cuda_last_deferred(const oct_engine *eng);
 
 /* Host -> device copy rate of `bytes` (<= one frame) from `src` into the
  * engine's input buffer, `reps` copies timed by events, in GB/s (1e9 B/s).

@@ -172,34 +172,60 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  *   the best segment of those complete so far) of each part on arrival (the
  *   reduction hides under the DMA), the rest of the frame once the last part
  *   has landed (the subtraction needs the whole frame's statistics).
- * Off for the FFT-path MSI (or its
- * masks: plan_x on the compute stream shares the CFD plans' work area), and
- * (without setup.cuda.parts_ext) for k-lin, dispersion and the whole-frame
- * backgrounds.  With it, the stage times other than device_ms mix stages
- * (octbench times a replay, which never uses parts). */
-enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2 };
+ * PARTS_DEFER (issue 19, whole-frame backgrounds with the CFD on): each
+ *   part's CFD (k-lin, R2C, dispersion chain; all linear) runs on arrival
+ *   with an estimate bh of the background (the mean of part 0) instead of
+ *   b; once the last part is in, b is known and the same chain applied to
+ *   the one spectrum d = b - bh is subtracted from every complex spectrum
+ *   before |.| (SrcCfdCorr: one memory-bound pass).  Exact up to rounding;
+ *   bh keeps the parts' values centred like b, so no DC-sized term cancels.
+ *   The MSI (and the background statistics: column sums / FPN segments per
+ *   part, as PARTS_BG) converts with the exact b after the last part.  Not
+ *   with CMS or angiography (they read the converted spectra), nor where the
+ *   MSI GEMM reads d_x while the CFD's parts are in it (SGEMM / TF32 without
+ *   k-lin).
+ * Off for the FFT-path MSI (or its masks: plan_x on the compute stream
+ * shares the CFD plans' work area).  setup.cuda.parts_ext: 0 (default) as
+ * above, else PARTS_BG for the whole-frame backgrounds; 2 = off for k-lin,
+ * dispersion and the whole-frame backgrounds (before issue 19.3).  With
+ * parts, the stage times other than device_ms mix stages (octbench times a
+ * replay, which never uses parts). */
+enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2, PARTS_DEFER = 3 };
+bool defer_ok(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    if (!cfd_on(eng) || (cms_on(eng) && s->RC > 0) || !s->have_plan_r1 || !s->have_plan_c1) return false;
+    bool msi = msi_on(eng) && s->R > 0;
+    if (msi && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false; /* MSI and CFD share d_x */
+    const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
+    for (uint32_t i = 0; i < pm->nlayout; i++)
+        if (pm->layout[i].select == OCT_SEL_GROUP) return false; /* angiography reads x~ and d_X */
+    return true;
+}
 int parts_mode(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
     if (s->parts <= 1 || s->L <= 1) return PARTS_OFF;
-    bool ext = eng->setup.cuda.parts_ext != 0;
+    int ext = eng->setup.cuda.parts_ext;
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0;
     if (msi && s->path != OCT_MSI_GEMM) return PARTS_OFF;
     /* plan_x bound to the compute stream (FFT-path masks) shares its work
      * area with the per-part plans on the CFD stream: a later frame's R2C
      * there could overlap this frame's parts */
     if (s->x_on_comp) return PARTS_OFF;
-    if (cfd && (s->klin_T > 0 || s->disp_on) && !ext) return PARTS_OFF;
+    if (cfd && (s->klin_T > 0 || s->disp_on) && ext == 2) return PARTS_OFF;
+    bool whole = ext != 2; /* the whole-frame backgrounds in parts */
+    int bgm = ext == 0 && defer_ok(eng) ? PARTS_DEFER : PARTS_BG;
     switch (p->background) {
     case OCT_BG_NONE:
     case OCT_BG_REFERENCE: return PARTS_ALL;
     case OCT_BG_FRAME_MEAN:
-    case OCT_BG_ROLLING: return ext ? PARTS_BG : PARTS_OFF;
+    case OCT_BG_ROLLING: return whole ? bgm : PARTS_OFF;
     case OCT_BG_FPN: /* segments of a valid G; (a bad G: background() says so) */
-        return ext && p->background_param >= 2 && p->background_param <= OCT_FPN_SEGMENT_MAX &&
+        return whole && p->background_param >= 2 && p->background_param <= OCT_FPN_SEGMENT_MAX &&
                        s->S >= p->background_param
-                   ? PARTS_BG
+                   ? bgm
                    : PARTS_OFF;
     default: return PARTS_OFF;
     }
@@ -387,8 +413,9 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, bool sums_done, const
 
 /* The dispersion chain of spectra [jb, jb + nrows) (their R2C in d_X) on
  * stream st, in chunks of at most DB spectra: pad -> C2C inverse -> phase ->
- * C2C forward -> sink. */
-oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb, long long nrows, oct_error *e)
+ * C2C forward -> sink, or (store: PARTS_DEFER) bins [0, K) back into d_X. */
+oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb, long long nrows, bool store,
+                  oct_error *e)
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
@@ -407,6 +434,12 @@ oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb,
                                                                1.0f / (float)s->M);
         LAUNCHED("disp_phase");
         FFT(cufftExecC2C(s->plan_d, (cufftComplex *)s->d_Z, (cufftComplex *)s->d_Z, CUFFT_FORWARD));
+        if (store) { /* the pad read these rows of d_X before (same stream) */
+            disp_store_kernel<<<blocks_for(nj * s->K, 256), 256, 0, st>>>(s->d_Z, s->M, s->K, nj,
+                                                                         s->d_X + j0 * s->K);
+            LAUNCHED("disp_store");
+            continue;
+        }
         SrcDisp src = {s->d_Z, s->M, p->freq_cutoff};
         TRY(launch_sink(st, src, k, MODE_ALL, j0, nj, 0, e));
     }
@@ -423,9 +456,7 @@ oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
     const oct_params *p = &eng->params;
     bool klin = s->klin_T > 0;
     if (klin) {
-        unsigned gb = (unsigned)std::min(s->S, 1ll << 20);
-        klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), st>>>(s->d_xp, s->d_kidx, s->d_kw, s->klin_T,
-                                                                  s->d_win, s->M, s->S, s->d_xk);
+        launch_klin(st, s->d_xp, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, s->S, s->d_xk);
         LAUNCHED("klin");
     }
     if (!r2c_done) /* plan_x is bound to st (see run_device) */
@@ -435,7 +466,7 @@ oct_err cfd_run(oct_engine *eng, Slot *sl, cudaStream_t st, bool r2c_done,
         SrcCfd src = {s->d_X, s->K, s->M, p->freq_cutoff};
         return launch_sink(st, src, k, MODE_ALL, 0, s->S, 0, e);
     }
-    return disp_rows(eng, st, k, 0, s->S, e);
+    return disp_rows(eng, st, k, 0, s->S, false, e);
 }
 
 /* Gray levels of an angiography image (the sink does them for the others). */
@@ -568,26 +599,62 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
      * waited for by its event on the compute stream. */
     int P = replay ? 1 : sl->nparts;
     int pm = P > 1 ? parts_mode(eng) : PARTS_OFF;
+    bool defer = pm == PARTS_DEFER;
     bool sums_done = false;
-    if (pm == PARTS_BG && eng->params.background == OCT_BG_FPN) {
-        /* per part, the FPN segments complete once it has landed (a segment
-         * across a part boundary goes with the later part); the best of the
-         * parts in background() */
-        long long np = s->S / P, G = eng->params.background_param, nseg = s->S / G, sg0 = 0;
+    bool fpn_parts = (pm == PARTS_BG || defer) && eng->params.background == OCT_BG_FPN;
+    /* FPN per part: the segments complete once part p has landed (a segment
+     * across a part boundary goes with the later part); the best of the
+     * parts in background() */
+    long long fpn_sg0 = 0;
+    auto fpn_part = [&](int p) -> oct_err {
+        long long np = s->S / P, G = eng->params.background_param, nseg = s->S / G;
         dim3 blk(32, FPN_WARPS);
         unsigned gb = blocks_for(s->M, 32);
+        long long sg0 = fpn_sg0, sg1 = std::min(nseg, (long long)(p + 1) * np / G);
+        double *pk = s->d_fpk + (size_t)p * s->M, *pmn = s->d_fpm + (size_t)p * s->M;
+        long long *ps = s->d_fps + (size_t)p * s->M;
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+        case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
+        default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, (int)G, NULL, sg0, sg1, pk, pmn, ps); break; /* sh: integers only */
+        }
+        LAUNCHED("fpn");
+        fpn_sg0 = sg1;
+        return OCT_OK;
+    };
+    /* conversion of spectra [j0, j0 + ns) with background bv into the
+     * given outputs (any NULL) */
+    auto convert_to = [&](long long j0, long long ns, const float *bv, float *ox, float *ox3, __half *ox3h,
+                          float *oxp, float *oxp3) -> oct_err {
+        long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
+        unsigned nb = blocks_for(n4, 256);
+        float *px = ox ? ox + o : NULL, *px3 = ox3 ? ox3 + o3 : NULL, *pxp = oxp ? oxp + o : NULL,
+              *pxp3 = oxp3 ? oxp3 + o3 : NULL;
+        __half *px3h = ox3h ? ox3h + o3 : NULL;
+        switch (g->sample_type) {
+        case OCT_SAMPLE_U16:
+            convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                 n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        case OCT_SAMPLE_I16:
+            convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                                n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        default:
+            convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
+                                                              n4, s->M, 0, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+            break;
+        }
+        LAUNCHED("convert");
+        return OCT_OK;
+    };
+    auto convert = [&](long long j0, long long ns) -> oct_err {
+        return convert_to(j0, ns, bvec, x, x3, x3h, xp, xp3);
+    };
+    if (pm == PARTS_BG && fpn_parts) {
         for (int p = 0; p < P; p++) {
             if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
-            long long sg1 = std::min(nseg, (long long)(p + 1) * np / G);
-            double *pk = s->d_fpk + (size_t)p * s->M, *pmn = s->d_fpm + (size_t)p * s->M;
-            long long *ps = s->d_fps + (size_t)p * s->M;
-            switch (g->sample_type) {
-            case OCT_SAMPLE_U16: fpn_kernel<uint16_t><<<gb, blk, 0, s->s_comp>>>((const uint16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
-            case OCT_SAMPLE_I16: fpn_kernel<int16_t><<<gb, blk, 0, s->s_comp>>>((const int16_t *)sl->d_raw, s->S, s->M, sh, (int)G, NULL, sg0, sg1, pk, pmn, ps); break;
-            default: fpn_kernel<float><<<gb, blk, 0, s->s_comp>>>((const float *)sl->d_raw, s->S, s->M, 0, (int)G, NULL, sg0, sg1, pk, pmn, ps); break; /* sh: integers only */
-            }
-            LAUNCHED("fpn");
-            sg0 = sg1;
+            TRY(fpn_part(p));
         }
         sums_done = true;
     } else if (pm == PARTS_BG) {
@@ -599,36 +666,44 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             TRY(colsum_rows(eng, sl, (long long)p * np, np, e));
         }
         sums_done = true;
+    } else if (defer) {
+        /* per part: the background statistics (column sums; FPN: segments
+         * plus part 0's column sums), after part 0 the estimate bh; then
+         * the part's CFD input with bh and, on the CFD stream, its k-lin,
+         * R2C and dispersion chain (stored in d_X); the sink after the last
+         * part with the correction (below) */
+        long long np = s->S / P;
+        Sink kc = make_sink(eng, sl, OCT_METHOD_CFD);
+        const float *xc = klin ? s->d_xk : s->d_x;
+        CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
+        for (int p = 0; p < P; p++) {
+            long long j0 = (long long)p * np;
+            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (!fpn_parts || p == 0) TRY(colsum_rows(eng, sl, j0, np, e));
+            if (fpn_parts) TRY(fpn_part(p));
+            if (p == 0) {
+                bg_estimate_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)np, s->M,
+                                                                               s->d_bhat);
+                LAUNCHED("bg_estimate");
+            }
+            TRY(convert_to(j0, np, s->d_bhat, klin ? NULL : s->d_x, NULL, NULL, klin ? s->d_xp : NULL, NULL));
+            CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
+            CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
+            if (klin) {
+                launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
+                            s->d_xk + j0 * s->M);
+                LAUNCHED("klin");
+            }
+            FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+            if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
+        }
+        sums_done = true;
     } else if (sl->nparts > 1 && pm != PARTS_ALL) {
         /* parts were copied but this frame is done whole: wait for them all
          * (the compute stream waited for the first only) */
         CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
     }
     TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
-    /* conversion of spectra [j0, j0 + ns) */
-    auto convert = [&](long long j0, long long ns) -> oct_err {
-        long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
-        unsigned nb = blocks_for(n4, 256);
-        float *px = x ? x + o : NULL, *px3 = x3 ? x3 + o3 : NULL, *pxp = xp ? xp + o : NULL,
-              *pxp3 = xp3 ? xp3 + o3 : NULL;
-        __half *px3h = x3h ? x3h + o3 : NULL;
-        switch (g->sample_type) {
-        case OCT_SAMPLE_U16:
-            convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                 n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
-            break;
-        case OCT_SAMPLE_I16:
-            convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                n4, s->M, sh, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
-            break;
-        default:
-            convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                              n4, s->M, 0, s->d_win, bvec, sl->d_bad, j0, px3h, s->hsc_x);
-            break;
-        }
-        LAUNCHED("convert");
-        return OCT_OK;
-    };
     /* PARTS_ALL: per part, wait for its copy, convert it, then CFD (own
      * stream: k-lin, R2C, plain or dispersion sink) and the MSI en-face /
      * all-depth pass of its spectra; cross-sections and CMS follow once the
@@ -653,14 +728,13 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             if (cfd) {
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
                 if (klin) {
-                    unsigned gb = (unsigned)std::min(np, 1ll << 20);
-                    klin_kernel<<<gb, 256, (size_t)s->M * sizeof(float), s->s_cfd>>>(
-                        s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np, s->d_xk + j0 * s->M);
+                    launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
+                                s->d_xk + j0 * s->M);
                     LAUNCHED("klin");
                 }
                 FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
                 if (s->disp_on) {
-                    TRY(disp_rows(eng, s->s_cfd, kc, j0, np, e));
+                    TRY(disp_rows(eng, s->s_cfd, kc, j0, np, false, e));
                 } else {
                     SrcCfd src = {s->d_X + j0 * s->K, s->K, s->M, pp->freq_cutoff};
                     TRY(launch_sink(s->s_cfd, src, kc, MODE_ALL, j0, np, 0, e));
@@ -671,6 +745,33 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
         }
         if (cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
         msi_done = true;
+    } else if (defer) {
+        /* the MSI's operands with the exact background (the CFD's inputs
+         * were converted per part with bh) */
+        float *fx = msi && !msplit ? s->d_x : NULL;
+        if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL));
+        /* the correction: the CFD chain of the one spectrum d = b - bh */
+        bg_delta_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(bvec, s->d_bhat, s->d_win, s->M, s->d_cd,
+                                                                      s->d_cdx);
+        LAUNCHED("bg_delta");
+        const float *cin = s->d_cdx;
+        if (klin) {
+            launch_klin(s->s_comp, s->d_cd, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, 1, s->d_cdk);
+            LAUNCHED("klin");
+            cin = s->d_cdk;
+        }
+        FFT(cufftExecR2C(s->plan_r1, (cufftReal *)cin, (cufftComplex *)s->d_cX));
+        if (s->disp_on) {
+            disp_pad_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cX, s->K, s->M,
+                                                                         eng->params.freq_cutoff, 1, s->d_cZ);
+            LAUNCHED("disp_pad");
+            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_INVERSE));
+            disp_phase_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cZ, s->d_disp, s->M, 1,
+                                                                           1.0f / (float)s->M);
+            LAUNCHED("disp_phase");
+            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
+        }
+        CU(cudaEventRecord(s->ev_corr, s->s_comp));
     } else {
         TRY(convert(0, s->S));
     }
@@ -703,6 +804,13 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     if (parts) {
         /* the CFD ran per part above */
         if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+    } else if (defer) {
+        /* the CFD's sink over the whole frame, the correction subtracted */
+        CU(cudaStreamWaitEvent(s->s_cfd, s->ev_corr, 0));
+        SrcCfdCorr src = {s->d_X, s->disp_on ? s->d_cZ : s->d_cX, s->K, eng->params.freq_cutoff,
+                          s->disp_on ? INT_MAX : s->M - eng->params.freq_cutoff};
+        TRY(launch_sink(s->s_cfd, src, make_sink(eng, sl, OCT_METHOD_CFD), MODE_ALL, 0, s->S, 0, e));
+        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
     } else {
         if (x_on_comp && (msi || (cfd && !klin))) {
             FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));

@@ -243,24 +243,53 @@ __global__ void fpn_reduce_kernel(const double *__restrict__ pk, const double *_
 }
 
 /* k-linearisation of CFD: xk[j][n] = w[n] * sum_t wt[t][n] * xp[j][idx[t][n]]
- * (tables tap-major: coalesced).  One block per spectrum (grid-stride), the
- * spectrum staged in shared memory (M <= 8192 floats = 32 KiB); the tap
- * tables are shared by all spectra (L1/L2). */
+ * (tables tap-major: coalesced).  A block takes SPB spectra at a time
+ * (grid-stride), staged in shared memory (SPB * M floats), so that each tap
+ * (index, weight) loaded from L1/L2 serves SPB spectra: the tables' reads,
+ * T * 8 bytes per sample, were the kernel's main traffic with one spectrum
+ * per block.  Each sum runs over t in order (the same bits for any SPB). */
+template <int SPB>
 __global__ void klin_kernel(const float *__restrict__ xp, const int *__restrict__ idx,
                             const float *__restrict__ wt, int T, const float *__restrict__ win,
                             int M, long long S, float *__restrict__ xk)
 {
     extern __shared__ float row[];
-    for (long long j = blockIdx.x; j < S; j += gridDim.x) {
-        const float *src = xp + j * M;
-        for (int n = threadIdx.x; n < M; n += blockDim.x) row[n] = src[n];
+    for (long long j = (long long)blockIdx.x * SPB; j < S; j += (long long)gridDim.x * SPB) {
+        int ns = (int)(S - j < SPB ? S - j : SPB);
+        for (int q = 0; q < ns; q++)
+            for (int n = threadIdx.x; n < M; n += blockDim.x) row[q * M + n] = xp[(j + q) * M + n];
         __syncthreads();
         for (int n = threadIdx.x; n < M; n += blockDim.x) {
-            float acc = 0.0f;
-            for (int t = 0; t < T; t++) acc += wt[(long long)t * M + n] * row[idx[(long long)t * M + n]];
-            xk[j * M + n] = win[n] * acc;
+            float acc[SPB];
+#pragma unroll
+            for (int q = 0; q < SPB; q++) acc[q] = 0.0f;
+            for (int t = 0; t < T; t++) {
+                float wv = wt[(long long)t * M + n];
+                int iv = idx[(long long)t * M + n];
+#pragma unroll
+                for (int q = 0; q < SPB; q++) acc[q] += wv * row[q * M + iv];
+            }
+            float wn = win[n];
+#pragma unroll
+            for (int q = 0; q < SPB; q++)
+                if (q < ns) xk[(j + q) * M + n] = wn * acc[q];
         }
         __syncthreads();
+    }
+}
+
+/* klin_kernel over spectra [0, S) of xp into xk on stream st: 4 spectra a
+ * block while they fit 48 KiB of shared memory (M <= 3072), else 1. */
+enum { KLIN_SPB = 4 };
+inline void launch_klin(cudaStream_t st, const float *xp, const int *idx, const float *wt, int T, const float *win,
+                        int M, long long S, float *xk)
+{
+    if ((size_t)KLIN_SPB * M * sizeof(float) <= 48u << 10) {
+        unsigned gb = (unsigned)std::min((S + KLIN_SPB - 1) / KLIN_SPB, 1ll << 20);
+        klin_kernel<KLIN_SPB><<<gb, 256, (size_t)KLIN_SPB * M * sizeof(float), st>>>(xp, idx, wt, T, win, M, S, xk);
+    } else {
+        unsigned gb = (unsigned)std::min(S, 1ll << 20);
+        klin_kernel<1><<<gb, 256, (size_t)M * sizeof(float), st>>>(xp, idx, wt, T, win, M, S, xk);
     }
 }
 
@@ -284,6 +313,40 @@ __global__ void disp_phase_kernel(float2 *__restrict__ Z, const float2 *__restri
     if (i >= nrows * M) return;
     float2 z = Z[i], c = ph[i % M];
     Z[i] = make_float2((z.x * c.x - z.y * c.y) * invM, (z.x * c.y + z.y * c.x) * invM);
+}
+
+/* Deferred background (intra-frame pipeline, PARTS_DEFER): the parts are
+ * transformed with an estimate bh of the background (the mean of part 0),
+ * and the transform of d = b - bh is subtracted before the magnitude (all
+ * steps up to |.| are linear).  bh keeps the parts' values centred (no
+ * cancellation of a DC-sized term); d is small. */
+__global__ void bg_estimate_kernel(const double *__restrict__ sum, double inv, int M, float *__restrict__ bh)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n < M) bh[n] = (float)(sum[n] * inv);
+}
+
+/* d = b - bh: dp (x' of the correction, k-lin input) and w * d (x~). */
+__global__ void bg_delta_kernel(const float *__restrict__ b, const float *__restrict__ bh,
+                                const float *__restrict__ w, int M, float *__restrict__ dp,
+                                float *__restrict__ dx)
+{
+    int n = blockIdx.x * blockDim.x + threadIdx.x;
+    if (n >= M) return;
+    float d = b[n] - bh[n];
+    dp[n] = d;
+    dx[n] = w[n] * d;
+}
+
+/* Dispersion chain, deferred: bins [0, K) of the compensated spectra Z (rows
+ * of M) back into X (rows of K), for the correction sink (SrcCfdCorr). */
+__global__ void disp_store_kernel(const float2 *__restrict__ Z, int M, int K, long long nrows,
+                                  float2 *__restrict__ X)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= nrows * K) return;
+    long long r = i / K;
+    X[i] = Z[r * M + (i - r * K)];
 }
 
 /* CMS matrix: one column (kM floats) per (depth slot, Re/Im):
@@ -459,6 +522,21 @@ struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */
         if (d < F) return 0.0f;
         float2 z = Z[jl * M + d];
         return sqrtf(z.x * z.x + z.y * z.y);
+    }
+};
+/* CFD with a deferred background: |X[d] - c[d]| (c: the transform of the
+ * background's correction; X: R2C or, with dispersion, the stored bins of
+ * the compensated spectra), 0 below F and above hi (SrcCfd's M - F, none
+ * for dispersion as SrcDisp). */
+struct SrcCfdCorr {
+    const float2 *X, *c;
+    int K, F, hi;
+    __device__ __forceinline__ float operator()(long long jl, int d) const
+    {
+        if (d < F || d > hi) return 0.0f;
+        float2 z = X[jl * K + d], q = c[d];
+        float re = z.x - q.x, im = z.y - q.y;
+        return sqrtf(re * re + im * im);
     }
 };
 struct SrcFft {

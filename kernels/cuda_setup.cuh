@@ -83,6 +83,7 @@ struct CudaState {
     uint64_t allocs;
     cudaStream_t s_comp, s_cfd, s_copy, s_d2h;
     cudaEvent_t ev_stg[2], ev_fork;
+    cudaEvent_t ev_corr; /* deferred background: its correction is ready (compute stream) */
     int stg_next;     /* staging buffer to fill next (alternates across frames) */
     cufftHandle plan_x, plan_m, plan_c2r;
     bool have_plan_x, have_plan_m, have_plan_c2r;
@@ -169,8 +170,16 @@ struct CudaState {
      * one part's spectra (CFD stream, plan_x's work area) */
     int parts;
     int last_nparts; /* parts of the last submitted frame (oct_cuda_last_parts) */
+    bool last_defer; /* it used PARTS_DEFER (oct_cuda_last_deferred) */
     cufftHandle plan_xp;
     bool have_plan_xp;
+    /* deferred background (PARTS_DEFER, see parts_mode): the estimate bh,
+     * d = b - bh (x'), w * d, its k-linearised row, its R2C and dispersion
+     * chain (one spectrum each; own plans and work areas, compute stream) */
+    float *d_bhat, *d_cd, *d_cdx, *d_cdk;
+    float2 *d_cX, *d_cZ;
+    cufftHandle plan_r1, plan_c1;
+    bool have_plan_r1, have_plan_c1;
 
     /* CMS: q (2RC x M), its GEMM matrices (all depths / en-face depths),
      * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
@@ -596,6 +605,8 @@ void free_state(CudaState *s)
     if (s->have_plan_c2r) WARN_LIB(cufftDestroy(s->plan_c2r), CUFFT_SUCCESS);
     if (s->have_plan_d) WARN_LIB(cufftDestroy(s->plan_d), CUFFT_SUCCESS);
     if (s->have_plan_xp) WARN_LIB(cufftDestroy(s->plan_xp), CUFFT_SUCCESS);
+    if (s->have_plan_r1) WARN_LIB(cufftDestroy(s->plan_r1), CUFFT_SUCCESS);
+    if (s->have_plan_c1) WARN_LIB(cufftDestroy(s->plan_c1), CUFFT_SUCCESS);
     if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
     for (GemmPick &g : s->pick) pick_free(&g);
     if (s->have_lt) WARN_LIB(cublasLtDestroy(s->lt), CUBLAS_STATUS_SUCCESS);
@@ -606,7 +617,7 @@ void free_state(CudaState *s)
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
-                   s->d_fpk, s->d_fpm, s->d_fps};
+                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -633,7 +644,7 @@ void free_state(CudaState *s)
     }
     WARN_CUDA(cudaFreeHost(s->h_stage[0]));
     WARN_CUDA(cudaFreeHost(s->h_stage[1]));
-    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork};
+    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork, s->ev_corr};
     for (cudaEvent_t ev : evs)
         if (ev) WARN_CUDA(cudaEventDestroy(ev));
     cudaStream_t st[] = {s->s_comp, s->s_cfd, s->s_copy, s->s_d2h};
@@ -688,6 +699,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     CU(cudaEventCreateWithFlags(&s->ev_stg[0], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&s->ev_stg[1], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&s->ev_fork, cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&s->ev_corr, cudaEventDisableTiming));
 
     /* MSI path: the plan's, from the cost model of cuda_msi_rates.  With
      * msi_path auto the buffers of both paths are made, and a live change of
@@ -781,6 +793,20 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         FFT(cufftMakePlanMany64(s->plan_xp, 1, &n, NULL, 1, n, NULL, 1, s->K, CUFFT_R2C, s->S / s->parts, &wp));
         FFT(cufftSetStream(s->plan_xp, s->s_cfd));
         wx = std::max(wx, wp);
+        /* deferred background: one spectrum's R2C and C2C on the compute
+         * stream (own small work areas: plan_x's belongs to the CFD stream) */
+        TRY(dmalloc(s, &s->d_bhat, (size_t)s->M, "the background estimate", e));
+        TRY(dmalloc(s, &s->d_cd, (size_t)s->M, "the background correction", e));
+        TRY(dmalloc(s, &s->d_cdx, (size_t)s->M, "the background correction", e));
+        TRY(dmalloc(s, &s->d_cdk, (size_t)s->M, "the background correction", e));
+        TRY(dmalloc(s, &s->d_cX, (size_t)s->K, "the background correction's DFT", e));
+        TRY(dmalloc(s, &s->d_cZ, (size_t)s->M, "the background correction's DFT", e));
+        FFT(cufftPlan1d(&s->plan_r1, (int)s->M, CUFFT_R2C, 1));
+        s->have_plan_r1 = true;
+        FFT(cufftSetStream(s->plan_r1, s->s_comp));
+        FFT(cufftPlan1d(&s->plan_c1, (int)s->M, CUFFT_C2C, 1));
+        s->have_plan_c1 = true;
+        FFT(cufftSetStream(s->plan_c1, s->s_comp));
     }
 
     /* per slot: input, flags, products, events */

@@ -254,6 +254,7 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
     sl->nparts = sl->direct_in && parts_mode(eng) != PARTS_OFF ? s->parts : 1;
     s->last_nparts = sl->nparts;
+    s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER;
     if (sl->direct_in) {
         size_t pb = s->frame_bytes / sl->nparts; /* S % parts == 0 (create) */
         for (int p = 0; p < sl->nparts; p++) {
@@ -637,6 +638,7 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 }
 
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
+int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
 
 const char *oct_cuda_gemm_name(const oct_engine *eng)
 {

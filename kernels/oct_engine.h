@@ -241,9 +241,11 @@ typedef struct oct_cuda_tuning {
     double gemm_chunk_mb;  /* MSI GEMM output chunk: 0 = ~3/4 of L2, < 0 = the whole frame */
     int parts;             /* intra-frame pipeline parts of a volume: 0 = auto, 1 = off, <= 8 */
     int64_t c2r_batch;     /* FFT-path MSI C2R batch (spectra x masks): 0 = ~64 MiB */
-    /* 1: the intra-frame pipeline also with k-linearisation, dispersion and
-     * the frame-mean / rolling backgrounds (issue 19.3; off until verified on
-     * a GPU); 0 = only without them */
+    /* the intra-frame pipeline with k-linearisation, dispersion and the
+     * whole-frame (frame-mean / rolling / FPN) backgrounds: 0 = auto (the
+     * CFD's parts with a deferred background correction where it applies,
+     * else the background statistics per part; issue 19), 1 = only the
+     * statistics per part (issue 19.3), 2 = off for them (before 19.3) */
     int parts_ext;
     /* issue 19: product sink geometry, enum oct_cuda_sink (0 = tiles) */
     int sink;

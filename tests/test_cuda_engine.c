@@ -1085,7 +1085,7 @@ START_TEST(t_parts)
             {"reference background", 3, OCT_BG_REFERENCE, false},
             {"cfd only", 1, OCT_BG_NONE, false},
             {"msi only", 2, OCT_BG_NONE, true},
-            {"frame-mean background (whole frame, no parts)", 3, OCT_BG_FRAME_MEAN, false},
+            {"frame-mean background (deferred correction)", 3, OCT_BG_FRAME_MEAN, false},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             oct_params p = f.p;
@@ -1139,19 +1139,24 @@ START_TEST(t_parts)
 }
 END_TEST
 
-/* Issue 19.3: the intra-frame pipeline with setup.cuda.parts_ext: k-lin and
- * dispersion per part (PARTS_ALL), frame-mean / rolling column sums and the
- * FPN segments per part with the rest after the last (PARTS_BG).  Every product of
- * every variant against the float64 reference, and oct_cuda_last_parts()
- * shows which frames really went through the parts (so a variant that
- * silently fell back would fail). */
-START_TEST(t_parts_ext)
+/* Issue 19.3: the intra-frame pipeline with k-lin and dispersion per part
+ * (PARTS_ALL), and for the whole-frame backgrounds either (ext = 1,
+ * PARTS_BG) the frame-mean / rolling column sums and the FPN segments per
+ * part with the rest after the last, or (ext = 0, the default, PARTS_DEFER
+ * where the CFD is on) the CFD's parts with the mean of part 0 and the
+ * transform of the difference to the frame's background subtracted before
+ * |.|.  Every product of every variant against the float64 reference;
+ * oct_cuda_last_parts() / oct_cuda_last_deferred() show which frames really
+ * went through the parts and which path (so a variant that silently fell
+ * back would fail).  The last variant has a DC (the mean spectrum) 64x the
+ * fringes, where a correction of an un-centred transform would cancel. */
+static void parts_variants(int ext, uint64_t seed)
 {
     g_parts = 4;
-    g_parts_ext = 1;
+    g_parts_ext = ext;
     const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
     fixture f;
-    fixture_make(&f, c, 4713);
+    fixture_make(&f, c, seed);
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
     g_parts = 0;
     g_parts_ext = 0;
@@ -1166,29 +1171,52 @@ START_TEST(t_parts_ext)
     if (err == OCT_OK) {
         oct_products *out = oct_products_create();
         const uint32_t all = OCT_PRODUCTS_KNOWN, nov = OCT_PRODUCTS_KNOWN & ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
-        /* methods: 1 CFD, 2 MSI, 3 both; klin: 0 off; parts: expected oct_cuda_last_parts */
+        /* methods: 1 CFD, 2 MSI, 3 both; klin: 0 off; parts: expected oct_cuda_last_parts;
+         * defer: expected oct_cuda_last_deferred with ext = 0; dc: the frame becomes DC + small fringes */
         static const struct {
             const char *what;
             uint32_t methods, bg, klin;
             int taps, bgp;
             bool disp, volume;
-            int parts;
+            int parts, defer;
+            bool dc;
         } v[] = {
-            {"k-lin sinc 21, no background", 3, OCT_BG_NONE, OCT_KLIN_SINC, 21, 0, false, false, 4},
-            {"k-lin cubic + dispersion, reference, volume", 3, OCT_BG_REFERENCE, OCT_KLIN_CUBIC, 4, 0, true, true, 4},
-            {"dispersion only, cfd only", 1, OCT_BG_NONE, OCT_KLIN_OFF, 0, 0, true, false, 4},
-            {"frame-mean", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, 0, 0, false, false, 4},
+            {"k-lin sinc 21, no background", 3, OCT_BG_NONE, OCT_KLIN_SINC, 21, 0, false, false, 4, 0, false},
+            {"k-lin cubic + dispersion, reference, volume", 3, OCT_BG_REFERENCE, OCT_KLIN_CUBIC, 4, 0, true, true, 4, 0,
+             false},
+            {"dispersion only, cfd only", 1, OCT_BG_NONE, OCT_KLIN_OFF, 0, 0, true, false, 4, 0, false},
+            {"frame-mean", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, 0, 0, false, false, 4, 1, false},
             {"frame-mean + k-lin linear + dispersion, volume", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_LINEAR, 2, 0, true,
-             true, 4},
-            {"rolling K=3 (same frame)", 3, OCT_BG_ROLLING, OCT_KLIN_OFF, 0, 3, false, false, 4},
-            {"rolling K=2 + k-lin sinc 11, msi only", 2, OCT_BG_ROLLING, OCT_KLIN_SINC, 11, 2, false, true, 4},
+             true, 4, 1, false},
+            {"frame-mean + k-lin sinc 21 + dispersion, cfd only", 1, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, 21, 0, true,
+             false, 4, 1, false},
+            {"rolling K=3 (same frame)", 3, OCT_BG_ROLLING, OCT_KLIN_OFF, 0, 3, false, false, 4, 1, false},
+            {"rolling K=2 + k-lin sinc 11, msi only", 2, OCT_BG_ROLLING, OCT_KLIN_SINC, 11, 2, false, true, 4, 0,
+             false},
             {"fpn G=12 (segments inside parts) + k-lin + dispersion", 3, OCT_BG_FPN, OCT_KLIN_SINC, 21, 12, true,
-             false, 4},
+             false, 4, 1, false},
             {"fpn G=7 (segments across parts, 2 spectra left over), volume", 3, OCT_BG_FPN, OCT_KLIN_OFF, 0, 7,
-             false, true, 4},
-            {"fpn G=100 (no segment in part 0)", 2, OCT_BG_FPN, OCT_KLIN_OFF, 0, 100, false, false, 4},
+             false, true, 4, 1, false},
+            {"fpn G=100 (no segment in part 0)", 2, OCT_BG_FPN, OCT_KLIN_OFF, 0, 100, false, false, 4, 0, false},
+            {"fpn G=100 (no segment in part 0), cfd + dispersion", 1, OCT_BG_FPN, OCT_KLIN_OFF, 0, 100, true, false,
+             4, 1, false},
+            {"frame-mean + k-lin sinc 21 + dispersion, DC 64x the fringes", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, 21, 0,
+             true, false, 4, 1, true},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            if (v[i].dc) {
+                /* samples (>> 2): a smooth mean spectrum around 8192 plus fringes of +-64 */
+                tu_rng rng;
+                tu_rng_seed(&rng, seed + 9);
+                uint16_t *px = (uint16_t *)f.frame;
+                size_t n = f.bytes / sizeof(uint16_t);
+                for (size_t k = 0; k < n; k++) {
+                    double s = (double)(k % M) / M;
+                    double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * s);
+                    px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
+                }
+                memcpy(buf, f.frame, f.bytes);
+            }
             oct_params p = f.p;
             p.methods = v[i].methods;
             p.background = v[i].bg;
@@ -1200,23 +1228,38 @@ START_TEST(t_parts_ext)
             if (v[i].disp) p.disp_a2 = 30.0f, p.disp_a3 = -20.0f, p.disp_k0 = 0.45f;
             p.products = v[i].volume ? all : nov;
             ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
-            char label[128];
+            char label[160];
             /* twice: the rolling history then holds two frames (of the same data) */
             for (int rep = 0; rep < 2; rep++) {
-                snprintf(label, sizeof label, "parts_ext: %s (frame %d)", v[i].what, rep);
+                snprintf(label, sizeof label, "parts_ext %d: %s (frame %d)", ext, v[i].what, rep);
                 run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, buf);
                 ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].parts, "%s: %d parts, expected %d", label,
                               oct_cuda_last_parts(gpu), v[i].parts);
+                int want = ext == 0 ? v[i].defer : 0;
+                ck_assert_msg(oct_cuda_last_deferred(gpu) == want, "%s: deferred %d, expected %d", label,
+                              oct_cuda_last_deferred(gpu), want);
             }
         }
         oct_products_destroy(out);
         oct_engine_unregister_host(gpu, buf);
     } else {
-        printf("cuda: t_parts_ext: register_host: %s (parts not exercised)\n", e.msg);
+        printf("cuda: parts_ext %d: register_host: %s (parts not exercised)\n", ext, e.msg);
     }
     oct_engine_destroy(gpu);
     free(buf);
     fixture_free(&f);
+}
+
+START_TEST(t_parts_ext)
+{
+    parts_variants(1, 4713);
+}
+END_TEST
+
+/* Issue 19: the default (parts_ext 0) with the deferred background correction. */
+START_TEST(t_parts_defer)
+{
+    parts_variants(0, 4714);
 }
 END_TEST
 
@@ -1643,6 +1686,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_registered_shared);
     tcase_add_test(tc, t_parts);
     tcase_add_test(tc, t_parts_ext);
+    tcase_add_test(tc, t_parts_defer);
     tcase_add_test(tc, t_pipeline_errors);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);

@@ -410,7 +410,7 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
      * submit -> complete, median and p99 of 50 (10 with --quick) frames;
      * parts = the input parts of the last frame (1: the pipeline was off). */
     double lat_p50 = 0, lat_p99 = 0;
-    int lat_parts = 0;
+    int lat_parts = 0, lat_defer = 0;
     if (reg) {
         enum { NLAT = 50 };
         double lat[NLAT];
@@ -429,20 +429,22 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
             freel[nfree++] = d;
         }
         lat_parts = oct_cuda_last_parts(eng);
+        lat_defer = oct_cuda_last_deferred(eng);
         qsort(lat, (size_t)nl, sizeof lat[0], cmp_double);
         lat_p50 = lat[nl / 2], lat_p99 = lat[(int)(0.99 * (nl - 1) + 0.5)];
-        printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts)\n", w.name,
-               "registered", lat_p50, lat_p99, lat_parts);
+        printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts%s)\n", w.name,
+               "registered", lat_p50, lat_p99, lat_parts, lat_defer ? ", deferred background" : "");
     }
     if (json)
         fprintf(json,
                 "{\"part\":\"stream\",\"workload\":\"%s\",\"input\":\"%s\",\"device\":\"%s\","
                 "\"depth\":%d,\"frames\":%d,\"frame_bytes\":%zu,\"frames_per_s\":%.2f,"
                 "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f,"
-                "\"submit_us\":%.2f,\"latency_p50_ms\":%.4f,\"latency_p99_ms\":%.4f,\"parts\":%d}\n",
+                "\"submit_us\":%.2f,\"latency_p50_ms\":%.4f,\"latency_p99_ms\":%.4f,\"parts\":%d,"
+                "\"deferred\":%d}\n",
                 w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
                 fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes, lat_p50, lat_p99,
-                lat_parts);
+                lat_parts, lat_defer);
     rc = 0;
 done:
     while (eng && oct_engine_inflight(eng) > 0) {

@@ -90,8 +90,11 @@ static void usage(FILE *f)
             "  --gemm-chunk-mb X        MSI GEMM output chunk in MiB (0 = ~3/4 of L2,\n"
             "                           negative = the whole frame in one chunk)\n"
             "  --cuda-parts N           intra-frame pipeline parts of a volume (1 = off, <= 8)\n"
-            "  --cuda-parts-ext         intra-frame pipeline also with k-lin, dispersion and\n"
-            "                           frame-mean/rolling backgrounds (cuda.parts_ext)\n"
+            "  --cuda-parts-ext[=MODE]  intra-frame pipeline with k-lin, dispersion and the\n"
+            "                           frame-mean/rolling/FPN backgrounds (cuda.parts_ext):\n"
+            "                           auto (default: deferred background correction),\n"
+            "                           ext (no argument: background statistics per part),\n"
+            "                           off (not with them)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
             "                           one warp per spectrum (before issue 19; A/B runs)\n"
@@ -127,7 +130,7 @@ int main(int argc, char **argv)
         {"gemm", required_argument, 0, O_GEMM},
         {"gemm-chunk-mb", required_argument, 0, O_CHUNK},
         {"cuda-parts", required_argument, 0, O_PARTS},
-        {"cuda-parts-ext", no_argument, 0, O_PARTS_EXT},
+        {"cuda-parts-ext", optional_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
@@ -188,7 +191,16 @@ int main(int argc, char **argv)
             }
             break;
         case O_PARTS_EXT:
-            o.cuda.parts_ext = 1;
+            if (!optarg || !strcmp(optarg, "ext"))
+                o.cuda.parts_ext = 1;
+            else if (!strcmp(optarg, "auto"))
+                o.cuda.parts_ext = 0;
+            else if (!strcmp(optarg, "off"))
+                o.cuda.parts_ext = 2;
+            else {
+                fprintf(stderr, "octbench: --cuda-parts-ext=%s: must be auto, ext or off\n", optarg);
+                return OCT_EX_USAGE;
+            }
             break;
         case O_ANGIO_PATH:
             if (!strcmp(optarg, "bands"))
