@@ -638,6 +638,14 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 
+void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)
+{
+    const CudaState *s = is_cuda(eng) ? ST(eng) : NULL;
+    if (launches) *launches = s ? s->graph_launches : 0;
+    if (captures) *captures = s ? s->graph_captures : 0;
+    if (fails) *fails = s ? s->graph_fails : 0;
+}
+
 const char *oct_cuda_gemm_name(const oct_engine *eng)
 {
     if (!is_cuda(eng)) return "none";
