@@ -1810,11 +1810,15 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_parts);
     tcase_add_test(tc, t_parts_ext);
     tcase_add_test(tc, t_pipeline_errors);
-    tcase_add_loop_test(tc, t_graph, 0, N_GRAPH_CASES);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);
     tcase_add_test(tc, t_issue7_self);
     suite_add_tcase(s, tc);
+    /* a case of its own: CK_RUN_CASE=graph runs it alone */
+    TCase *tg = tcase_create("graph");
+    tcase_set_timeout(tg, 300);
+    tcase_add_loop_test(tg, t_graph, 0, N_GRAPH_CASES);
+    suite_add_tcase(s, tg);
     return s;
 }
 #endif /* OCT_HAVE_CUDA */
