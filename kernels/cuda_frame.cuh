@@ -704,7 +704,8 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                                                                         sl->d_bad, s->S);
         LAUNCHED("roll_commit");
     }
-    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
+    /* (the flag goes to the host on the download stream, submit_inner: a
+     * copy here stalled the compute stream between conversion and GEMM) */
     TRY(mark(s, sl->ev[EV_CONV], s->s_comp, e));
 
     /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound

@@ -431,9 +431,22 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
     if (!w) return lane < nd ? src(row, d0 + lane) : 0.0f;
     const int nl = src.nl, ws = nl | 1, n = nd * nl;
     const float *p = src.C + row * src.ncol + (long long)d0 * nl;
-    for (int i = lane; i < n; i += 32) {
-        int s = i / nl;
-        w[s * ws + (i - s * nl)] = p[i];
+    /* every load of the lane first (n <= 32 * SINK_STAGE_NL), independent
+     * of each other: one memory round trip per row, where a load-store loop
+     * waited for each load in turn (the B-scan MSI sink was latency-bound) */
+    float v[SINK_STAGE_NL];
+#pragma unroll
+    for (int q = 0; q < SINK_STAGE_NL; q++) {
+        const int i = lane + 32 * q;
+        v[q] = i < n ? p[i] : 0.0f;
+    }
+#pragma unroll
+    for (int q = 0; q < SINK_STAGE_NL; q++) {
+        const int i = lane + 32 * q;
+        if (i < n) {
+            const int s = i / nl;
+            w[s * ws + (i - s * nl)] = v[q];
+        }
     }
     __syncwarp();
     float a = 0.0f;

@@ -287,6 +287,9 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     uint8_t *h_u8 = sl->h_out + s->out_pixels * sizeof(float);
     CU(cudaStreamWaitEvent(s->s_d2h, sl->ev[EV_PROD], 0));
     CU(cudaEventRecord(sl->ev_d2h0, s->s_d2h));
+    /* the non-finite flag with the products (a timing replay of this frame
+     * rewrites d_bad with the same value and leaves h_bad as it is) */
+    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_d2h));
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         for (int k = 0; k < OCT_KIND_COUNT; k++) {
             oct_image *img = &out->img[m][k];
