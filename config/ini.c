@@ -28,6 +28,7 @@ enum ini_key {
     K_STALE_MS, K_METRICS_LISTEN,
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
+    K_CUDA_GRAPH,
     K_COUNT
 };
 
@@ -46,6 +47,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_NUMA] = {"engine", "numa"},         [K_TIMER_SLACK] = {"engine", "timer_slack_ns"},
     [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
     [K_PREFAULT] = {"engine", "prefault"},
+    [K_CUDA_GRAPH] = {"engine", "cuda_graph"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -318,6 +320,12 @@ static int set_value(ini_ctx *x, int k, const char *v)
                             "[%s] %s: '%s' is not an integer from 0 (all cores) to 4096", sec,
                             key, v), 0;
         return 1;
+    case K_CUDA_GRAPH:
+        if (!strcasecmp(v, "auto")) c->cuda_graph = OCT_CUDA_GRAPH_AUTO;
+        else if (!strcasecmp(v, "off")) c->cuda_graph = OCT_CUDA_GRAPH_OFF;
+        else if (!strcasecmp(v, "on")) c->cuda_graph = OCT_CUDA_GRAPH_ON;
+        else goto bad_word;
+        return 1;
     case K_PRECISION:
         if (!strcasecmp(v, "fp32")) c->precision = OCT_PRECISION_FP32;
         else if (!strcasecmp(v, "tf32")) c->precision = OCT_PRECISION_TF32;
@@ -440,6 +448,7 @@ bad_word:
     return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not one of %s", sec, key, v,
                     k == K_BACKEND     ? "auto, cuda, cpu"
                     : k == K_PRECISION ? "fp32, tf32"
+                    : k == K_CUDA_GRAPH ? "auto, on, off"
                                        : "latest, all"), 0;
 }
 

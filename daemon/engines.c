@@ -100,6 +100,7 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
         s.device = cfg->devices[k]; /* with [engine] backend (auto: CPU without a GPU) */
     }
     s.precision = cfg->precision;
+    s.cuda.graph = cfg->cuda_graph;
     oct_params p = *want;
     oct_error ve;
     if (oct_params_check(&p, &s, &ve) != OCT_OK) {

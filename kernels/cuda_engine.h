@@ -45,6 +45,12 @@ int oct_cuda_last_parts(const oct_engine *eng);
  * whole-frame background, the CFD on), else 0. */
 int oct_cuda_last_deferred(const oct_engine *eng);
 
+/* CUDA graphs of the per-frame device work (setup.cuda.graph, issue 19):
+ * frames launched as a graph, graphs captured (one per slot and plan key),
+ * captures that failed (those frames ran launch by launch).  Zeros for
+ * another backend.  Tests use it to prove the graph path ran. */
+void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails);
+
 /* Host -> device copy rate of `bytes` (<= one frame) from `src` into the
  * engine's input buffer, `reps` copies timed by events, in GB/s (1e9 B/s).
  * With src pinned or registered this is the DMA ceiling the pipeline is

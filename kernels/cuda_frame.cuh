@@ -567,11 +567,22 @@ oct_err angio_run(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     return OCT_OK;
 }
 
+/* Records a frame's event (EV_*: timing, and the host / other streams wait
+ * for it): while the frame is captured, as an external record node (an
+ * internal one would only order the capture and never fire at launch). */
+oct_err mark(const CudaState *s, cudaEvent_t ev, cudaStream_t st, oct_error *e)
+{
+    CU(cudaEventRecordWithFlags(ev, st, s->capturing ? cudaEventRecordExternal : cudaEventRecordDefault));
+    return OCT_OK;
+}
+
 /* The device work of one frame already in (or queued for) sl->d_raw:
  * compute stream, CFD forked onto its own stream and joined at the end.
- * replay: a timing re-run of the last frame (the rolling history is kept). */
-oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
-                   bool replay, oct_error *e)
+ * replay: a timing re-run of the last frame (the rolling history is kept).
+ * Every launch is made here (run_device captures it as it is); host-only
+ * steps that may not be captured (the sink tables' upload) are in run_device. */
+oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                  bool replay, oct_error *e)
 {
     CudaState *s = ST(eng);
     const oct_geometry *g = &eng->setup.geom;
@@ -579,8 +590,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
     bool fft_path = s->path == OCT_MSI_FFT;
     bool klin = cfd && s->klin_T > 0;
-    TRY(upload_sinks(eng, sl, e));
-    CU(cudaEventRecord(sl->ev[EV_START], s->s_comp));
+    cudaStream_t cfd_st = s->s_comp; /* the stream that records EV_CFD (joined at the end) */
+    TRY(mark(s, sl->ev[EV_START], s->s_comp, e));
 
     /* background, then conversion + background + window: x~ for CFD (no
      * k-lin) / FFT path / SGEMM, its TF32 parts for the split MSI GEMM, x'
@@ -743,7 +754,10 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             if (msi && (msi_full || km.sub))
                 TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
         }
-        if (cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        if (cfd) {
+            TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
+            cfd_st = s->s_cfd;
+        }
         msi_done = true;
     } else if (defer) {
         /* the MSI's operands with the exact background (the CFD's inputs
@@ -791,8 +805,9 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
                                                                         sl->d_bad, s->S);
         LAUNCHED("roll_commit");
     }
-    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_comp));
-    CU(cudaEventRecord(sl->ev[EV_CONV], s->s_comp));
+    /* (the flag goes to the host on the download stream, submit_inner: a
+     * copy here stalled the compute stream between conversion and GEMM) */
+    TRY(mark(s, sl->ev[EV_CONV], s->s_comp, e));
 
     /* CFD on its own stream: memory-bound FFT + sink beside the compute-bound
      * GEMMs.  On the FFT-path MSI the spectra's R2C runs on the compute stream
@@ -803,25 +818,27 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     bool late = !parts && cfd && klin && x_on_comp; /* parts: the CFD ran per part */
     if (parts) {
         /* the CFD ran per part above */
-        if (!cfd) CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+        if (!cfd) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* cfd_ms = 0 */
     } else if (defer) {
         /* the CFD's sink over the whole frame, the correction subtracted */
         CU(cudaStreamWaitEvent(s->s_cfd, s->ev_corr, 0));
         SrcCfdCorr src = {s->d_X, s->disp_on ? s->d_cZ : s->d_cX, s->K, eng->params.freq_cutoff,
                           s->disp_on ? INT_MAX : s->M - eng->params.freq_cutoff};
         TRY(launch_sink(s->s_cfd, src, make_sink(eng, sl, OCT_METHOD_CFD), MODE_ALL, 0, s->S, 0, e));
-        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+        TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
     } else {
         if (x_on_comp && (msi || (cfd && !klin))) {
             FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
             CU(cudaEventRecord(s->ev_fork, s->s_comp));
         }
         if (cfd && !late) {
-            CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : sl->ev[EV_CONV], 0));
+            if (!x_on_comp) CU(cudaEventRecord(s->ev_cj[0], s->s_comp)); /* fork (after the conversion) */
+            CU(cudaStreamWaitEvent(s->s_cfd, x_on_comp ? s->ev_fork : s->ev_cj[0], 0));
             TRY(cfd_run(eng, sl, s->s_cfd, x_on_comp, want[OCT_METHOD_CFD], e));
-            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_cfd));
+            TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
+            cfd_st = s->s_cfd;
         } else if (!cfd) {
-            CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp)); /* cfd_ms = 0 */
+            TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* cfd_ms = 0 */
         }
     }
 
@@ -841,7 +858,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             }
         }
     }
-    CU(cudaEventRecord(sl->ev[EV_MSI], s->s_comp));
+    TRY(mark(s, sl->ev[EV_MSI], s->s_comp, e));
 
     if (cms) { /* as the MSI GEMM path, with |Re, Im| pairs */
         TRY(prepare_cms(eng, e));
@@ -861,14 +878,124 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
             }
         }
     }
-    CU(cudaEventRecord(sl->ev[EV_CMS], s->s_comp));
+    TRY(mark(s, sl->ev[EV_CMS], s->s_comp, e));
 
     if (late) {
         TRY(cfd_run(eng, sl, s->s_comp, false, want[OCT_METHOD_CFD], e));
-        CU(cudaEventRecord(sl->ev[EV_CFD], s->s_comp));
+        TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e));
+        cfd_st = s->s_comp;
     }
-    CU(cudaStreamWaitEvent(s->s_comp, sl->ev[EV_CFD], 0)); /* join */
+    if (cfd_st != s->s_comp) { /* join */
+        CU(cudaEventRecord(s->ev_cj[1], cfd_st));
+        CU(cudaStreamWaitEvent(s->s_comp, s->ev_cj[1], 0));
+    }
     if (cfd) TRY(angio_run(eng, sl, want, e));
-    CU(cudaEventRecord(sl->ev[EV_PROD], s->s_comp));
+    TRY(mark(s, sl->ev[EV_PROD], s->s_comp, e));
+    return OCT_OK;
+}
+
+/* Frames the graph path takes: whole frames (the intra-frame pipeline
+ * waits for the parts' copy events, recorded outside), no rolling
+ * background (its history restarts by host state) and no angiography (its
+ * stage plans and allocates lazily). */
+bool graph_ok(const oct_engine *eng, const Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
+{
+    if (eng->setup.cuda.graph == OCT_CUDA_GRAPH_OFF) return false;
+    if (sl->nparts > 1 || eng->params.background == OCT_BG_ROLLING) return false;
+    for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
+        if (want[OCT_METHOD_CFD][k]) return false;
+    return true;
+}
+
+void graph_key(const oct_engine *eng, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT], GraphKey *k)
+{
+    const CudaState *s = ST(eng);
+    memset(k, 0, sizeof *k);
+    k->plan = eng->plan;
+    memcpy(k->gen, eng->plan->gen, sizeof k->gen);
+    memcpy(&k->params, &eng->params, sizeof k->params);
+    memcpy(k->want, want, sizeof k->want);
+    k->mats[0] = s->d_Bfull, k->mats[1] = s->d_Benf, k->mats[2] = s->d_C;
+    k->hsc_x = s->hsc_x, k->hsc_m = s->hsc_m;
+    k->path = (int)s->path, k->klin_T = s->klin_T, k->disp_on = s->disp_on, k->x_on_comp = s->x_on_comp;
+}
+
+/* Captures run_frame on the compute stream (the CFD stream joins it) into
+ * the slot's graph.  A capture that fails is reported once (stderr) and
+ * the frame runs eagerly: OCT_EAGAIN. */
+oct_err graph_capture(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT], bool replay,
+                      oct_error *e)
+{
+    CudaState *s = ST(eng);
+    if (sl->gexec) {
+        CU(cudaGraphExecDestroy(sl->gexec)); /* an in-flight launch finishes first (CUDA frees it then) */
+        sl->gexec = NULL;
+    }
+    CU(cudaStreamBeginCapture(s->s_comp, cudaStreamCaptureModeThreadLocal));
+    s->capturing = true;
+    oct_error fe = {{0}};
+    oct_err err = run_frame(eng, sl, want, replay, &fe);
+    s->capturing = false;
+    cudaGraph_t gr = NULL;
+    cudaError_t r = cudaStreamEndCapture(s->s_comp, &gr);
+    cudaGraphExec_t x = NULL;
+    if (err == OCT_OK && r == cudaSuccess) r = cudaGraphInstantiate(&x, gr, 0);
+    if (gr) warn_cuda("destroying a captured graph", cudaGraphDestroy(gr));
+    if (err == OCT_OK && r == cudaSuccess) r = cudaGraphUpload(x, s->s_comp);
+    if (err != OCT_OK || r != cudaSuccess) {
+        cudaGetLastError();
+        if (x) warn_cuda("destroying a graph", cudaGraphExecDestroy(x));
+        if (s->graph_fails++ == 0)
+            fprintf(stderr, "cuda: capturing a frame as a CUDA graph failed (%s); frames of this plan run launch "
+                            "by launch\n",
+                    err != OCT_OK ? fe.msg : cudaGetErrorString(r));
+        return OCT_EAGAIN;
+    }
+    sl->gexec = x;
+    s->graph_captures++;
+    return OCT_OK;
+}
+
+/* The frame's device work: the slot's CUDA graph when it holds one for this
+ * key (setup.cuda.graph: one launch instead of ~20 launches, their events
+ * and cuBLAS / cuFFT host work), else kernel by kernel.  The first frame
+ * of a key runs eagerly (it picks GEMM algorithms, builds matrices and
+ * tells the key apart from a passing change); the next frame of that key
+ * in each slot is captured and launched, later ones only launched. */
+oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+                   bool replay, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    /* host to constant memory from pageable memory: never captured */
+    TRY(upload_sinks(eng, sl, e));
+    if (!graph_ok(eng, sl, want)) return run_frame(eng, sl, want, replay, e);
+    /* lazily built matrices first (no-ops but after a change, which also
+     * changes the key): their pointers are part of it */
+    if (msi_on(eng) && s->R > 0) TRY(prepare_msi(eng, e));
+    if (cms_on(eng) && s->RC > 0) TRY(prepare_cms(eng, e));
+    GraphKey k;
+    graph_key(eng, want, &k);
+    if (sl->gexec && !memcmp(&k, &sl->gkey, sizeof k)) {
+        CU(cudaGraphLaunch(sl->gexec, s->s_comp));
+        s->graph_launches++;
+        return OCT_OK;
+    }
+    if (s->gk_fail_valid && !memcmp(&k, &s->gk_fail, sizeof k)) return run_frame(eng, sl, want, replay, e);
+    if (!s->gk_eager_valid || memcmp(&k, &s->gk_eager, sizeof k)) {
+        s->gk_eager = k;
+        s->gk_eager_valid = true;
+        return run_frame(eng, sl, want, replay, e);
+    }
+    sl->gkey = k;
+    oct_err err = graph_capture(eng, sl, want, replay, e);
+    if (err == OCT_EAGAIN) {
+        s->gk_fail = k; /* eager until the key changes */
+        s->gk_fail_valid = true;
+        memset(&sl->gkey, 0, sizeof sl->gkey);
+        return run_frame(eng, sl, want, replay, e);
+    }
+    TRY(err);
+    CU(cudaGraphLaunch(sl->gexec, s->s_comp));
+    s->graph_launches++;
     return OCT_OK;
 }

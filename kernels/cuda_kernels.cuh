@@ -494,9 +494,32 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
     if (!w) return lane < nd ? src(row, d0 + lane) : 0.0f;
     const int nl = src.nl, ws = nl | 1, n = nd * nl;
     const float *p = src.C + row * src.ncol + (long long)d0 * nl;
-    for (int i = lane; i < n; i += 32) {
-        int s = i / nl;
-        w[s * ws + (i - s * nl)] = p[i];
+    /* every load of the lane first (n <= 32 * SINK_STAGE_NL), independent
+     * of each other: one memory round trip per row.  (That alone left the
+     * B-scan MSI sink at 30 us on an H200: it was bound by the integer
+     * division of every store, which an odd lag count - ws == nl - does not
+     * need; that change is not measured yet.) */
+    float v[SINK_STAGE_NL];
+#pragma unroll
+    for (int q = 0; q < SINK_STAGE_NL; q++) {
+        const int i = lane + 32 * q;
+        v[q] = i < n ? p[i] : 0.0f;
+    }
+    if (ws == nl) { /* odd lag count: the staged layout is the row's own (no division) */
+#pragma unroll
+        for (int q = 0; q < SINK_STAGE_NL; q++) {
+            const int i = lane + 32 * q;
+            if (i < n) w[i] = v[q];
+        }
+    } else {
+#pragma unroll
+        for (int q = 0; q < SINK_STAGE_NL; q++) {
+            const int i = lane + 32 * q;
+            if (i < n) {
+                const int s = i / nl;
+                w[s * ws + (i - s * nl)] = v[q];
+            }
+        }
     }
     __syncwarp();
     float a = 0.0f;

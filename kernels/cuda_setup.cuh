@@ -25,6 +25,21 @@ struct ProdBuf {
 enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
 enum { PARTS_MAX = 8 };
 
+/* What a captured frame's launches depend on besides the slot (run_device
+ * re-captures when any of it differs): the plan (its generations cover the
+ * arrays, the layout and the row sets), the values, the products, and the
+ * device state that host code reads into launch arguments.  Filled by
+ * memset + field copies, compared with memcmp. */
+struct GraphKey {
+    const void *plan;
+    uint64_t gen[OCT_PK_COUNT];
+    oct_params params;
+    bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT];
+    const void *mats[3];
+    float hsc_x, hsc_m;
+    int path, klin_T, disp_on, x_on_comp;
+};
+
 /* What one frame in flight owns. */
 struct Slot {
     void *d_raw;                 /* the raw frame on the device */
@@ -53,6 +68,10 @@ struct Slot {
      * unchanged one: a copy from pageable memory costs host time per frame) */
     SinkTable sink_last[OCT_METHOD_COUNT];
     bool sink_valid;
+    /* the frame's device work as a CUDA graph (run_device): instantiated
+     * for the key it was captured with, re-launched while the key holds */
+    cudaGraphExec_t gexec;
+    GraphKey gkey;
 };
 
 /* The algorithm of one GEMM shape (cuda_gemm.cuh), chosen once by timing.
@@ -84,6 +103,17 @@ struct CudaState {
     cudaStream_t s_comp, s_cfd, s_copy, s_d2h;
     cudaEvent_t ev_stg[2], ev_fork;
     cudaEvent_t ev_corr; /* deferred background: its correction is ready (compute stream) */
+    /* fork / join of the CFD stream inside a frame: events of their own, so
+     * that a captured frame keeps the timing events (EV_*) as external
+     * record nodes (run_device) */
+    cudaEvent_t ev_cj[2];
+    /* CUDA graphs (setup.cuda.graph): the key the engine last ran eagerly
+     * (a capture follows one eager frame of a key: GEMM picks, lazily built
+     * matrices), and counters for tests / octbench */
+    GraphKey gk_eager, gk_fail; /* gk_fail: a key whose capture failed (eager until it changes) */
+    bool gk_eager_valid, gk_fail_valid;
+    bool capturing;     /* run_frame is being captured (mark) */
+    uint64_t graph_launches, graph_captures, graph_fails;
     int stg_next;     /* staging buffer to fill next (alternates across frames) */
     cufftHandle plan_x, plan_m, plan_c2r;
     bool have_plan_x, have_plan_m, have_plan_c2r;
@@ -632,6 +662,7 @@ void free_state(CudaState *s)
                 WARN_CUDA(cudaFree(sl->prod[m][k].f));
                 WARN_CUDA(cudaFree(sl->prod[m][k].u));
             }
+        if (sl->gexec) WARN_CUDA(cudaGraphExecDestroy(sl->gexec));
         for (int j = 0; j < EV_COUNT; j++)
             if (sl->ev[j]) WARN_CUDA(cudaEventDestroy(sl->ev[j]));
         cudaEvent_t more[] = {sl->ev_h2d0, sl->ev_h2d1, sl->ev_d2h0, sl->ev_d2h1};
@@ -644,7 +675,7 @@ void free_state(CudaState *s)
     }
     WARN_CUDA(cudaFreeHost(s->h_stage[0]));
     WARN_CUDA(cudaFreeHost(s->h_stage[1]));
-    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork, s->ev_corr};
+    cudaEvent_t evs[] = {s->ev_stg[0], s->ev_stg[1], s->ev_fork, s->ev_corr, s->ev_cj[0], s->ev_cj[1]};
     for (cudaEvent_t ev : evs)
         if (ev) WARN_CUDA(cudaEventDestroy(ev));
     cudaStream_t st[] = {s->s_comp, s->s_cfd, s->s_copy, s->s_d2h};
@@ -700,6 +731,8 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     CU(cudaEventCreateWithFlags(&s->ev_stg[1], cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&s->ev_fork, cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&s->ev_corr, cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&s->ev_cj[0], cudaEventDisableTiming));
+    CU(cudaEventCreateWithFlags(&s->ev_cj[1], cudaEventDisableTiming));
 
     /* MSI path: the plan's, from the cost model of cuda_msi_rates.  With
      * msi_path auto the buffers of both paths are made, and a live change of

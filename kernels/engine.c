@@ -660,6 +660,8 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->gemm_algo < 0 || ct->gemm_algo > 1)
         return oct_error_set(e, OCT_EINVAL, "cuda.gemm_algo = %d: must be 0 (default) or 1 (auto)",
                              ct->gemm_algo);
+    if (ct->graph < 0 || ct->graph > 2)
+        return oct_error_set(e, OCT_EINVAL, "cuda.graph = %d: must be 0 (auto), 1 (off) or 2 (on)", ct->graph);
     if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
                              "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,

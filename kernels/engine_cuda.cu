@@ -288,6 +288,9 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     uint8_t *h_u8 = sl->h_out + s->out_pixels * sizeof(float);
     CU(cudaStreamWaitEvent(s->s_d2h, sl->ev[EV_PROD], 0));
     CU(cudaEventRecord(sl->ev_d2h0, s->s_d2h));
+    /* the non-finite flag with the products (a timing replay of this frame
+     * rewrites d_bad with the same value and leaves h_bad as it is) */
+    CU(cudaMemcpyAsync(sl->h_bad, sl->d_bad, sizeof(int), cudaMemcpyDeviceToHost, s->s_d2h));
     for (int m = 0; m < OCT_METHOD_COUNT; m++)
         for (int k = 0; k < OCT_KIND_COUNT; k++) {
             oct_image *img = &out->img[m][k];
@@ -639,6 +642,14 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
+
+void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)
+{
+    const CudaState *s = is_cuda(eng) ? ST(eng) : NULL;
+    if (launches) *launches = s ? s->graph_launches : 0;
+    if (captures) *captures = s ? s->graph_captures : 0;
+    if (fails) *fails = s ? s->graph_fails : 0;
+}
 
 const char *oct_cuda_gemm_name(const oct_engine *eng)
 {

@@ -256,6 +256,8 @@ typedef struct oct_cuda_tuning {
      * FFT per position) */
     int angio_path;
     int64_t angio_chunk;   /* angiography chunk in spectra (whole groups): 0 = ~32 k */
+    /* issue 19: the per-frame device work as a CUDA graph, enum oct_cuda_graph (0 = auto) */
+    int graph;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
@@ -268,6 +270,13 @@ enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1 };
  * (2026-11-23) auto gained 0-2 % and its pick at M = 8192 doubled the MSI
  * error (3xfp16 relative L2 1.39e-5 vs 6.5e-6), so it is not the default. */
 enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUTO = 1 };
+/* OCT_CUDA_GRAPH_AUTO (the default) = ON: a frame's device work (conversion,
+ * background, CFD, MSI, CMS and their sinks on the compute and CFD streams) is
+ * captured once per in-flight slot and plan (after one eager frame of that
+ * plan) and re-launched as one CUDA graph; frames it cannot take (the
+ * intra-frame pipeline's parts, a rolling background, angiography) and
+ * OCT_CUDA_GRAPH_OFF launch kernel by kernel, as before (A/B). */
+enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_GRAPH_ON = 2 };
 
 typedef struct oct_setup {
     oct_geometry geom;

@@ -150,6 +150,7 @@ START_TEST(ini_defaults_and_values)
                     "device = 1\n"
                     "  threads = 3   ; inline comment\n"
                     "precision = tf32\n"
+                    "cuda_graph = off\n"
                     "\n"
                     "[ring]\n"
                     "frames = /f1\n"
@@ -171,6 +172,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.device, 1);
     ck_assert_int_eq(c.threads, 3);
     ck_assert_int_eq(c.precision, OCT_PRECISION_TF32);
+    ck_assert_int_eq(c.cuda_graph, OCT_CUDA_GRAPH_OFF);
     ck_assert_str_eq(c.ring_frames, "/f1");
     ck_assert_str_eq(c.ring_control, "/c1");
     ck_assert_str_eq(c.ring_status, "/s1");
@@ -202,6 +204,7 @@ static const ini_case ini_cases[] = {
     {"[engine]\nthreads = 4x\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
     {"[engine]\nthreads = 99999999999999999999\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
     {"[engine]\nprecision = fp16\n", OCT_EINVAL, "c.ini:2:", "[engine] precision"},
+    {"[engine]\ncuda_graph = yes\n", OCT_EINVAL, "c.ini:2:", "auto, on, off"},
     {"[engine]\nbackend =\n", OCT_EINVAL, "c.ini:2:", "[engine] backend: empty"},
     {"[engine]\ndevices = 0,,1\n", OCT_EINVAL, "c.ini:2:", "entry 2 is empty"},
     {"[engine]\ndevices = 0,gpu\n", OCT_EINVAL, "c.ini:2:", "entry 2 'gpu' is neither"},

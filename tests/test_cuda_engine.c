@@ -255,6 +255,7 @@ static int g_parts_ext; /* setup.cuda.parts_ext of make_engine() */
 static int g_gemm;      /* setup.cuda.gemm of make_engine() (0 = the engine's choice) */
 static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
 static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) */
+static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -333,6 +334,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.gemm = g_gemm;
     s.cuda.sink = g_sink;
     s.cuda.gemm_algo = g_gemm_algo;
+    s.cuda.graph = g_graph;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -1263,6 +1265,181 @@ START_TEST(t_parts_defer)
 }
 END_TEST
 
+/* Issue 19: a frame's device work as a CUDA graph per slot (setup.cuda.graph,
+ * default on) against launch by launch (off) and the float64 reference.
+ * Per configuration, two rounds of 6 different frames through the pipeline
+ * at depth 3 (an eager frame, then captures, then launches), the second
+ * after a live change of values that reach launches by value (cut-off, lag
+ * window, cross-section line, gray levels): every product equals the eager
+ * engine's (bytes counted, f32 within 1e-7 relative L2), the fixture frame
+ * matches the reference (SPEC 7), graphs were launched and re-captured after
+ * the change, none failed; a timing replay runs; a rolling background (not
+ * captured) launches none and still equals the eager engine.
+ * Configurations: B-scan i16 3xfp16; volume u16 GEMM (en-face, gathered
+ * cross-sections, volume); volume FFT-path MSI; f32 3xtf32 with a chunked
+ * GEMM output (many launches); B-scan with k-lin sinc 21 + dispersion +
+ * frame-mean; volume MSI only with FPN. */
+static const struct {
+    int cfg;
+    const char *what;
+} g_graph_cases[] = {
+    {4, "bscan i16 gemm"}, {0, "volume u16 gemm"}, {2, "volume u16 fft"}, {6, "f32 3xtf32 chunked"},
+    {4, "bscan klin+disp+frame-mean"}, {0, "volume msi fpn"},
+};
+#define N_GRAPH_CASES (int)(sizeof g_graph_cases / sizeof g_graph_cases[0])
+
+static size_t same_bytes(const oct_products *a, const oct_products *b, size_t *total, const char *label,
+                         double tol)
+{
+    size_t same = 0;
+    char msg[1024];
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *x = &a->img[m][k], *y = &b->img[m][k];
+            ck_assert_msg(x->present == y->present, "%s: %s/%s present %d vs %d", label, oct_kind_name(k),
+                          oct_method_name(m), x->present, y->present);
+            if (!x->present) continue;
+            ck_assert_msg(x->count == y->count, "%s: %s/%s sizes differ", label, oct_kind_name(k),
+                          oct_method_name(m));
+            ck_assert_msg(tu_check_f32_pair(label, x->f32, y->f32, x->count, x->ndim, x->shape, tol, msg, sizeof msg),
+                          "%s", msg);
+            for (size_t i = 0; i < x->count; i++) same += x->u8[i] == y->u8[i];
+            same += memcmp(x->f32, y->f32, x->count * sizeof(float)) == 0 ? x->count : 0;
+            *total += 2 * x->count;
+        }
+    return same;
+}
+
+START_TEST(t_graph)
+{
+    tcase_cfg c = g_cfgs[g_graph_cases[_i].cfg];
+    if (_i == 3) c.prec = OCT_PRECISION_FP32, c.path = OCT_MSI_GEMM; /* 3xtf32, chunks of 0.001 MiB */
+    double tol = c.prec == OCT_PRECISION_TF32 ? TU_TOL_TF32 : TU_TOL_FP32;
+    fixture f;
+    fixture_make(&f, &c, 2500 + (uint64_t)_i);
+    const int M = (int)c.g.samples;
+    if (_i == 4) {
+        f.p.klin = OCT_KLIN_SINC, f.p.klin_taps = 21, f.p.klin_source = OCT_KLIN_POLY;
+        f.p.klin_coef[0] = 0.5, f.p.klin_coef[1] = 0.9 * M, f.p.klin_coef[2] = 0.08 * M, f.p.klin_coef[3] = 0.0;
+        f.p.disp_a2 = 30.0f, f.p.disp_a3 = -20.0f, f.p.disp_k0 = 0.45f;
+        f.p.background = OCT_BG_FRAME_MEAN;
+    }
+    if (_i == 5) {
+        f.p.methods = OCT_METHOD_BIT(OCT_METHOD_MSI);
+        f.p.background = OCT_BG_FPN, f.p.background_param = 4;
+    }
+    g_graph = OCT_CUDA_GRAPH_ON;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_graph = OCT_CUDA_GRAPH_OFF;
+    oct_engine *eag = make_engine(&f, OCT_BACKEND_CUDA);
+    g_graph = OCT_CUDA_GRAPH_AUTO;
+    enum { NF = 6 };
+    void *frames[NF];
+    oct_products *sync[NF], *pool[OCT_ENGINE_DEPTH_MAX], *ref = oct_products_create();
+    oct_error e = {{0}};
+    for (int i = 0; i < NF; i++) {
+        size_t b = 0;
+        frames[i] = frame_of(7700 + 13 * (uint64_t)i + 100 * (uint64_t)_i, &c.g, &b);
+        ck_assert(b == f.bytes);
+        sync[i] = oct_products_create();
+    }
+    for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) {
+        pool[i] = oct_engine_products_create(gpu, &e);
+        ck_assert_msg(pool[i] != NULL, "%s", e.msg);
+    }
+    char label[200];
+    uint64_t launches = 0, captures = 0, fails = 0, l0, c0;
+    size_t same = 0, total = 0;
+    for (int round = 0; round < 2; round++) {
+        oct_params p = f.p;
+        if (round == 1) { /* values that reach launches by value or through the sink tables */
+            p.freq_cutoff = (p.freq_cutoff + 2) % 6;
+            p.lag_lo -= 1, p.lag_hi += 2;
+            if (c.g.lines > 1) p.xsec_h = 1, p.xsec_v = 2;
+            for (int k = 0; k < OCT_CLASS_COUNT; k++) p.brightness[k] += 1.0f;
+        }
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_set_params(eag, &p, &e) == OCT_OK, "%s", e.msg);
+        for (int i = 0; i < NF; i++)
+            ck_assert_msg(oct_engine_process(eag, frames[i], f.bytes, sync[i], &e) == OCT_OK, "eager: %s", e.msg);
+        oct_cuda_graph_counts(gpu, &l0, &c0, NULL);
+        /* depth 3: slots in turn */
+        int next = 0, got = 0, nfree = OCT_ENGINE_DEPTH_MAX;
+        oct_products *freel[OCT_ENGINE_DEPTH_MAX];
+        for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) freel[i] = pool[i];
+        while (got < NF) {
+            while (next < NF && nfree > 0) {
+                ck_assert_msg(oct_engine_submit(gpu, frames[next], f.bytes, freel[--nfree], &e) == OCT_OK,
+                              "submit: %s", e.msg);
+                next++;
+            }
+            oct_products *done = NULL;
+            ck_assert_msg(oct_engine_complete(gpu, &done, -1, &e) == OCT_OK, "complete: %s", e.msg);
+            snprintf(label, sizeof label, "graph %d (%s) round %d frame %d", _i, g_graph_cases[_i].what, round, got);
+            same += same_bytes(done, sync[got], &total, label, 1e-7);
+            freel[nfree++] = done;
+            got++;
+        }
+        oct_cuda_graph_counts(gpu, &launches, &captures, &fails);
+        snprintf(label, sizeof label, "graph %d (%s) round %d", _i, g_graph_cases[_i].what, round);
+        /* NF frames: one eager, then each slot captured once and launched */
+        ck_assert_msg(launches - l0 == NF - 1 && captures - c0 == OCT_ENGINE_DEPTH_MAX && fails == 0,
+                      "%s: %llu launches, %llu captures, %llu failed (expected %d, %d, 0)", label,
+                      (unsigned long long)(launches - l0), (unsigned long long)(captures - c0),
+                      (unsigned long long)fails, NF - 1, OCT_ENGINE_DEPTH_MAX);
+        /* the captured slot 0 against the float64 reference */
+        run_and_check(gpu, &f, &p, tol, ref, label);
+        oct_cuda_graph_counts(gpu, &l0, NULL, NULL);
+        ck_assert_msg(l0 == launches + 1, "%s: the reference frame was not a graph launch", label);
+    }
+    printf("cuda: t_graph %d (%s, %s): %zu of %zu product values byte-identical to launch by launch; %llu graph "
+           "launches, %llu captures\n",
+           _i, g_graph_cases[_i].what, oct_cuda_gemm_name(gpu), same, total, (unsigned long long)l0,
+           (unsigned long long)captures);
+    /* a rolling background is not captured (its history restarts by host state) */
+    oct_params p = f.p;
+    oct_cuda_graph_counts(gpu, &launches, NULL, NULL);
+    p.background = OCT_BG_ROLLING, p.background_param = 2;
+    ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_engine_set_params(eag, &p, &e) == OCT_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_msg(oct_engine_process(gpu, frames[i], f.bytes, pool[0], &e) == OCT_OK, "%s", e.msg);
+        ck_assert_msg(oct_engine_process(eag, frames[i], f.bytes, sync[0], &e) == OCT_OK, "%s", e.msg);
+        snprintf(label, sizeof label, "graph %d rolling frame %d", _i, i);
+        size_t t2 = 0;
+        same_bytes(pool[0], sync[0], &t2, label, 1e-7);
+    }
+    oct_cuda_graph_counts(gpu, &l0, NULL, &fails);
+    ck_assert_msg(l0 == launches && fails == 0, "rolling: %llu graph launches (expected none), %llu failed",
+                  (unsigned long long)(l0 - launches), (unsigned long long)fails);
+    oct_cuda_graph_counts(eag, &launches, &captures, NULL);
+    ck_assert_msg(launches == 0 && captures == 0, "graph off: %llu launches", (unsigned long long)launches);
+    /* a timing replay (of the rolling frame: launch by launch) and, back to
+     * the captured values, one through the graph: events time both */
+    double ms = 0;
+    ck_assert_msg(oct_cuda_time_device(gpu, 3, &ms, NULL, &e) == OCT_OK && ms > 0, "time_device: %.4f ms %s", ms,
+                  e.msg);
+    ck_assert_msg(oct_engine_set_params(gpu, &f.p, &e) == OCT_OK, "%s", e.msg);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(oct_engine_process(gpu, frames[i], f.bytes, pool[0], &e) == OCT_OK, "%s", e.msg);
+    oct_cuda_graph_counts(gpu, &l0, NULL, &fails);
+    ms = 0;
+    ck_assert_msg(oct_cuda_time_device(gpu, 3, &ms, NULL, &e) == OCT_OK, "time_device: %s", e.msg);
+    oct_cuda_graph_counts(gpu, &launches, NULL, NULL);
+    ck_assert_msg(launches == l0 + 3 && fails == 0, "replay: %llu graph launches of 3", (unsigned long long)(launches - l0));
+    ck_assert_msg(ms > 0, "replay through the graph: device time %.4f ms (events of external record nodes)", ms);
+    for (int i = 0; i < NF; i++) {
+        oct_products_destroy(sync[i]);
+        free(frames[i]);
+    }
+    for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) oct_products_destroy(pool[i]);
+    oct_products_destroy(ref);
+    oct_engine_destroy(gpu);
+    oct_engine_destroy(eag);
+    fixture_free(&f);
+}
+END_TEST
+
 START_TEST(t_pipeline_errors)
 {
     tcase_cfg c = g_cfgs[6];
@@ -1692,6 +1869,11 @@ static Suite *cuda_suite(void)
     tcase_add_test(tc, t_issue7_rolling_reject);
     tcase_add_test(tc, t_issue7_self);
     suite_add_tcase(s, tc);
+    /* a case of its own: CK_RUN_CASE=graph runs it alone */
+    TCase *tg = tcase_create("graph");
+    tcase_set_timeout(tg, 300);
+    tcase_add_loop_test(tg, t_graph, 0, N_GRAPH_CASES);
+    suite_add_tcase(s, tg);
     return s;
 }
 #endif /* OCT_HAVE_CUDA */

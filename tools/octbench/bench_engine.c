@@ -400,6 +400,10 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     if (h2d > 0)
         printf("  (pinned H2D %.1f GB/s: %.0f%%)", h2d, 100.0 * gbs / h2d);
     printf("  host submit %.1f us/frame", 1e3 * submit_ms / nframes);
+    uint64_t g_launch = 0, g_capt = 0, g_fail = 0;
+    oct_cuda_graph_counts(eng, &g_launch, &g_capt, &g_fail);
+    printf("  graphs %llu launched / %llu captured / %llu failed", (unsigned long long)g_launch,
+           (unsigned long long)g_capt, (unsigned long long)g_fail);
     printf("\n");
     {
         char picks[1024];

@@ -100,6 +100,8 @@ static void usage(FILE *f)
             "                           one warp per spectrum (before issue 19; A/B runs)\n"
             "  --gemm-algo default|auto MSI GEMM: cublasGemmEx's default algorithm (default),\n"
             "                           or cublasLt's fastest candidate timed once per shape\n"
+            "  --cuda-graph on|off      a frame's device work as one CUDA graph per in-flight\n"
+            "                           slot (default on) or launch by launch (A/B runs)\n"
             "  --angio-path bands|legacy|fused  angiography's ssada kernels: cuFFT of the\n"
             "                           band spectra (default), the round-5 kernels, or one\n"
             "                           block per position with a shared-memory FFT\n"
@@ -115,7 +117,7 @@ int main(int argc, char **argv)
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
-           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM };
+           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM, O_GRAPH };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -134,6 +136,7 @@ int main(int argc, char **argv)
         {"c2r-batch", required_argument, 0, O_C2R},
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
+        {"cuda-graph", required_argument, 0, O_GRAPH},
         {"devices", required_argument, 0, O_DEVICES},
         {"runs", required_argument, 0, O_RUNS},
         {"engine-keys", required_argument, 0, O_ENGINE_KEYS},
@@ -187,6 +190,16 @@ int main(int argc, char **argv)
                 o.cuda.gemm_algo = OCT_CUDA_GEMM_ALGO_DEFAULT;
             else {
                 fprintf(stderr, "octbench: --gemm-algo %s: must be auto or default\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_GRAPH:
+            if (!strcmp(optarg, "on"))
+                o.cuda.graph = OCT_CUDA_GRAPH_ON;
+            else if (!strcmp(optarg, "off"))
+                o.cuda.graph = OCT_CUDA_GRAPH_OFF;
+            else {
+                fprintf(stderr, "octbench: --cuda-graph %s: must be on or off\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
