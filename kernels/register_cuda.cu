@@ -3,7 +3,13 @@
  *
  *  - cuFFT plans made once per handle: batched 2D R2C of all lines (the
  *    reference's line spectra are cached; a target's are computed once),
- *    batched 2D C2R of candidate surfaces, batched 3D R2C/C2R of stripes.
+ *    batched 2D C2R of candidate surfaces, batched 3D C2R of stripes.
+ *  - a stripe's 3D spectrum is not transformed: its S lines, zero-padded to
+ *    L, have the spectrum sum_s e^(-2 pi i ky s / L) X_s(kx, kz) of the
+ *    2D spectra X_s of the coarse lines (all made once per target), summed
+ *    in the cross-power kernel (saves a 3D R2C and the padded copy per stripe).
+ *  - the target's finiteness is counted on the device (the common code
+ *    looks for the first bad value on the host only when there is one).
  *  - per element math from register_internal.h (the same inline functions
  *    as the CPU backend); peak searches are block reductions that break ties
  *    as the CPU's scan order does (first maximum); Newton sums in double.
@@ -42,7 +48,9 @@
 struct cuda_reg {
     uint32_t Dh, Dch, nsb, fb;   /* stripe batch, fine batch */
     cudaStream_t st;
-    cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c/c2r (batch nsb) */
+    cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c (reference,
+                                     * batch 1) / c2r (batch nsb) */
+    cufftHandle p2c;                /* 2D r2c of the coarse lines (batch L) */
     /* 2D c2r of fewer surfaces (fb/2, fb/4, ... >= REG_TAIL_MIN): a pass's
      * last batch transforms little more than it needs; one work area for
      * all 2D c2r plans (used in turn on one stream) */
@@ -54,6 +62,10 @@ struct cuda_reg {
     float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
     cufftComplex *ref2, *ref3, *x2; /* reference line spectra, coarse spectrum, target line spectra */
     cufftComplex *x2h;              /* target half-line spectra (saccade test) */
+    cufftComplex *x3;               /* target coarse line spectra [L][Nc][Dch] */
+    unsigned int *bad, *bad_h;      /* non-finite target values: device counter, pinned copy */
+    float *pv;                      /* coarse peak partials [nsb][L] values ... */
+    long long *pi;                  /* ... and scan indices */
     float *sb;                      /* stripe buffers [nsb][L][Nc][Dc] (also surfaces) */
     cufftComplex *sc;               /* [nsb][L][Nc][Dch] */
     cufftComplex *fy;               /* [fb][N][Dh] */
@@ -71,15 +83,21 @@ struct cuda_reg {
 
 /* One block per line: g, mean, window (full) and box mean, mean, window (coarse). */
 __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, uint32_t D,
-                            uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale)
+                            uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale,
+                            unsigned int *bad)
 {
     __shared__ double red[RB];
     const size_t l = blockIdx.x, nd = (size_t)N * D, ncd = (size_t)Nc * Dc;
     const float *in = v + l * nd;
     float *o = t2 + l * nd, *oc = t3 + l * ncd;
     double s = 0;
-    for (size_t i = threadIdx.x; i < nd; i += blockDim.x)
+    unsigned int nb = 0;
+    for (size_t i = threadIdx.x; i < nd; i += blockDim.x) {
+        nb += !isfinite(in[i]);
         s += o[i] = reg_g(in[i], inv_scale);
+    }
+    if (nb && bad)
+        atomicAdd(bad, nb);
     for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
         uint32_t a = (uint32_t)(i / Dc), b = (uint32_t)(i % Dc);
         float acc = 0;
@@ -118,27 +136,30 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
     }
 }
 
-/* stripes b = 0..n-1: zero volume with lines l0..l0+S-1 of t3 at rows 0..S-1 */
-__global__ void k_stripes(const float *t3, const int32_t *win, float *sb, size_t plane, uint32_t L,
+/* Coarse cross power of stripe b (lines l0 .. l0+S-1 of the target's
+ * coarse volume at rows 0..S-1 of a zero volume [L][Nc][Dc]) against the
+ * cached reference spectrum.  The stripe's 3D spectrum is that of its lines
+ * moved along y: X(y, a, k) = sum_s e^(-2 pi i y s / L) x3[l0 + s](a, k). */
+__global__ void k_cross3y(const cufftComplex *ref3, const cufftComplex *x3, const int32_t *win,
+                          cufftComplex *sc, uint32_t L, uint32_t Nc, uint32_t Dc, uint32_t Dch,
                           uint32_t S)
 {
-    size_t n3 = (size_t)L * plane, b = blockIdx.y;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n3;
-         i += (size_t)gridDim.x * blockDim.x)
-        sb[b * n3 + i] = i < plane * S ? t3[(size_t)win[3 * b] * plane + i] : 0.0f;
-}
-
-/* coarse cross power against the cached reference spectrum (per batch b) */
-__global__ void k_cross3(const cufftComplex *ref3, cufftComplex *sc, uint32_t L, uint32_t Nc,
-                         uint32_t Dc, uint32_t Dch)
-{
-    size_t n = (size_t)L * Nc * Dch, b = blockIdx.y;
+    const size_t plane = (size_t)Nc * Dch, n = (size_t)L * plane, b = blockIdx.y;
+    const cufftComplex *xs = x3 + (size_t)win[3 * b] * plane;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t k = (uint32_t)(i % Dch), a = (uint32_t)(i / Dch % Nc), y = (uint32_t)(i / Dch / Nc);
+        uint32_t k = (uint32_t)(i % Dch), a = (uint32_t)(i / Dch % Nc), y = (uint32_t)(i / plane);
+        size_t j = i % plane;
+        float xr = 0, xi = 0;
+        for (uint32_t q = 0; q < S; q++) {
+            float sn, cs; /* e^(-2 pi i y q / L), the phase reduced exactly first */
+            sincospif(-2.0f * (float)((uint64_t)y * q % L) / (float)L, &sn, &cs);
+            cufftComplex v = xs[q * plane + j];
+            xr += v.x * cs - v.y * sn, xi += v.x * sn + v.y * cs;
+        }
         float w = reg_hann((int)y, (int)L) * reg_hann((int)a, (int)Nc) * reg_hann((int)k, (int)Dc);
-        cufftComplex x = sc[b * n + i], r = ref3[i], o;
-        reg_cross(r.x, r.y, x.x, x.y, w, &o.x, &o.y);
+        cufftComplex r = ref3[i], o;
+        reg_cross(r.x, r.y, xr, xi, w, &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
         sc[b * n + i] = o;
@@ -161,21 +182,48 @@ __device__ static void reduce_peak(float *v, long long *ix)
     }
 }
 
-/* coarse peak of stripe b over y in [ylo, yhi], x, z in the window */
-__global__ void k_peak3(const float *sb, const int32_t *win, reg_peak *out, uint32_t L,
-                        uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
+/* coarse peak of stripe b over y in [ylo, yhi], x, z in the window, in two
+ * steps: block (j, b) the peak of row y = ylo + j (scan index i over the
+ * stripe's window, as one block's scan), then k_peak3_fin the first
+ * maximum over the rows: the CPU's scan order */
+__global__ void k_peak3_row(const float *sb, const int32_t *win, float *pv, long long *pi,
+                            uint32_t L, uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
 {
     __shared__ float v[RB];
     __shared__ long long ix[RB];
-    const size_t b = blockIdx.x, n3 = (size_t)L * Nc * Dc;
+    const size_t b = blockIdx.y, n3 = (size_t)L * Nc * Dc;
     const int ylo = win[3 * b + 1], yhi = win[3 * b + 2], nx = 2 * sxc + 1, nz = 2 * szc + 1;
-    const long long cnt = (long long)(yhi - ylo + 1) * nx * nz;
+    const int j = (int)blockIdx.x, y = ylo + j;
+    const long long plane = (long long)nx * nz;
     float best = -FLT_MAX;
     long long bi = LLONG_MAX;
-    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
-        int z = (int)(i % nz) - szc, x = (int)(i / nz % nx) - sxc, y = (int)(i / nz / nx) + ylo;
-        float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
-        if (s > best)
+    if (y <= yhi)
+        for (long long i = threadIdx.x; i < plane; i += blockDim.x) {
+            int z = (int)(i % nz) - szc, x = (int)(i / nz) - sxc;
+            float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
+            if (s > best)
+                best = s, bi = (long long)j * plane + i;
+        }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0)
+        pv[b * L + j] = v[0], pi[b * L + j] = ix[0];
+}
+
+__global__ void k_peak3_fin(const float *pv, const long long *pi, const int32_t *win, reg_peak *out,
+                            uint32_t L, int sxc, int szc)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x;
+    const int ylo = win[3 * b + 1], yhi = win[3 * b + 2], nx = 2 * sxc + 1, nz = 2 * szc + 1;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (int j = threadIdx.x; j <= yhi - ylo; j += blockDim.x) {
+        float s = pv[b * L + j];
+        long long i = pi[b * L + j];
+        if (s > best || (s == best && i < bi))
             best = s, bi = i;
     }
     v[threadIdx.x] = best, ix[threadIdx.x] = bi;
@@ -346,17 +394,19 @@ static void cuda_destroy(oct_register *r)
     cuda_reg *c = (cuda_reg *)r->be;
     if (!c)
         return;
-    cufftHandle p[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
-    for (int i = 0; i < 4; i++)
+    cufftHandle p[5] = {c->p2f, c->p2i, c->p3f, c->p3i, c->p2c};
+    for (int i = 0; i < 5; i++)
         if (p[i])
             cufftDestroy(p[i]);
     for (int i = 0; i < c->ntail; i++)
         cufftDestroy(c->p2t[i]);
     void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
-                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph};
+                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
             cudaFree(m[i]);
+    if (c->bad_h)
+        cudaFreeHost(c->bad_h);
     if (c->have_ev)
         for (int i = 0; i < 5; i++)
             cudaEventDestroy(c->ev[i]);
@@ -419,8 +469,13 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->pk, npk * sizeof(reg_peak), "peaks", e)) ||
         (err = cuda_alloc((void **)&c->win, c->nsb * 3 * 4, "windows", e)) ||
         (err = cuda_alloc((void **)&c->sub, L * 3 * 4, "sub-pixel shifts", e)) ||
-        (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)))
+        (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)) ||
+        (err = cuda_alloc((void **)&c->x3, L * Nc * c->Dch * 8, "coarse line spectra", e)) ||
+        (err = cuda_alloc((void **)&c->bad, sizeof *c->bad, "counter", e)) ||
+        (err = cuda_alloc((void **)&c->pv, c->nsb * L * sizeof *c->pv, "coarse peaks", e)) ||
+        (err = cuda_alloc((void **)&c->pi, c->nsb * L * sizeof *c->pi, "coarse peaks", e)))
         return err;
+    CU(cudaMallocHost((void **)&c->bad_h, sizeof *c->bad_h), "pinned counter");
     int n2[2] = {(int)N, (int)D}, n3[3] = {(int)L, (int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p2f, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan 2D R2C");
     /* 2D c2r: batch fb, then the tails, sharing one work area */
@@ -446,26 +501,38 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         CF(cufftSetWorkArea(c->p2t[i], c->work), "2D C2R work area");
         CF(cufftSetStream(c->p2t[i], c->st), "set stream");
     }
-    CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)c->nsb), "plan 3D R2C");
+    int n2c[2] = {(int)Nc, (int)Dc};
+    CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, 1), "plan 3D R2C");
     CF(cufftPlanMany(&c->p3i, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->nsb), "plan 3D C2R");
-    cufftHandle ps[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
-    for (int i = 0; i < 4; i++)
+    CF(cufftPlanMany(&c->p2c, 2, n2c, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan coarse 2D R2C");
+    cufftHandle ps[5] = {c->p2f, c->p2i, c->p3f, c->p3i, c->p2c};
+    for (int i = 0; i < 5; i++)
         CF(cufftSetStream(ps[i], c->st), "set stream");
     return OCT_OK;
 }
 
-/* uploads and transforms a volume, then the 2D spectra of all its lines into dst */
-static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, oct_error *e)
+/* uploads and transforms a volume, then the 2D spectra of all its lines
+ * into dst; a target (bad: count its non-finite values) also the 2D
+ * spectra of its coarse lines */
+static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, bool target,
+                         oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
     size_t n = (size_t)r->L * r->N * r->D;
     CU(cudaEventRecord(c->ev[0], c->st), "event");
+    if (target)
+        CU(cudaMemsetAsync(c->bad, 0, sizeof *c->bad, c->st), "memset");
     CU(cudaMemcpyAsync(c->vol, vol, n * 4, cudaMemcpyHostToDevice, c->st), "upload");
     CU(cudaEventRecord(c->ev[4], c->st), "event");
     k_transform<<<r->L, RB, 0, c->st>>>(c->vol, c->t2, c->t3, r->N, r->D, r->Nc, r->Dc, r->f,
-                                        r->inv_scale);
+                                        r->inv_scale, target ? c->bad : NULL);
     CU(cudaGetLastError(), "transform kernel");
     CF(cufftExecR2C(c->p2f, c->t2, dst), "line spectra");
+    if (target) {
+        CF(cufftExecR2C(c->p2c, c->t3, c->x3), "coarse line spectra");
+        CU(cudaMemcpyAsync(c->bad_h, c->bad, sizeof *c->bad, cudaMemcpyDeviceToHost, c->st),
+           "download");
+    }
     CU(cudaEventRecord(c->ev[1], c->st), "event");
     return OCT_OK;
 }
@@ -473,16 +540,11 @@ static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, o
 static oct_err cuda_set_reference(oct_register *r, const float *vol, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    oct_err err = cuda_load(r, vol, c->ref2, e);
+    oct_err err = cuda_load(r, vol, c->ref2, false, e);
     if (err)
         return err;
-    /* coarse reference spectrum: batch slot 0 of the stripe plan's buffers */
-    size_t n3 = (size_t)r->L * r->Nc * r->Dc;
-    CU(cudaMemsetAsync(c->sb, 0, c->nsb * n3 * 4, c->st), "memset");
-    CU(cudaMemcpyAsync(c->sb, c->t3, n3 * 4, cudaMemcpyDeviceToDevice, c->st), "copy");
-    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "coarse reference spectrum");
-    CU(cudaMemcpyAsync(c->ref3, c->sc, (size_t)r->L * r->Nc * c->Dch * 8, cudaMemcpyDeviceToDevice,
-                       c->st), "copy");
+    /* coarse reference spectrum (t3 is not needed afterwards) */
+    CF(cufftExecR2C(c->p3f, c->t3, c->ref3), "coarse reference spectrum");
     CU(cudaStreamSynchronize(c->st), "set reference");
     return OCT_OK;
 }
@@ -490,19 +552,26 @@ static oct_err cuda_set_reference(oct_register *r, const float *vol, oct_error *
 static oct_err cuda_prep_target(oct_register *r, const float *vol, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    return cuda_load(r, vol, c->x2, e);
+    oct_err err = cuda_load(r, vol, c->x2, true, e);
+    if (err)
+        return err;
+    /* the stages need the host anyway (peaks): waiting here costs nothing */
+    CU(cudaStreamSynchronize(c->st), "target transform");
+    if (*c->bad_h)
+        return oct_error_set(e, OCT_EINVAL, "registration: target has %u non-finite values",
+                             *c->bad_h);
+    return OCT_OK;
 }
 
 static oct_err cuda_coarse_batch(oct_register *r, uint32_t nb, const int32_t *win, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
     size_t plane = (size_t)r->Nc * r->Dc;
+    (void)plane;
     CU(cudaMemcpyAsync(c->win, win, nb * 3 * 4, cudaMemcpyHostToDevice, c->st), "upload");
-    dim3 g(grid_for((size_t)r->L * plane), nb);
-    k_stripes<<<g, RB, 0, c->st>>>(c->t3, c->win, c->sb, plane, r->L, r->o.stripe);
-    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "stripe spectra");
     dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
-    k_cross3<<<g2, RB, 0, c->st>>>(c->ref3, c->sc, r->L, r->Nc, r->Dc, c->Dch);
+    k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, c->win, c->sc, r->L, r->Nc, r->Dc, c->Dch,
+                                    r->o.stripe);
     CF(cufftExecC2R(c->p3i, c->sc, c->sb), "stripe surfaces");
     CU(cudaGetLastError(), "coarse kernels");
     return OCT_OK;
@@ -515,13 +584,18 @@ static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, cons
     int32_t win[3 * 64];
     for (uint32_t s = 0; s < n; s += c->nsb) {
         uint32_t nb = n - s < c->nsb ? n - s : c->nsb;
-        for (uint32_t i = 0; i < nb; i++)
+        int ny = 1;
+        for (uint32_t i = 0; i < nb; i++) {
             win[3 * i] = (int32_t)l0[s + i], win[3 * i + 1] = ylo[s + i], win[3 * i + 2] = yhi[s + i];
+            ny = yhi[s + i] - ylo[s + i] + 1 > ny ? yhi[s + i] - ylo[s + i] + 1 : ny;
+        }
         oct_err err = cuda_coarse_batch(r, nb, win, e);
         if (err)
             return err;
-        k_peak3<<<nb, RB, 0, c->st>>>(c->sb, c->win, c->pk, r->L, r->Nc, r->Dc, r->sxc, r->szc,
-                                      (float)(1.0 / r->sumw3));
+        k_peak3_row<<<dim3((unsigned)ny, nb), RB, 0, c->st>>>(c->sb, c->win, c->pv, c->pi, r->L, r->Nc,
+                                                            r->Dc, r->sxc, r->szc,
+                                                            (float)(1.0 / r->sumw3));
+        k_peak3_fin<<<nb, RB, 0, c->st>>>(c->pv, c->pi, c->win, c->pk, r->L, r->sxc, r->szc);
         CU(cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st),
            "download");
         CU(cudaStreamSynchronize(c->st), "coarse stage");
@@ -673,6 +747,7 @@ static void cuda_times(const oct_register *r, oct_register_times *t)
 
 extern "C" const reg_ops reg_cuda_ops = {
     "cuda",
+    true, /* device_finite */
     cuda_create,
     cuda_destroy,
     cuda_set_reference,
