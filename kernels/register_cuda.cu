@@ -10,6 +10,11 @@
  *    in the cross-power kernel (saves a 3D R2C and the padded copy per stripe).
  *  - the target's finiteness is counted on the device (the common code
  *    looks for the first bad value on the host only when there is one).
+ *  - window and low-pass weights and the stripe twiddles are tables made
+ *    once per handle by the same inline functions (no cosf per element),
+ *    and element loops use 32-bit indices (a line's [N][D] is far below 2^32;
+ *    64-bit division per element made the transform, cross-power and refine
+ *    kernels several times slower: H200, 2026-11-24).
  *  - per element math from register_internal.h (the same inline functions
  *    as the CPU backend); peak searches are block reductions that break ties
  *    as the CPU's scan order does (first maximum); Newton sums in double.
@@ -64,6 +69,7 @@ struct cuda_reg {
     cufftComplex *x2h;              /* target half-line spectra (saccade test) */
     cufftComplex *x3;               /* target coarse line spectra [L][Nc][Dch] */
     unsigned int *bad, *bad_h;      /* non-finite target values: device counter, pinned copy */
+    float *tab;                     /* weight tables (struct reg_tabs) */
     float *pv;                      /* coarse peak partials [nsb][L] values ... */
     long long *pi;                  /* ... and scan indices */
     float *sb;                      /* stripe buffers [nsb][L][Nc][Dc] (also surfaces) */
@@ -79,27 +85,74 @@ struct cuda_reg {
     bool have_ev;
 };
 
+/* Per-handle tables: offsets (floats) into one device array. */
+struct reg_tabs {
+    uint32_t hN, hK, hy, hNc, hKc, tN, tD, tNc, tDc, tw3, total;
+};
+static reg_tabs tabs_of(uint32_t L, uint32_t N, uint32_t D, uint32_t Nc, uint32_t Dc)
+{
+    reg_tabs t;
+    uint32_t o = 0;
+    t.hN = o, o += N;                 /* reg_hann(a, N) */
+    t.hK = o, o += D / 2 + 1;         /* reg_hann(k, D) */
+    t.hy = o, o += L;                 /* reg_hann(y, L) */
+    t.hNc = o, o += Nc;               /* reg_hann(a, Nc) */
+    t.hKc = o, o += Dc / 2 + 1;       /* reg_hann(k, Dc) */
+    t.tN = o, o += N;                 /* reg_tukey(a, N) */
+    t.tD = o, o += D;                 /* reg_tukey(d, D) */
+    t.tNc = o, o += Nc;               /* reg_tukey(a, Nc) */
+    t.tDc = o, o += Dc;               /* reg_tukey(d, Dc) */
+    o += o & 1;                       /* float2 alignment */
+    t.tw3 = o, o += 2 * L;            /* e^(-2 pi i m / L), m < L */
+    t.total = o;
+    return t;
+}
+
+__global__ void k_tables(float *tab, reg_tabs t, uint32_t L, uint32_t N, uint32_t D, uint32_t Nc,
+                         uint32_t Dc)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < t.total; i += gridDim.x * blockDim.x) {
+        float v = 0;
+        if (i >= t.tw3) {
+            uint32_t m = (i - t.tw3) / 2;
+            float sn, cs;
+            sincospif(-2.0f * (float)m / (float)L, &sn, &cs);
+            v = (i - t.tw3) % 2 ? sn : cs;
+        } else if (i >= t.tDc) v = i - t.tDc < Dc ? reg_tukey((int)(i - t.tDc), (int)Dc) : 0;
+        else if (i >= t.tNc) v = reg_tukey((int)(i - t.tNc), (int)Nc);
+        else if (i >= t.tD) v = reg_tukey((int)(i - t.tD), (int)D);
+        else if (i >= t.tN) v = reg_tukey((int)(i - t.tN), (int)N);
+        else if (i >= t.hKc) v = reg_hann((int)(i - t.hKc), (int)Dc);
+        else if (i >= t.hNc) v = reg_hann((int)(i - t.hNc), (int)Nc);
+        else if (i >= t.hy) v = reg_hann((int)(i - t.hy), (int)L);
+        else if (i >= t.hK) v = reg_hann((int)(i - t.hK), (int)D);
+        else v = reg_hann((int)i, (int)N);
+        tab[i] = v;
+    }
+}
+
 /* ---- kernels ------------------------------------------------------------- */
 
 /* One block per line: g, mean, window (full) and box mean, mean, window (coarse). */
 __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, uint32_t D,
                             uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale,
-                            unsigned int *bad)
+                            unsigned int *bad, const float *tab, reg_tabs tb)
 {
     __shared__ double red[RB];
-    const size_t l = blockIdx.x, nd = (size_t)N * D, ncd = (size_t)Nc * Dc;
+    const size_t l = blockIdx.x;
+    const uint32_t nd = N * D, ncd = Nc * Dc;
     const float *in = v + l * nd;
     float *o = t2 + l * nd, *oc = t3 + l * ncd;
     double s = 0;
     unsigned int nb = 0;
-    for (size_t i = threadIdx.x; i < nd; i += blockDim.x) {
+    for (uint32_t i = threadIdx.x; i < nd; i += blockDim.x) {
         nb += !isfinite(in[i]);
         s += o[i] = reg_g(in[i], inv_scale);
     }
     if (nb && bad)
         atomicAdd(bad, nb);
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
-        uint32_t a = (uint32_t)(i / Dc), b = (uint32_t)(i % Dc);
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        uint32_t a = i / Dc, b = i - a * Dc;
         float acc = 0;
         for (uint32_t p = 0; p < f; p++)
             for (uint32_t q = 0; q < f; q++)
@@ -116,7 +169,7 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
     float m = (float)(red[0] / ((double)N * D));
     __syncthreads();
     double sc = 0;
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x)
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x)
         sc += oc[i];
     red[threadIdx.x] = sc;
     __syncthreads();
@@ -126,13 +179,14 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
         __syncthreads();
     }
     float mc = (float)(red[0] / ((double)Nc * Dc));
-    for (size_t i = threadIdx.x; i < nd; i += blockDim.x) {
-        int a = (int)(i / D), d = (int)(i % D);
-        o[i] = reg_tukey(a, (int)N) * reg_tukey(d, (int)D) * (o[i] - m);
+    const float *tN = tab + tb.tN, *tD = tab + tb.tD, *tNc = tab + tb.tNc, *tDc = tab + tb.tDc;
+    for (uint32_t i = threadIdx.x; i < nd; i += blockDim.x) {
+        uint32_t a = i / D, d = i - a * D;
+        o[i] = tN[a] * tD[d] * (o[i] - m);
     }
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
-        int a = (int)(i / Dc), d = (int)(i % Dc);
-        oc[i] = reg_tukey(a, (int)Nc) * reg_tukey(d, (int)Dc) * (oc[i] - mc);
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        uint32_t a = i / Dc, d = i - a * Dc;
+        oc[i] = tNc[a] * tDc[d] * (oc[i] - mc);
     }
 }
 
@@ -142,27 +196,27 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
  * moved along y: X(y, a, k) = sum_s e^(-2 pi i y s / L) x3[l0 + s](a, k). */
 __global__ void k_cross3y(const cufftComplex *ref3, const cufftComplex *x3, const int32_t *win,
                           cufftComplex *sc, uint32_t L, uint32_t Nc, uint32_t Dc, uint32_t Dch,
-                          uint32_t S)
+                          uint32_t S, const float *tab, reg_tabs tb)
 {
-    const size_t plane = (size_t)Nc * Dch, n = (size_t)L * plane, b = blockIdx.y;
+    const uint32_t plane = Nc * Dch, n = L * plane;
+    const size_t b = blockIdx.y;
     const cufftComplex *xs = x3 + (size_t)win[3 * b] * plane;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t k = (uint32_t)(i % Dch), a = (uint32_t)(i / Dch % Nc), y = (uint32_t)(i / plane);
-        size_t j = i % plane;
+    const float2 *tw = (const float2 *)(tab + tb.tw3); /* e^(-2 pi i m / L) */
+    const float *hy = tab + tb.hy, *ha = tab + tb.hNc, *hk = tab + tb.hKc;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t y = i / plane, j = i - y * plane, a = j / Dch, k = j - a * Dch;
         float xr = 0, xi = 0;
-        for (uint32_t q = 0; q < S; q++) {
-            float sn, cs; /* e^(-2 pi i y q / L), the phase reduced exactly first */
-            sincospif(-2.0f * (float)((uint64_t)y * q % L) / (float)L, &sn, &cs);
-            cufftComplex v = xs[q * plane + j];
-            xr += v.x * cs - v.y * sn, xi += v.x * sn + v.y * cs;
+        for (uint32_t q = 0, m = 0; q < S; q++, m = m + y >= L ? m + y - L : m + y) {
+            float2 t = tw[m]; /* m = y q mod L */
+            cufftComplex v = xs[(size_t)q * plane + j];
+            xr += v.x * t.x - v.y * t.y, xi += v.x * t.y + v.y * t.x;
         }
-        float w = reg_hann((int)y, (int)L) * reg_hann((int)a, (int)Nc) * reg_hann((int)k, (int)Dc);
+        float w = hy[y] * ha[a] * hk[k];
         cufftComplex r = ref3[i], o;
         reg_cross(r.x, r.y, xr, xi, w, &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
-        sc[b * n + i] = o;
+        sc[b * (size_t)n + i] = o;
     }
 }
 
@@ -240,16 +294,17 @@ __global__ void k_peak3_fin(const float *pv, const long long *pi, const int32_t 
 
 /* fine cross power of pairs (target line, reference line) */
 __global__ void k_cross2(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
-                         cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh)
+                         cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh, const float *tab,
+                         reg_tabs tb)
 {
-    size_t n = (size_t)N * Dh, b = blockIdx.y;
+    const uint32_t n = N * Dh;
+    const size_t b = blockIdx.y;
     const cufftComplex *X = x2 + (size_t)pair[2 * b] * n, *R = ref2 + (size_t)pair[2 * b + 1] * n;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t k = (uint32_t)(i % Dh), a = (uint32_t)(i / Dh);
-        cufftComplex o;
-        reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
-                  &o.x, &o.y);
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t a = i / Dh, k = i - a * Dh;
+        cufftComplex o, r = R[i], x = X[i];
+        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
         fy[b * n + i] = o;
@@ -288,13 +343,27 @@ __global__ void k_peak2(const float *fs, const int32_t *pair, reg_peak *out, uin
     }
 }
 
-/* one block per line: Newton steps on the continuous correlation */
-__global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const reg_peak *best,
-                         float *sub, double *phb, uint32_t N, uint32_t D, uint32_t Dh, double sumw)
+/* one block (RF threads) per line: Newton steps on the continuous
+ * correlation; the weights from the tables, 32-bit indices, the six sums
+ * reduced by warp shuffles */
+#define RF 512
+__device__ static inline double warp_sum(double v)
 {
-    __shared__ double red[6][RB];
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void __launch_bounds__(RF) k_refine(const cufftComplex *ref2, const cufftComplex *x2,
+                                               const reg_peak *best, float *sub, double *phb,
+                                               uint32_t N, uint32_t D, uint32_t Dh, double sumw,
+                                               const float *tab, reg_tabs tb)
+{
+    __shared__ double red[6][RF / 32];
+    __shared__ double tot[6];
     __shared__ double st[3]; /* sx, sz, stop */
-    const size_t l = blockIdx.x, n = (size_t)N * Dh;
+    const size_t l = blockIdx.x;
+    const uint32_t n = N * Dh;
     const reg_peak b = best[l];
     float *o = sub + 3 * l;
     if (b.y < 0) {
@@ -303,11 +372,13 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
         return;
     }
     const cufftComplex *X = x2 + l * n, *R = ref2 + (size_t)b.y * n;
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
     double *ex = phb + l * 2 * (size_t)(N + Dh), *ez = ex + 2 * (size_t)N;
     if (threadIdx.x == 0)
         st[0] = b.x, st[1] = b.z, st[2] = 0;
     __syncthreads();
     double h = NAN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int it = 0; it <= REG_NEWTON_STEPS; it++) {
         double sx = st[0], sz = st[1];
         for (uint32_t a = threadIdx.x; a < N; a += blockDim.x) {
@@ -320,11 +391,11 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
         }
         __syncthreads();
         double acc[6] = {0, 0, 0, 0, 0, 0};
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-            uint32_t a = (uint32_t)(i / Dh), k = (uint32_t)(i % Dh);
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            uint32_t a = i / Dh, k = i - a * Dh;
             float yr, yi;
-            reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
-                      &yr, &yi);
+            cufftComplex r = R[i], x = X[i];
+            reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &yr, &yi);
             if (i == 0)
                 yr = yi = 0;
             double ka = 2 * M_PI * reg_freq((int)a, (int)N) / N, kb = 2 * M_PI * k / D;
@@ -335,21 +406,27 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
             acc[0] += zr, acc[1] -= ka * zi, acc[2] -= kb * zi;
             acc[3] -= ka * ka * zr, acc[4] -= ka * kb * zr, acc[5] -= kb * kb * zr;
         }
-        for (int q = 0; q < 6; q++)
-            red[q][threadIdx.x] = acc[q];
-        __syncthreads();
-        for (int w = RB / 2; w > 0; w /= 2) {
-            if ((int)threadIdx.x < w)
-                for (int q = 0; q < 6; q++)
-                    red[q][threadIdx.x] += red[q][threadIdx.x + w];
-            __syncthreads();
+        for (int q = 0; q < 6; q++) {
+            double v = warp_sum(acc[q]);
+            if (lane == 0)
+                red[q][warp] = v;
         }
-        h = red[0][0] / sumw;
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            for (int q = 0; q < 6; q++) {
+                double v = threadIdx.x < RF / 32 ? red[q][threadIdx.x] : 0.0;
+                v = warp_sum(v);
+                if (threadIdx.x == 0)
+                    tot[q] = v;
+            }
+        }
+        __syncthreads();
+        h = tot[0] / sumw;
         if (it == REG_NEWTON_STEPS)
             break;
         if (threadIdx.x == 0) {
-            double gx = red[1][0] - red[0][0] * reg_dlog_overlap(st[0], (int)N);
-            double gz = red[2][0] - red[0][0] * reg_dlog_overlap(st[1], (int)D), hxx = red[3][0], hxz = red[4][0], hzz = red[5][0];
+            double gx = tot[1] - tot[0] * reg_dlog_overlap(st[0], (int)N);
+            double gz = tot[2] - tot[0] * reg_dlog_overlap(st[1], (int)D), hxx = tot[3], hxz = tot[4], hzz = tot[5];
             double det = hxx * hzz - hxz * hxz;
             if (!(hxx < 0 && det > 0)) {
                 st[2] = 1;
@@ -401,7 +478,7 @@ static void cuda_destroy(oct_register *r)
     for (int i = 0; i < c->ntail; i++)
         cufftDestroy(c->p2t[i]);
     void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
-                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi};
+                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi, c->tab};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
             cudaFree(m[i]);
@@ -475,6 +552,11 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->pv, c->nsb * L * sizeof *c->pv, "coarse peaks", e)) ||
         (err = cuda_alloc((void **)&c->pi, c->nsb * L * sizeof *c->pi, "coarse peaks", e)))
         return err;
+    reg_tabs tb = tabs_of(r->L, r->N, r->D, r->Nc, r->Dc);
+    if ((err = cuda_alloc((void **)&c->tab, (size_t)tb.total * 4, "weight tables", e)))
+        return err;
+    k_tables<<<grid_for(tb.total), RB, 0, c->st>>>(c->tab, tb, r->L, r->N, r->D, r->Nc, r->Dc);
+    CU(cudaGetLastError(), "tables kernel");
     CU(cudaMallocHost((void **)&c->bad_h, sizeof *c->bad_h), "pinned counter");
     int n2[2] = {(int)N, (int)D}, n3[3] = {(int)L, (int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p2f, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan 2D R2C");
@@ -525,7 +607,8 @@ static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, b
     CU(cudaMemcpyAsync(c->vol, vol, n * 4, cudaMemcpyHostToDevice, c->st), "upload");
     CU(cudaEventRecord(c->ev[4], c->st), "event");
     k_transform<<<r->L, RB, 0, c->st>>>(c->vol, c->t2, c->t3, r->N, r->D, r->Nc, r->Dc, r->f,
-                                        r->inv_scale, target ? c->bad : NULL);
+                                        r->inv_scale, target ? c->bad : NULL, c->tab,
+                                        tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CU(cudaGetLastError(), "transform kernel");
     CF(cufftExecR2C(c->p2f, c->t2, dst), "line spectra");
     if (target) {
@@ -566,12 +649,10 @@ static oct_err cuda_prep_target(oct_register *r, const float *vol, oct_error *e)
 static oct_err cuda_coarse_batch(oct_register *r, uint32_t nb, const int32_t *win, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    size_t plane = (size_t)r->Nc * r->Dc;
-    (void)plane;
     CU(cudaMemcpyAsync(c->win, win, nb * 3 * 4, cudaMemcpyHostToDevice, c->st), "upload");
     dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
     k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, c->win, c->sc, r->L, r->Nc, r->Dc, c->Dch,
-                                    r->o.stripe);
+                                    r->o.stripe, c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CF(cufftExecC2R(c->p3i, c->sc, c->sb), "stripe surfaces");
     CU(cudaGetLastError(), "coarse kernels");
     return OCT_OK;
@@ -607,9 +688,11 @@ static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, cons
 /* the masked lines of a half (reg_half) into dst */
 __global__ void k_half(const float *t2, float *dst, size_t n, uint32_t N, uint32_t D, int half)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = reg_half((int)(i / D % N), (int)N, half) * t2[i];
+    /* lines in y, elements of a line in x (32-bit division) */
+    const uint32_t nd = N * D;
+    for (size_t l = blockIdx.y; l * nd < n; l += gridDim.y)
+        for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < nd; i += gridDim.x * blockDim.x)
+            dst[l * nd + i] = reg_half((int)(i / D), (int)N, half) * t2[l * nd + i];
 }
 
 static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t *pair, size_t total,
@@ -622,7 +705,8 @@ static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *ca
     const cufftComplex *X = c->x2;
     if (half) { /* the input buffer is free once transformed */
         size_t n = (size_t)r->L * r->N * r->D;
-        k_half<<<grid_for(n), RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
+        dim3 gh(grid_for((size_t)r->N * r->D), r->L < 65535 ? r->L : 65535);
+        k_half<<<gh, RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
         CF(cufftExecR2C(c->p2f, c->vol, c->x2h), "half-line spectra");
         X = c->x2h;
     }
@@ -669,7 +753,8 @@ static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t 
         }
         nb = left < pb ? left : pb;
         dim3 g(grid_for((size_t)r->N * c->Dh), (unsigned)nb);
-        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh);
+        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh, c->tab,
+                                      tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
         if (cufftExecC2R(plan, c->fy, c->fs) != CUFFT_SUCCESS) {
             err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
             break;
@@ -693,7 +778,8 @@ static oct_err cuda_refine(oct_register *r, const reg_peak *best, float *sub, oc
 {
     cuda_reg *c = (cuda_reg *)r->be;
     CU(cudaMemcpyAsync(c->pk, best, r->L * sizeof(reg_peak), cudaMemcpyHostToDevice, c->st), "upload");
-    k_refine<<<r->L, RB, 0, c->st>>>(c->ref2, c->x2, c->pk, c->sub, c->ph, r->N, r->D, c->Dh, r->sumw2);
+    k_refine<<<r->L, RF, 0, c->st>>>(c->ref2, c->x2, c->pk, c->sub, c->ph, r->N, r->D, c->Dh, r->sumw2,
+                                     c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CU(cudaGetLastError(), "refine kernel");
     CU(cudaMemcpyAsync(sub, c->sub, (size_t)r->L * 12, cudaMemcpyDeviceToHost, c->st), "download");
     CU(cudaEventRecord(c->ev[3], c->st), "event");
@@ -707,7 +793,8 @@ static oct_err cuda_surface_line(oct_register *r, uint32_t tl, uint32_t rl, floa
     int32_t p[2] = {(int32_t)tl, (int32_t)rl};
     CU(cudaMemcpyAsync(c->pair, p, 8, cudaMemcpyHostToDevice, c->st), "upload");
     dim3 g(grid_for((size_t)r->N * c->Dh), 1);
-    k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh);
+    k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh, c->tab,
+                                  tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CF(cufftExecC2R(c->p2i, c->fy, c->fs), "surface");
     size_t n2 = (size_t)r->N * r->D;
     k_scale<<<grid_for(n2), RB, 0, c->st>>>(c->fs, n2, (float)(1.0 / r->sumw2));
