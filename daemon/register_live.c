@@ -9,9 +9,10 @@
  * its own) at its next frame or periodic tick.  Several workers (config
  * [engine] registration_workers; each its own plan: on CUDA its own stream
  * and buffers, so one volume's host steps and syncs overlap the others'
- * device work) register volumes concurrently; the planes, averages and
- * images are then made in the volumes' order (a turn), so the averages and
- * the published sequence are those of one worker.  A volume that finds the
+ * device work) register volumes and make their planes concurrently (each
+ * in its own oct_register_planes); the running averages and images are
+ * then made in the volumes' order (a turn), so the averages and the
+ * published sequence are those of one worker.  A volume that finds the
  * queue full is skipped for registration (status registration_skipped):
  * registering never blocks the frame loop.  Anything that changes the
  * registration's state (reference, geometry, plan, planes) first drains
@@ -43,7 +44,8 @@ static const char *const out_kind[OUT_COUNT] = {"enface_reg", "confocal_reg", "s
  * planes the worker's whose turn it is; else the frame loop's. */
 typedef struct reg_method {
     oct_register *reg[OCT_REG_WORKERS_MAX];   /* one plan per worker */
-    oct_register_planes *planes;
+    oct_register_planes *planes;              /* the running averages */
+    oct_register_planes *scratch[OCT_REG_WORKERS_MAX]; /* worker w's target planes */
     float *ref;     /* the reference volume (kept: new options re-plan against it) */
     float *best;    /* auto: the sharpest volume so far */
     float *shifts[OCT_REG_WORKERS_MAX];       /* [L][4] per worker */
@@ -123,6 +125,7 @@ static void method_free(reg_method *r)
 {
     for (int w = 0; w < OCT_REG_WORKERS_MAX; w++) {
         oct_register_destroy(r->reg[w]);
+        oct_register_planes_destroy(r->scratch[w]);
         free(r->shifts[w]);
     }
     oct_register_planes_destroy(r->planes);
@@ -201,8 +204,8 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Registers job j's volumes with worker w's plans (any order, concurrently
- * with the other workers). */
+/* Registers job j's volumes with worker w's plans and makes their planes in
+ * w's scratch (any order, concurrently with the other workers). */
 static void register_job(octd_reglive *g, reg_job *j, int w)
 {
     uint64_t t0 = now_ns();
@@ -217,7 +220,13 @@ static void register_job(octd_reglive *g, reg_job *j, int w)
         if (!(g->methods & (1u << m)) || !j->vol[m])
             continue;
         oct_error e;
+        uint64_t t1 = now_ns();
         if (oct_register_volume(r->reg[w], j->vol[m], r->shifts[w], &e) != OCT_OK) {
+            job_err(j, m, &e);
+            continue;
+        }
+        j->reg_ms += (double)(now_ns() - t1) / 1e6;
+        if (oct_register_planes_compute(r->scratch[w], j->vol[m], r->shifts[w], &e) != OCT_OK) {
             job_err(j, m, &e);
             continue;
         }
@@ -227,7 +236,7 @@ static void register_job(octd_reglive *g, reg_job *j, int w)
         j->tm.coarse_ms += tm.coarse_ms, j->tm.fine_ms += tm.fine_ms, j->tm.total_ms += tm.total_ms;
         j->reg_ok |= 1u << m;
     }
-    j->reg_ms = j->ms = (double)(now_ns() - t0) / 1e6;
+    j->ms = (double)(now_ns() - t0) / 1e6;
 }
 
 /* Job j's planes, averages and images from worker w's shifts (in the
@@ -250,7 +259,7 @@ static void finish_job(octd_reglive *g, reg_job *j, int w)
             memcpy(out[OUT_MOTION].f32, r->shifts[w], (size_t)L * 4 * sizeof(float));
         if (j->restart || oct_register_planes_count(r->planes) >= (uint32_t)(j->average > 0 ? j->average : 1))
             oct_register_planes_reset(r->planes);
-        if ((rc = oct_register_planes_add(r->planes, j->vol[m], r->shifts[w], &e)) != OCT_OK) {
+        if ((rc = oct_register_planes_accumulate(r->planes, r->scratch[w], &e)) != OCT_OK) {
             job_err(j, m, &e);
             continue;
         }
@@ -301,14 +310,14 @@ static void *reg_worker_main(void *arg)
         j->state = RJ_RUNNING;
         pthread_mutex_unlock(&g->mu);
         register_job(g, j, wk->w);
-        pthread_mutex_lock(&g->mu);
-        while (g->turn != seq) /* the earlier volumes' planes first */
-            pthread_cond_wait(&g->cv, &g->mu);
-        pthread_mutex_unlock(&g->mu);
-        finish_job(g, j, wk->w);
         octd_slot_release(j->slot); /* the volume is no longer read */
         pthread_mutex_lock(&g->mu);
         j->slot = NULL;
+        while (g->turn != seq) /* the earlier volumes' averages first */
+            pthread_cond_wait(&g->cv, &g->mu);
+        pthread_mutex_unlock(&g->mu);
+        finish_job(g, j, wk->w);
+        pthread_mutex_lock(&g->mu);
         j->state = RJ_DONE;
         g->turn++;
         pthread_cond_broadcast(&g->cv);
@@ -595,8 +604,16 @@ static bool plan_planes(octd_reglive *g, int m)
     oct_error e;
     oct_register_planes_destroy(r->planes);
     r->planes = NULL;
-    if (oct_register_planes_create(&r->planes, g->L, g->N, g->D, g->spec.idx, g->spec.q,
-                                   g->spec.d0, g->spec.d1, &e) != OCT_OK) {
+    for (int w = 0; w < OCT_REG_WORKERS_MAX; w++) {
+        oct_register_planes_destroy(r->scratch[w]);
+        r->scratch[w] = NULL;
+    }
+    bool ok = oct_register_planes_create(&r->planes, g->L, g->N, g->D, g->spec.idx, g->spec.q,
+                                         g->spec.d0, g->spec.d1, &e) == OCT_OK;
+    for (int w = 0; ok && w < g->workers; w++)
+        ok = oct_register_planes_create(&r->scratch[w], g->L, g->N, g->D, g->spec.idx, g->spec.q,
+                                        g->spec.d0, g->spec.d1, &e) == OCT_OK;
+    if (!ok) {
         log_err(g, "%s: %s", oct_method_name(m), e.msg);
         return false;
     }

@@ -153,6 +153,16 @@ void oct_register_planes_reset(oct_register_planes *p);
 /* target [L][N][D] and its shifts [L][4] (oct_register_volume's) */
 oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
                                 oct_error *e);
+/* The same in two steps (octd's workers: each computes its target's planes
+ * in its own object, concurrently; the running averages take them in
+ * order): compute makes p's planes of one target without adding them;
+ * accumulate adds the planes last computed in src to dst's averages (the
+ * same geometry, depths and slab, else OCT_EINVAL; none computed:
+ * OCT_ESTATE).  add = compute, then accumulate(p, p). */
+oct_err oct_register_planes_compute(oct_register_planes *p, const float *target,
+                                    const float *shifts, oct_error *e);
+oct_err oct_register_planes_accumulate(oct_register_planes *dst, const oct_register_planes *src,
+                                       oct_error *e);
 uint32_t oct_register_planes_count(const oct_register_planes *p); /* targets added */
 /* enface [q][L][N], slab [L][N]; either may be NULL */
 void oct_register_planes_get(const oct_register_planes *p, float *enface, float *slab);

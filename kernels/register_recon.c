@@ -285,6 +285,7 @@ struct oct_register_planes {
     size_t pre_lines;           /* lines pre has room for (allocated when first needed) */
     uint32_t *pre_of;           /* [L]: line l's index in pre */
     float *cur;                 /* [q + 1][L][N]: this target's planes */
+    bool have_cur;              /* cur holds a computed target */
     double *sum;                /* [q + 1][L][N] */
     uint32_t *cnt;
 };
@@ -525,8 +526,8 @@ static bool row_uniform(const oct_register_planes *p, const row_plan *rp)
     return true;
 }
 
-oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
-                                oct_error *e)
+oct_err oct_register_planes_compute(oct_register_planes *p, const float *target,
+                                    const float *shifts, oct_error *e)
 {
     const uint32_t L = p->L, N = p->N, D = p->D, q = p->q;
     const size_t LN = (size_t)L * N;
@@ -596,16 +597,38 @@ oct_err oct_register_planes_add(oct_register_planes *p, const float *target, con
             else
                 slab_segments(p, shifts, &rp, r, lp, buf, o);
         }
-        size_t n = (q + (size_t)slab) * LN;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(p->cur[i]))
-                p->sum[i] += p->cur[i], p->cnt[i]++;
     }
     free(tbuf);
     free(tlp);
-    p->volumes++;
+    p->have_cur = true;
     return OCT_OK;
+}
+
+oct_err oct_register_planes_accumulate(oct_register_planes *dst, const oct_register_planes *src,
+                                       oct_error *e)
+{
+    if (src->L != dst->L || src->N != dst->N || src->D != dst->D || src->q != dst->q ||
+        src->z0 != dst->z0 || src->z1 != dst->z1 ||
+        (src->q && memcmp(src->depths, dst->depths, src->q * sizeof *src->depths)))
+        return oct_error_set(e, OCT_EINVAL, "registered planes: [%u][%u][%u] with %u en-face, "
+                                            "slab [%d, %d) added to [%u][%u][%u] with %u, [%d, %d)",
+                             src->L, src->N, src->D, src->q, src->z0, src->z1, dst->L, dst->N,
+                             dst->D, dst->q, dst->z0, dst->z1);
+    if (!src->have_cur)
+        return oct_error_set(e, OCT_ESTATE, "registered planes: none computed to add");
+    size_t n = (src->q + (size_t)(src->z1 > src->z0)) * src->L * src->N;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(src->cur[i]))
+            dst->sum[i] += src->cur[i], dst->cnt[i]++;
+    dst->volumes++;
+    return OCT_OK;
+}
+
+oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
+                                oct_error *e)
+{
+    oct_err err = oct_register_planes_compute(p, target, shifts, e);
+    return err ? err : oct_register_planes_accumulate(p, p, e);
 }
 
 void oct_register_planes_get(const oct_register_planes *p, float *enface, float *slab)
