@@ -72,6 +72,8 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
+    bool fine_full;      /* CUDA fine stage: whole 2D C2R surfaces (the former path, for A/B)
+                          * instead of only the search window's (false, the default) */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);

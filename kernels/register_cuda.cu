@@ -10,6 +10,14 @@
  *    in the cross-power kernel (saves a 3D R2C and the padded copy per stripe).
  *  - the target's finiteness is counted on the device (the common code
  *    looks for the first bad value on the host only when there is one).
+ *  - fine surfaces only on the search window: the cross powers are written
+ *    [x-frequency][pair][k] so that one strided batched 1D C2C inverts
+ *    every pair along x, then each window row (2 sx + 3 of N) is inverted
+ *    along z only at the 2 sz + 1 lags searched, by a direct sum over the
+ *    Dh frequencies (Hermitian weights and twiddles in a table), and the
+ *    peak taken from it: the 2D C2R's z pass over all D lags (and its pre-
+ *    and post-processing of an odd D) was most of the fine stage.
+ *    fine_full keeps the whole 2D C2R (A/B).
  *  - window and low-pass weights and the stripe twiddles are tables made
  *    once per handle by the same inline functions (no cosf per element),
  *    and element loops use 32-bit indices (a line's [N][D] is far below 2^32;
@@ -62,6 +70,10 @@ struct cuda_reg {
     cufftHandle p2t[REG_TAILS];
     uint32_t tb[REG_TAILS];
     int ntail;
+    /* the window path: 1D C2C along x of fb (p1x[0]) or tb[i] (p1x[1 + i]) pairs */
+    bool wpath;
+    cufftHandle p1x[1 + REG_TAILS];
+    float2 *twz;                    /* [Dh][2 sz + 1]: m_k e^(2 pi i k z / D) */
     void *work;
     size_t npair;                   /* capacity of pair and pk: every pair of a pass (L * L) */
     float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
@@ -343,6 +355,91 @@ __global__ void k_peak2(const float *fs, const int32_t *pair, reg_peak *out, uin
     }
 }
 
+/* the window path: cross powers written [a][P][k] (P pairs of the plan) */
+__global__ void k_cross2w(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
+                          cufftComplex *fy, uint32_t N, uint32_t Dh, uint32_t P, const float *tab,
+                          reg_tabs tb)
+{
+    const uint32_t n = N * Dh;
+    const size_t b = blockIdx.y;
+    const cufftComplex *X = x2 + (size_t)pair[2 * b] * n, *R = ref2 + (size_t)pair[2 * b + 1] * n;
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t a = i / Dh, k = i - a * Dh;
+        cufftComplex o, r = R[i], x = X[i];
+        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
+        if (i == 0)
+            o.x = o.y = 0;
+        fy[((size_t)a * P + b) * Dh + k] = o;
+    }
+}
+
+/* m_k e^(2 pi i k z / D), k < Dh, z = -sz .. sz: the z inversion of a real
+ * surface from its half spectrum (m_k = 1 at k = 0 and the Nyquist bin, else 2) */
+__global__ void k_twz(float2 *tw, uint32_t D, uint32_t Dh, int sz)
+{
+    const uint32_t nz = 2 * (uint32_t)sz + 1;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < Dh * nz; i += gridDim.x * blockDim.x) {
+        uint32_t k = i / nz;
+        int z = (int)(i - k * nz) - sz;
+        uint32_t m = (uint32_t)(((int64_t)k * z % (int64_t)D + D) % D); /* k z mod D */
+        float sn, cs, w = (k == 0 || 2 * k == D) ? 1.0f : 2.0f;
+        sincospif(2.0f * (float)m / (float)D, &sn, &cs);
+        tw[i] = make_float2(w * cs, w * sn);
+    }
+}
+
+/* One block per pair: the surface at x = -sx-1 .. sx+1 (rows of U, the
+ * x-inverted cross power [a][P][k]), z = -sz .. sz, into sf (that pair's
+ * [2 sx + 3][2 sz + 1] of fs), then the peak as k_peak2. */
+__global__ void k_zwin(const cufftComplex *U, const float2 *tw, const int32_t *pair, float *fs,
+                       reg_peak *out, uint32_t N, uint32_t D, uint32_t Dh, uint32_t P, int sx,
+                       int sz, float inv_sumw)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x;
+    const int nx = 2 * sx + 1, nz = 2 * sz + 1, nrow = nx + 2;
+    float *sf = fs + b * (size_t)N * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarp = blockDim.x / 32;
+    for (int rr = warp; rr < nrow; rr += nwarp) {
+        const cufftComplex *u = U + ((size_t)wrapi(rr - sx - 1, (int)N) * P + b) * Dh;
+        for (int z0 = 0; z0 < nz; z0 += 32) {
+            int zj = z0 + lane;
+            float acc = 0;
+            if (zj < nz)
+                for (uint32_t k = 0; k < Dh; k++) {
+                    cufftComplex q = u[k];
+                    float2 t = tw[(size_t)k * nz + zj];
+                    acc += q.x * t.x - q.y * t.y;
+                }
+            if (zj < nz)
+                sf[rr * nz + zj] = acc;
+        }
+    }
+    __syncthreads();
+    const long long cnt = (long long)nx * nz;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
+        float s = sf[i + nz] * inv_sumw; /* row x + sx + 1 */
+        if (s > best)
+            best = s, bi = i;
+    }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0) {
+        long long i = ix[0];
+        reg_peak p;
+        p.h = v[0], p.y = pair[2 * b + 1];
+        p.z = (int)(i % nz) - sz, p.x = (int)(i / nz) - sx;
+        size_t c = (size_t)(i + nz); /* the peak's place in sf */
+        p.fx = reg_parabola(sf[c - nz] * inv_sumw, p.h, sf[c + nz] * inv_sumw);
+        out[b] = p;
+    }
+}
+
 /* one block (RF threads) per line: Newton steps on the continuous
  * correlation; the weights from the tables, 32-bit indices, the six sums
  * reduced by warp shuffles */
@@ -477,8 +574,11 @@ static void cuda_destroy(oct_register *r)
             cufftDestroy(p[i]);
     for (int i = 0; i < c->ntail; i++)
         cufftDestroy(c->p2t[i]);
+    for (int i = 0; i <= REG_TAILS; i++)
+        if (c->p1x[i])
+            cufftDestroy(c->p1x[i]);
     void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
-                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi, c->tab};
+                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi, c->tab, c->twz};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
             cudaFree(m[i]);
@@ -576,12 +676,35 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
            "plan 2D C2R");
         wmax = ws > wmax ? ws : wmax;
     }
+    /* the window path: its rows and lags fit a pair's surface buffer */
+    const int nrow = 2 * r->sx + 3, nz = 2 * r->sz + 1;
+    c->wpath = !r->o.fine_full && nrow <= (int)N && (size_t)nrow * nz <= N * D;
+    for (int i = 0; c->wpath && i <= c->ntail; i++) {
+        int n1[1] = {(int)N}, emb[1] = {(int)N};
+        int P = (int)(i ? c->tb[i - 1] : c->fb), st = P * (int)c->Dh;
+        CF(cufftCreate(&c->p1x[i]), "create 1D C2C");
+        CF(cufftSetAutoAllocation(c->p1x[i], 0), "1D C2C work area");
+        CF(cufftMakePlanMany(c->p1x[i], 1, n1, emb, st, 1, emb, st, 1, CUFFT_C2C, st, &ws),
+           "plan 1D C2C along x");
+        wmax = ws > wmax ? ws : wmax;
+    }
+    if (c->wpath) {
+        size_t ntw = (size_t)c->Dh * nz;
+        if ((err = cuda_alloc((void **)&c->twz, ntw * sizeof *c->twz, "z twiddles", e)))
+            return err;
+        k_twz<<<grid_for(ntw), RB, 0, c->st>>>(c->twz, (uint32_t)D, c->Dh, r->sz);
+        CU(cudaGetLastError(), "twiddle kernel");
+    }
     if ((err = cuda_alloc(&c->work, wmax, "FFT work area", e)))
         return err;
     CF(cufftSetWorkArea(c->p2i, c->work), "2D C2R work area");
     for (int i = 0; i < c->ntail; i++) {
         CF(cufftSetWorkArea(c->p2t[i], c->work), "2D C2R work area");
         CF(cufftSetStream(c->p2t[i], c->st), "set stream");
+    }
+    for (int i = 0; c->wpath && i <= c->ntail; i++) {
+        CF(cufftSetWorkArea(c->p1x[i], c->work), "1D C2C work area");
+        CF(cufftSetStream(c->p1x[i], c->st), "set stream");
     }
     int n2c[2] = {(int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, 1), "plan 3D R2C");
@@ -743,16 +866,29 @@ static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t 
         /* batch fb, else the largest tail plan that the rest fills, else
          * the smallest (its surfaces beyond nb are stale, never read) */
         size_t left = total - s;
-        cufftHandle plan = c->p2i;
+        cufftHandle plan = c->wpath ? c->p1x[0] : c->p2i;
         uint32_t pb = c->fb;
         if (left < c->fb && c->ntail > 0) {
             int k = 0;
             while (k + 1 < c->ntail && c->tb[k] > left)
                 k++;
-            plan = c->p2t[k], pb = c->tb[k];
+            plan = c->wpath ? c->p1x[1 + k] : c->p2t[k], pb = c->tb[k];
         }
         nb = left < pb ? left : pb;
         dim3 g(grid_for((size_t)r->N * c->Dh), (unsigned)nb);
+        if (c->wpath) {
+            reg_tabs tb = tabs_of(r->L, r->N, r->D, r->Nc, r->Dc);
+            k_cross2w<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, c->Dh, pb,
+                                           c->tab, tb);
+            if (cufftExecC2C(plan, c->fy, c->fy, CUFFT_INVERSE) != CUFFT_SUCCESS) {
+                err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
+                break;
+            }
+            k_zwin<<<(unsigned)nb, RB, 0, c->st>>>(c->fy, c->twz, c->pair + 2 * s, c->fs, c->pk + s,
+                                                   r->N, r->D, c->Dh, pb, r->sx, r->sz,
+                                                   (float)(1.0 / r->sumw2));
+            continue;
+        }
         k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh, c->tab,
                                       tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
         if (cufftExecC2R(plan, c->fy, c->fs) != CUFFT_SUCCESS) {
