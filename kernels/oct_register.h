@@ -72,8 +72,11 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
-    bool fine_full;      /* CUDA fine stage: whole 2D C2R surfaces (the former path, for A/B)
-                          * instead of only the search window's (false, the default) */
+    bool fine_window;    /* CUDA fine stage: only the search window of each surface (a
+                          * strided 1D C2C along x, then a direct sum over z at the searched
+                          * lags) instead of whole 2D C2R surfaces (false, the default).  The
+                          * same results; slower on an H200 as written (its z sum is bound by
+                          * load latency: README "Live registration in octd") */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);

@@ -16,8 +16,12 @@
  *    along z only at the 2 sz + 1 lags searched, by a direct sum over the
  *    Dh frequencies (Hermitian weights and twiddles in a table), and the
  *    peak taken from it: the 2D C2R's z pass over all D lags (and its pre-
- *    and post-processing of an odd D) was most of the fine stage.
- *    fine_full keeps the whole 2D C2R (A/B).
+ *    and post-processing of an odd D) looked like most of the fine stage.
+ *    Opt-in (oct_register_options.fine_window): as written its z sum (one
+ *    warp per row, a lane per lag, Dh dependent steps) is bound by load
+ *    latency and slower than the 2D C2R it replaces (H200, 2026-11-24:
+ *    44.7 vs 58.3 volumes/s on one handle at 192x200x513); kept, tested,
+ *    for a tiled version.
  *  - window and low-pass weights and the stripe twiddles are tables made
  *    once per handle by the same inline functions (no cosf per element),
  *    and element loops use 32-bit indices (a line's [N][D] is far below 2^32;
@@ -678,7 +682,7 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
     }
     /* the window path: its rows and lags fit a pair's surface buffer */
     const int nrow = 2 * r->sx + 3, nz = 2 * r->sz + 1;
-    c->wpath = !r->o.fine_full && nrow <= (int)N && (size_t)nrow * nz <= N * D;
+    c->wpath = r->o.fine_window && nrow <= (int)N && (size_t)nrow * nz <= N * D;
     for (int i = 0; c->wpath && i <= c->ntail; i++) {
         int n1[1] = {(int)N}, emb[1] = {(int)N};
         int P = (int)(i ? c->tb[i - 1] : c->fb), st = P * (int)c->Dh;

@@ -574,11 +574,11 @@ START_TEST(test_cuda_agrees)
                               l, k, sc_[4 * l + k], sg[4 * l + k]);
     }
     ck_assert_msg(diff <= 1, "%d lines differ in validity", diff);
-    /* the former fine path (whole 2D C2R surfaces) agrees too */
+    /* the window fine path (oct_register_options.fine_window) agrees too */
     {
         oct_register_options fo;
         oct_register_options_default(&fo);
-        fo.fine_full = true;
+        fo.fine_window = true;
         oct_register *rf = NULL;
         float sf[64 * 4];
         ck_assert_msg(oct_register_create(&rf, 64, 64, 64, &fo, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
@@ -593,9 +593,9 @@ START_TEST(test_cuda_agrees)
             if (sf[4 * l + 3] == 1)
                 for (int k = 0; k < 3; k++)
                     ck_assert_msg(fabsf(sf[4 * l + k] - sg[4 * l + k]) < 0.01f,
-                                  "line %d axis %d: full %g window %g", l, k, sf[4 * l + k], sg[4 * l + k]);
+                                  "line %d axis %d: window %g full %g", l, k, sf[4 * l + k], sg[4 * l + k]);
         }
-        ck_assert_msg(dw <= 1, "%d lines differ in validity (full vs window)", dw);
+        ck_assert_msg(dw <= 1, "%d lines differ in validity (window vs full)", dw);
         oct_register_destroy(rf);
     }
     ck_assert_int_eq(oct_register_surface_line(rc, sc.tg, 10, 12, a, &e), OCT_OK);
