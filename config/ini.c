@@ -29,6 +29,7 @@ enum ini_key {
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_CUDA_GRAPH,
+    K_REG_WORKERS,
     K_COUNT
 };
 
@@ -48,6 +49,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
     [K_PREFAULT] = {"engine", "prefault"},
     [K_CUDA_GRAPH] = {"engine", "cuda_graph"},
+    [K_REG_WORKERS] = {"engine", "registration_workers"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -313,6 +315,12 @@ static int set_value(ini_ctx *x, int k, const char *v)
         if (!parse_int(v, 0, 99, &c->priority))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (normal scheduling) or a "
                             "SCHED_FIFO priority from 1 to 99", sec, key, v), 0;
+        return 1;
+    case K_REG_WORKERS:
+        if (!parse_int(v, 0, OCT_REG_WORKERS_MAX, &c->registration_workers))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (automatic) or a number of "
+                            "registration threads from 1 to %d", sec, key, v,
+                            OCT_REG_WORKERS_MAX), 0;
         return 1;
     case K_THREADS:
         if (!parse_int(v, 0, 4096, &c->threads))

@@ -74,7 +74,11 @@ typedef struct oct_daemon_config {
     bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
     int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
     bool prefault;              /* true: buffers' pages touched when allocated */
+    /* [engine] registration_workers (issue 17): live registration threads,
+     * each with its own plan (CUDA: its own stream); 0 = automatic (CUDA 3, CPU 1) */
+    int registration_workers;
 } oct_daemon_config;
+#define OCT_REG_WORKERS_MAX 8
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };
 

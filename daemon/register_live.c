@@ -6,11 +6,17 @@
  * registers it, makes the registered planes and their running averages
  * (oct_register_planes: only what is published, never a volume) and the
  * images; the frame loop publishes finished jobs (the publisher socket is
- * its own) at its next frame or periodic tick.  A volume that finds the
+ * its own) at its next frame or periodic tick.  Several workers (config
+ * [engine] registration_workers; each its own plan: on CUDA its own stream
+ * and buffers, so one volume's host steps and syncs overlap the others'
+ * device work) register volumes and make their planes concurrently (each
+ * in its own oct_register_planes); the running averages and images are
+ * then made in the volumes' order (a turn), so the averages and the
+ * published sequence are those of one worker.  A volume that finds the
  * queue full is skipped for registration (status registration_skipped):
  * registering never blocks the frame loop.  Anything that changes the
  * registration's state (reference, geometry, plan, planes) first drains
- * the worker (rare: commands and control changes). */
+ * the workers (rare: commands and control changes). */
 #include "register_live.h"
 
 #include <inttypes.h>
@@ -34,13 +40,15 @@ enum { OUT_ENFACE, OUT_CONFOCAL, OUT_SLAB, OUT_MOTION, OUT_COUNT };
 static const char *const out_kind[OUT_COUNT] = {"enface_reg", "confocal_reg", "slab_mean_reg",
                                                 "motion"};
 
-/* Per method: the worker's while a job runs, else the frame loop's. */
+/* Per method: worker w's reg[w] and shifts[w] while it runs a job, the
+ * planes the worker's whose turn it is; else the frame loop's. */
 typedef struct reg_method {
-    oct_register *reg;
-    oct_register_planes *planes;
+    oct_register *reg[OCT_REG_WORKERS_MAX];   /* one plan per worker */
+    oct_register_planes *planes;              /* the running averages */
+    oct_register_planes *scratch[OCT_REG_WORKERS_MAX]; /* worker w's target planes */
     float *ref;     /* the reference volume (kept: new options re-plan against it) */
     float *best;    /* auto: the sharpest volume so far */
-    float *shifts;  /* [L][4] */
+    float *shifts[OCT_REG_WORKERS_MAX];       /* [L][4] per worker */
 } reg_method;
 
 /* The planes asked for (SPEC 2.4 en-face indices, the slab clamped to [0, D]). */
@@ -62,10 +70,12 @@ typedef struct reg_job {
     bool restart;                    /* the averages restart with this volume */
     int32_t average;                 /* reg.average: volumes per averaging block */
     uint32_t methods;                /* methods with results */
+    uint32_t reg_ok;                 /* methods registered (then their planes are made) */
     oct_image out[OCT_METHOD_COUNT][OUT_COUNT];
     uint32_t averaged[OCT_METHOD_COUNT];
     char err[256];                   /* the first error, for the frame loop's log */
-    double ms, reg_ms;               /* worker time, of it oct_register_volume */
+    double ms, reg_ms;               /* worker time (not waiting for the turn), of it
+                                      * oct_register_volume */
     oct_register_times tm;           /* oct_register_volume's stages, summed over methods */
 } reg_job;
 
@@ -90,14 +100,17 @@ typedef struct octd_reglive {
     uint64_t registered, skipped; /* volumes: registered and published, skipped (queue full) */
     uint64_t seq[OCT_METHOD_COUNT][OUT_COUNT][2];
     reg_method m[OCT_METHOD_COUNT];
-    /* the worker */
-    pthread_t thread;
+    /* the workers (their number fixed when the first starts) */
+    int workers;
+    uint32_t queue;         /* jobs held: 2 per worker (one running, one waiting) */
+    struct reg_worker { struct octd_reglive *g; int w; pthread_t thread; } wk[OCT_REG_WORKERS_MAX];
     bool started, stop;
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* a job queued, finished, or stop */
-    /* a ring of jobs: queued at tail, run at run, published at head (in turn) */
-    uint64_t tail, run, head;
-    reg_job job[OCTD_REGLIVE_QUEUE];
+    pthread_cond_t cv;      /* a job queued, registered, finished, or stop */
+    /* a ring of jobs: queued at tail, taken by a worker at run, finished
+     * (planes and images, in order) at turn, published at head */
+    uint64_t tail, run, turn, head;
+    reg_job job[OCTD_REGLIVE_JOBS];
 } octd_reglive;
 
 static void free_image(oct_image *img)
@@ -110,11 +123,14 @@ static void free_image(oct_image *img)
 
 static void method_free(reg_method *r)
 {
-    oct_register_destroy(r->reg);
+    for (int w = 0; w < OCT_REG_WORKERS_MAX; w++) {
+        oct_register_destroy(r->reg[w]);
+        oct_register_planes_destroy(r->scratch[w]);
+        free(r->shifts[w]);
+    }
     oct_register_planes_destroy(r->planes);
     free(r->ref);
     free(r->best);
-    free(r->shifts);
     memset(r, 0, sizeof *r);
 }
 
@@ -188,42 +204,62 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Registers job j's volumes and makes its images (the worker's thread). */
-static void run_job(octd_reglive *g, reg_job *j)
+/* Registers job j's volumes with worker w's plans and makes their planes in
+ * w's scratch (any order, concurrently with the other workers). */
+static void register_job(octd_reglive *g, reg_job *j, int w)
 {
-    const uint32_t L = g->L, N = g->N;
-    const size_t LN = (size_t)L * N;
-    const plane_spec *sp = &g->spec;
     uint64_t t0 = now_ns();
-    j->methods = 0;
+    j->methods = j->reg_ok = 0;
     j->err[0] = '\0';
     j->reg_ms = 0;
     memset(&j->tm, 0, sizeof j->tm);
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         reg_method *r = &g->m[m];
-        oct_image *out = j->out[m];
         for (int k = 0; k < OUT_COUNT; k++)
-            out[k].present = false;
+            j->out[m][k].present = false;
         if (!(g->methods & (1u << m)) || !j->vol[m])
             continue;
         oct_error e;
         uint64_t t1 = now_ns();
-        oct_err rc = oct_register_volume(r->reg, j->vol[m], r->shifts, &e);
+        if (oct_register_volume(r->reg[w], j->vol[m], r->shifts[w], &e) != OCT_OK) {
+            job_err(j, m, &e);
+            continue;
+        }
         j->reg_ms += (double)(now_ns() - t1) / 1e6;
-        if (rc != OCT_OK) {
+        if (oct_register_planes_compute(r->scratch[w], j->vol[m], r->shifts[w], &e) != OCT_OK) {
             job_err(j, m, &e);
             continue;
         }
         oct_register_times tm;
-        oct_register_last_times(r->reg, &tm);
+        oct_register_last_times(r->reg[w], &tm);
         j->tm.upload_ms += tm.upload_ms, j->tm.prep_ms += tm.prep_ms;
         j->tm.coarse_ms += tm.coarse_ms, j->tm.fine_ms += tm.fine_ms, j->tm.total_ms += tm.total_ms;
+        j->reg_ok |= 1u << m;
+    }
+    j->ms = (double)(now_ns() - t0) / 1e6;
+}
+
+/* Job j's planes, averages and images from worker w's shifts (in the
+ * volumes' order: the averages are those of one worker). */
+static void finish_job(octd_reglive *g, reg_job *j, int w)
+{
+    const uint32_t L = g->L, N = g->N;
+    const size_t LN = (size_t)L * N;
+    const plane_spec *sp = &g->spec;
+    uint64_t t0 = now_ns();
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        reg_method *r = &g->m[m];
+        oct_image *out = j->out[m];
+        if (!(j->reg_ok & (1u << m)))
+            continue;
+        oct_error e;
+        oct_err rc;
         uint32_t s2[2] = {L, N}, sm[2] = {L, 4}, s3[3] = {sp->q, L, N};
         if (fit(&out[OUT_MOTION], 2, sm, 0))
-            memcpy(out[OUT_MOTION].f32, r->shifts, (size_t)L * 4 * sizeof(float));
+            memcpy(out[OUT_MOTION].f32, r->shifts[w], (size_t)L * 4 * sizeof(float));
         if (j->restart || oct_register_planes_count(r->planes) >= (uint32_t)(j->average > 0 ? j->average : 1))
             oct_register_planes_reset(r->planes);
-        if ((rc = oct_register_planes_add(r->planes, j->vol[m], r->shifts, &e)) != OCT_OK) {
+        if ((rc = oct_register_planes_accumulate(r->planes, r->scratch[w], &e)) != OCT_OK) {
             job_err(j, m, &e);
             continue;
         }
@@ -256,43 +292,69 @@ static void run_job(octd_reglive *g, reg_job *j)
         }
         j->methods |= 1u << m;
     }
-    j->ms = (double)(now_ns() - t0) / 1e6;
+    j->ms += (double)(now_ns() - t0) / 1e6;
 }
 
 static void *reg_worker_main(void *arg)
 {
-    octd_reglive *g = arg;
+    struct reg_worker *wk = arg;
+    octd_reglive *g = wk->g;
     pthread_mutex_lock(&g->mu);
     for (;;) {
         while (!g->stop && !(g->run < g->tail))
             pthread_cond_wait(&g->cv, &g->mu);
         if (g->stop)
             break;
-        reg_job *j = &g->job[g->run % OCTD_REGLIVE_QUEUE];
+        uint64_t seq = g->run++;
+        reg_job *j = &g->job[seq % g->queue];
         j->state = RJ_RUNNING;
         pthread_mutex_unlock(&g->mu);
-        run_job(g, j);
+        register_job(g, j, wk->w);
         octd_slot_release(j->slot); /* the volume is no longer read */
         pthread_mutex_lock(&g->mu);
         j->slot = NULL;
+        while (g->turn != seq) /* the earlier volumes' averages first */
+            pthread_cond_wait(&g->cv, &g->mu);
+        pthread_mutex_unlock(&g->mu);
+        finish_job(g, j, wk->w);
+        pthread_mutex_lock(&g->mu);
         j->state = RJ_DONE;
-        g->run++;
+        g->turn++;
         pthread_cond_broadcast(&g->cv);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
 }
 
-static bool start_worker(octd_reglive *g)
+/* Stops and joins the workers started (none queued: drained before). */
+static void stop_workers(octd_reglive *g)
+{
+    pthread_mutex_lock(&g->mu);
+    g->stop = true;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    for (int w = 0; w < g->workers; w++)
+        if (g->wk[w].g)
+            pthread_join(g->wk[w].thread, NULL);
+    memset(g->wk, 0, sizeof g->wk);
+    g->started = false;
+}
+
+static bool start_workers(octd_reglive *g)
 {
     if (g->started)
         return true;
     g->stop = false;
-    if (pthread_create(&g->thread, NULL, reg_worker_main, g) != 0) {
-        log_err(g, "no thread for the registration");
-        return false;
-    }
     g->started = true;
+    for (int w = 0; w < g->workers; w++) {
+        g->wk[w].g = g, g->wk[w].w = w;
+        if (pthread_create(&g->wk[w].thread, NULL, reg_worker_main, &g->wk[w]) != 0) {
+            g->wk[w].g = NULL;
+            log_err(g, "no thread for the registration (worker %d of %d)", w + 1, g->workers);
+            stop_workers(g);
+            return false;
+        }
+    }
     return true;
 }
 
@@ -325,9 +387,9 @@ static void collect(octd *d, octd_reglive *g, bool wait)
     for (;;) {
         pthread_mutex_lock(&g->mu);
         while (wait && g->started && g->head < g->tail &&
-               g->job[g->head % OCTD_REGLIVE_QUEUE].state != RJ_DONE)
+               g->job[g->head % g->queue].state != RJ_DONE)
             pthread_cond_wait(&g->cv, &g->mu);
-        reg_job *j = g->head < g->tail ? &g->job[g->head % OCTD_REGLIVE_QUEUE] : NULL;
+        reg_job *j = g->head < g->tail ? &g->job[g->head % g->queue] : NULL;
         bool done = j && j->state == RJ_DONE;
         pthread_mutex_unlock(&g->mu);
         if (!done)
@@ -347,10 +409,11 @@ static void collect(octd *d, octd_reglive *g, bool wait)
             octd_log(LOG_INFO, "registration: %.1f ms per volume, %.1f of them oct_register_volume "
                                "(its stages: upload %.1f, prep %.1f, coarse %.1f, fine %.1f, "
                                "total %.1f), the rest the planes and images (%ux%ux%u, mean of "
-                               "20; %" PRIu64 " registered, %" PRIu64 " skipped: registration busy)",
+                               "20; %d workers; %" PRIu64 " registered, %" PRIu64 " skipped: "
+                               "registration busy)",
                      g->ms_sum / 20, g->reg_sum / 20, t->upload_ms / 20, t->prep_ms / 20,
                      t->coarse_ms / 20, t->fine_ms / 20, t->total_ms / 20, g->L, g->N, g->D,
-                     g->registered, g->skipped);
+                     g->workers, g->registered, g->skipped);
             g->ms_sum = g->reg_sum = 0, g->ms_count = 0;
             memset(t, 0, sizeof *t);
         }
@@ -397,6 +460,7 @@ uint32_t octd_reglive_command(octd *d, uint32_t op, char *msg, size_t len)
         }
         pthread_mutex_init(&g->mu, NULL);
         pthread_cond_init(&g->cv, NULL);
+        g->workers = 1, g->queue = 2;
         d->reglive = g;
     }
     octd_reglive *g = d->reglive;
@@ -503,19 +567,34 @@ static bool spec_same(const plane_spec *a, const plane_spec *b)
            memcmp(a->idx, b->idx, a->q * sizeof *a->idx) == 0;
 }
 
-/* (Re-)plans method m's registration against its kept reference. */
+/* (Re-)plans method m's registration against its kept reference: one plan
+ * per worker. */
 static bool plan_method(octd *d, octd_reglive *g, int m)
 {
     reg_method *r = &g->m[m];
     oct_error e;
-    oct_register_destroy(r->reg);
-    r->reg = NULL;
-    if (oct_register_create(&r->reg, g->L, g->N, g->D, &g->opts, backend_of(d), &e) != OCT_OK ||
-        oct_register_set_reference(r->reg, r->ref, &e) != OCT_OK) {
-        log_err(g, "%s: %s", oct_method_name(m), e.msg);
-        return false;
+    for (int w = 0; w < OCT_REG_WORKERS_MAX; w++) {
+        oct_register_destroy(r->reg[w]);
+        r->reg[w] = NULL;
     }
+    for (int w = 0; w < g->workers; w++)
+        if (oct_register_create(&r->reg[w], g->L, g->N, g->D, &g->opts, backend_of(d), &e) != OCT_OK ||
+            oct_register_set_reference(r->reg[w], r->ref, &e) != OCT_OK) {
+            log_err(g, "%s: %s", oct_method_name(m), e.msg);
+            return false;
+        }
     return true;
+}
+
+/* The workers' number: the config's, else CUDA 3 (several streams keep the
+ * device busy through each volume's host steps), CPU 1 (one registration
+ * already uses every core). */
+static int workers_of(const octd *d)
+{
+    int w = d->cfg.registration_workers;
+    if (w <= 0)
+        w = backend_of(d) == OCT_BACKEND_CUDA ? 3 : 1;
+    return w > OCT_REG_WORKERS_MAX ? OCT_REG_WORKERS_MAX : w;
 }
 
 /* (Re-)makes method m's planes for g->spec (their averages start over). */
@@ -525,8 +604,16 @@ static bool plan_planes(octd_reglive *g, int m)
     oct_error e;
     oct_register_planes_destroy(r->planes);
     r->planes = NULL;
-    if (oct_register_planes_create(&r->planes, g->L, g->N, g->D, g->spec.idx, g->spec.q,
-                                   g->spec.d0, g->spec.d1, &e) != OCT_OK) {
+    for (int w = 0; w < OCT_REG_WORKERS_MAX; w++) {
+        oct_register_planes_destroy(r->scratch[w]);
+        r->scratch[w] = NULL;
+    }
+    bool ok = oct_register_planes_create(&r->planes, g->L, g->N, g->D, g->spec.idx, g->spec.q,
+                                         g->spec.d0, g->spec.d1, &e) == OCT_OK;
+    for (int w = 0; ok && w < g->workers; w++)
+        ok = oct_register_planes_create(&r->scratch[w], g->L, g->N, g->D, g->spec.idx, g->spec.q,
+                                        g->spec.d0, g->spec.d1, &e) == OCT_OK;
+    if (!ok) {
         log_err(g, "%s: %s", oct_method_name(m), e.msg);
         return false;
     }
@@ -553,13 +640,19 @@ static bool take_reference(octd *d, octd_reglive *g, const float *const vol[OCT_
     spec_of(p, g->D, &g->spec);
     g->average = p->reg_average;
     g->restart = true;
+    if (!g->started) { /* fixed while they run (the job ring's size) */
+        g->workers = workers_of(d);
+        g->queue = 2 * (uint32_t)g->workers;
+    }
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         if (!vol[m])
             continue;
         reg_method *r = &g->m[m];
         r->ref = dup_volume(vol[m], n);
-        r->shifts = malloc((size_t)g->L * 4 * sizeof *r->shifts);
-        if (!r->ref || !r->shifts) {
+        bool sh = true;
+        for (int w = 0; w < g->workers; w++)
+            sh &= (r->shifts[w] = malloc((size_t)g->L * 4 * sizeof(float))) != NULL;
+        if (!r->ref || !sh) {
             log_err(g, "%s: out of memory for %zu-voxel volumes", oct_method_name(m), n);
             return false;
         }
@@ -567,7 +660,7 @@ static bool take_reference(octd *d, octd_reglive *g, const float *const vol[OCT_
             return false;
         g->methods |= 1u << m;
     }
-    g->have_ref = g->methods != 0 && start_worker(g);
+    g->have_ref = g->methods != 0 && start_workers(g);
     return g->have_ref;
 }
 
@@ -621,7 +714,7 @@ static void choose_reference(octd *d, octd_reglive *g, const float *const vol[OC
     set_status(d, aut ? OCT_REFSTATE_AUTO : OCT_REFSTATE_SET, seq);
     octd_log(LOG_INFO, "registration: reference %s, frame_seq %" PRIu64 " (%ux%ux%u, %s)",
              aut ? "chosen (sharpest of the last volumes)" : "set", seq, L, N, D,
-             oct_register_backend_name(g->m[__builtin_ctz(g->methods)].reg));
+             oct_register_backend_name(g->m[__builtin_ctz(g->methods)].reg[0]));
 }
 
 /* Live control values: a new stripe/search re-plans, new planes or
@@ -708,8 +801,8 @@ void octd_reglive_frame(octd *d, octd_slot *slot, const octd_frame_meta *meta)
         return;
 
     pthread_mutex_lock(&g->mu);
-    reg_job *j = &g->job[g->tail % OCTD_REGLIVE_QUEUE];
-    bool room = g->tail - g->head < OCTD_REGLIVE_QUEUE && j->state == RJ_FREE;
+    reg_job *j = &g->job[g->tail % g->queue];
+    bool room = g->tail - g->head < g->queue && j->state == RJ_FREE;
     pthread_mutex_unlock(&g->mu);
     if (!room) {
         g->skipped++; /* registration busy: this volume is not registered */
@@ -742,15 +835,13 @@ void octd_reglive_free(octd *d)
     if (g->started) {
         /* the publisher may be gone: finished jobs are dropped */
         pthread_mutex_lock(&g->mu);
-        while (g->run < g->tail)
+        while (g->turn < g->tail)
             pthread_cond_wait(&g->cv, &g->mu);
-        g->stop = true;
-        pthread_cond_broadcast(&g->cv);
         pthread_mutex_unlock(&g->mu);
-        pthread_join(g->thread, NULL);
+        stop_workers(g);
     }
     reset_all(g);
-    for (int q = 0; q < OCTD_REGLIVE_QUEUE; q++)
+    for (int q = 0; q < OCTD_REGLIVE_JOBS; q++)
         for (int m = 0; m < OCT_METHOD_COUNT; m++)
             for (int k = 0; k < OUT_COUNT; k++)
                 free_image(&g->job[q].out[m][k]);

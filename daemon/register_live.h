@@ -20,10 +20,11 @@
  * (octd_reglive_products); the volume is published only when the operator
  * asked for it, and float32 copies only when asked for.  A worker thread
  * registers it where the engine left it (the frame's product buffer, held
- * until then) while the engine makes the next frames; up to
- * OCTD_REGLIVE_QUEUE volumes wait or run, one more is skipped for
- * registration (status registration_skipped; registration_volumes counts
- * those registered and published).
+ * until then) while the engine makes the next frames; W workers ([engine]
+ * registration_workers, 0: CUDA 3, CPU 1) register concurrently and make
+ * the planes in the volumes' order; up to 2W volumes wait or run, one more
+ * is skipped for registration (status registration_skipped;
+ * registration_volumes counts those registered and published).
  *
  * All calls from main.c's one thread (the frame loop). */
 #ifndef OCTD_REGISTER_LIVE_H
@@ -32,6 +33,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "oct_config.h"
 #include "oct_engine.h"
 
 struct octd;
@@ -40,8 +42,8 @@ struct octd_slot;
 
 /* Volumes scored by `reference auto` (the sharpest of them becomes the reference). */
 #define OCTD_REGLIVE_AUTO_K 8
-/* Volumes held for the worker: one registering, one waiting. */
-#define OCTD_REGLIVE_QUEUE 2
+/* Volumes held for the workers: per worker one registering, one waiting. */
+#define OCTD_REGLIVE_JOBS (2 * OCT_REG_WORKERS_MAX)
 
 /* Product bits the engine must make in addition to the operator's (0 when idle). */
 uint32_t octd_reglive_products(const struct octd *d);

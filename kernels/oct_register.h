@@ -72,6 +72,11 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
+    bool fine_window;    /* CUDA fine stage: only the search window of each surface (a
+                          * strided 1D C2C along x, then a direct sum over z at the searched
+                          * lags) instead of whole 2D C2R surfaces (false, the default).  The
+                          * same results; slower on an H200 as written (its z sum is bound by
+                          * load latency: README "Live registration in octd") */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);
@@ -153,6 +158,16 @@ void oct_register_planes_reset(oct_register_planes *p);
 /* target [L][N][D] and its shifts [L][4] (oct_register_volume's) */
 oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
                                 oct_error *e);
+/* The same in two steps (octd's workers: each computes its target's planes
+ * in its own object, concurrently; the running averages take them in
+ * order): compute makes p's planes of one target without adding them;
+ * accumulate adds the planes last computed in src to dst's averages (the
+ * same geometry, depths and slab, else OCT_EINVAL; none computed:
+ * OCT_ESTATE).  add = compute, then accumulate(p, p). */
+oct_err oct_register_planes_compute(oct_register_planes *p, const float *target,
+                                    const float *shifts, oct_error *e);
+oct_err oct_register_planes_accumulate(oct_register_planes *dst, const oct_register_planes *src,
+                                       oct_error *e);
 uint32_t oct_register_planes_count(const oct_register_planes *p); /* targets added */
 /* enface [q][L][N], slab [L][N]; either may be NULL */
 void oct_register_planes_get(const oct_register_planes *p, float *enface, float *slab);

@@ -471,8 +471,10 @@ oct_err oct_register_volume(oct_register *r, const float *target, float *shifts,
         return oct_error_set(e, OCT_ESTATE, "registration: no reference volume set");
     const int L = (int)r->L, S = (int)r->o.stripe, W = r->o.window;
     double t0 = now_ms();
-    oct_err err = check_finite(r, target, "target", e);
-    if (err || (err = r->ops->prep_target(r, target, e)))
+    oct_err err = r->ops->device_finite ? OCT_OK : check_finite(r, target, "target", e);
+    if (!err && (err = r->ops->prep_target(r, target, e)) == OCT_EINVAL && r->ops->device_finite)
+        check_finite(r, target, "target", e); /* names the first bad value */
+    if (err)
         return err;
     double t1 = now_ms();
 

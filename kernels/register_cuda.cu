@@ -3,7 +3,30 @@
  *
  *  - cuFFT plans made once per handle: batched 2D R2C of all lines (the
  *    reference's line spectra are cached; a target's are computed once),
- *    batched 2D C2R of candidate surfaces, batched 3D R2C/C2R of stripes.
+ *    batched 2D C2R of candidate surfaces, batched 3D C2R of stripes.
+ *  - a stripe's 3D spectrum is not transformed: its S lines, zero-padded to
+ *    L, have the spectrum sum_s e^(-2 pi i ky s / L) X_s(kx, kz) of the
+ *    2D spectra X_s of the coarse lines (all made once per target), summed
+ *    in the cross-power kernel (saves a 3D R2C and the padded copy per stripe).
+ *  - the target's finiteness is counted on the device (the common code
+ *    looks for the first bad value on the host only when there is one).
+ *  - fine surfaces only on the search window: the cross powers are written
+ *    [x-frequency][pair][k] so that one strided batched 1D C2C inverts
+ *    every pair along x, then each window row (2 sx + 3 of N) is inverted
+ *    along z only at the 2 sz + 1 lags searched, by a direct sum over the
+ *    Dh frequencies (Hermitian weights and twiddles in a table), and the
+ *    peak taken from it: the 2D C2R's z pass over all D lags (and its pre-
+ *    and post-processing of an odd D) looked like most of the fine stage.
+ *    Opt-in (oct_register_options.fine_window): as written its z sum (one
+ *    warp per row, a lane per lag, Dh dependent steps) is bound by load
+ *    latency and slower than the 2D C2R it replaces (H200, 2026-11-24:
+ *    44.7 vs 58.3 volumes/s on one handle at 192x200x513); kept, tested,
+ *    for a tiled version.
+ *  - window and low-pass weights and the stripe twiddles are tables made
+ *    once per handle by the same inline functions (no cosf per element),
+ *    and element loops use 32-bit indices (a line's [N][D] is far below 2^32;
+ *    64-bit division per element made the transform, cross-power and refine
+ *    kernels several times slower: H200, 2026-11-24).
  *  - per element math from register_internal.h (the same inline functions
  *    as the CPU backend); peak searches are block reductions that break ties
  *    as the CPU's scan order does (first maximum); Newton sums in double.
@@ -42,18 +65,29 @@
 struct cuda_reg {
     uint32_t Dh, Dch, nsb, fb;   /* stripe batch, fine batch */
     cudaStream_t st;
-    cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c/c2r (batch nsb) */
+    cufftHandle p2f, p2i, p3f, p3i; /* 2D r2c (batch L), 2D c2r (batch fb), 3D r2c (reference,
+                                     * batch 1) / c2r (batch nsb) */
+    cufftHandle p2c;                /* 2D r2c of the coarse lines (batch L) */
     /* 2D c2r of fewer surfaces (fb/2, fb/4, ... >= REG_TAIL_MIN): a pass's
      * last batch transforms little more than it needs; one work area for
      * all 2D c2r plans (used in turn on one stream) */
     cufftHandle p2t[REG_TAILS];
     uint32_t tb[REG_TAILS];
     int ntail;
+    /* the window path: 1D C2C along x of fb (p1x[0]) or tb[i] (p1x[1 + i]) pairs */
+    bool wpath;
+    cufftHandle p1x[1 + REG_TAILS];
+    float2 *twz;                    /* [Dh][2 sz + 1]: m_k e^(2 pi i k z / D) */
     void *work;
     size_t npair;                   /* capacity of pair and pk: every pair of a pass (L * L) */
     float *vol, *t2, *t3;           /* input, transformed [L][N][D], coarse [L][Nc][Dc] */
     cufftComplex *ref2, *ref3, *x2; /* reference line spectra, coarse spectrum, target line spectra */
     cufftComplex *x2h;              /* target half-line spectra (saccade test) */
+    cufftComplex *x3;               /* target coarse line spectra [L][Nc][Dch] */
+    unsigned int *bad, *bad_h;      /* non-finite target values: device counter, pinned copy */
+    float *tab;                     /* weight tables (struct reg_tabs) */
+    float *pv;                      /* coarse peak partials [nsb][L] values ... */
+    long long *pi;                  /* ... and scan indices */
     float *sb;                      /* stripe buffers [nsb][L][Nc][Dc] (also surfaces) */
     cufftComplex *sc;               /* [nsb][L][Nc][Dch] */
     cufftComplex *fy;               /* [fb][N][Dh] */
@@ -67,21 +101,74 @@ struct cuda_reg {
     bool have_ev;
 };
 
+/* Per-handle tables: offsets (floats) into one device array. */
+struct reg_tabs {
+    uint32_t hN, hK, hy, hNc, hKc, tN, tD, tNc, tDc, tw3, total;
+};
+static reg_tabs tabs_of(uint32_t L, uint32_t N, uint32_t D, uint32_t Nc, uint32_t Dc)
+{
+    reg_tabs t;
+    uint32_t o = 0;
+    t.hN = o, o += N;                 /* reg_hann(a, N) */
+    t.hK = o, o += D / 2 + 1;         /* reg_hann(k, D) */
+    t.hy = o, o += L;                 /* reg_hann(y, L) */
+    t.hNc = o, o += Nc;               /* reg_hann(a, Nc) */
+    t.hKc = o, o += Dc / 2 + 1;       /* reg_hann(k, Dc) */
+    t.tN = o, o += N;                 /* reg_tukey(a, N) */
+    t.tD = o, o += D;                 /* reg_tukey(d, D) */
+    t.tNc = o, o += Nc;               /* reg_tukey(a, Nc) */
+    t.tDc = o, o += Dc;               /* reg_tukey(d, Dc) */
+    o += o & 1;                       /* float2 alignment */
+    t.tw3 = o, o += 2 * L;            /* e^(-2 pi i m / L), m < L */
+    t.total = o;
+    return t;
+}
+
+__global__ void k_tables(float *tab, reg_tabs t, uint32_t L, uint32_t N, uint32_t D, uint32_t Nc,
+                         uint32_t Dc)
+{
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < t.total; i += gridDim.x * blockDim.x) {
+        float v = 0;
+        if (i >= t.tw3) {
+            uint32_t m = (i - t.tw3) / 2;
+            float sn, cs;
+            sincospif(-2.0f * (float)m / (float)L, &sn, &cs);
+            v = (i - t.tw3) % 2 ? sn : cs;
+        } else if (i >= t.tDc) v = i - t.tDc < Dc ? reg_tukey((int)(i - t.tDc), (int)Dc) : 0;
+        else if (i >= t.tNc) v = reg_tukey((int)(i - t.tNc), (int)Nc);
+        else if (i >= t.tD) v = reg_tukey((int)(i - t.tD), (int)D);
+        else if (i >= t.tN) v = reg_tukey((int)(i - t.tN), (int)N);
+        else if (i >= t.hKc) v = reg_hann((int)(i - t.hKc), (int)Dc);
+        else if (i >= t.hNc) v = reg_hann((int)(i - t.hNc), (int)Nc);
+        else if (i >= t.hy) v = reg_hann((int)(i - t.hy), (int)L);
+        else if (i >= t.hK) v = reg_hann((int)(i - t.hK), (int)D);
+        else v = reg_hann((int)i, (int)N);
+        tab[i] = v;
+    }
+}
+
 /* ---- kernels ------------------------------------------------------------- */
 
 /* One block per line: g, mean, window (full) and box mean, mean, window (coarse). */
 __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, uint32_t D,
-                            uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale)
+                            uint32_t Nc, uint32_t Dc, uint32_t f, float inv_scale,
+                            unsigned int *bad, const float *tab, reg_tabs tb)
 {
     __shared__ double red[RB];
-    const size_t l = blockIdx.x, nd = (size_t)N * D, ncd = (size_t)Nc * Dc;
+    const size_t l = blockIdx.x;
+    const uint32_t nd = N * D, ncd = Nc * Dc;
     const float *in = v + l * nd;
     float *o = t2 + l * nd, *oc = t3 + l * ncd;
     double s = 0;
-    for (size_t i = threadIdx.x; i < nd; i += blockDim.x)
+    unsigned int nb = 0;
+    for (uint32_t i = threadIdx.x; i < nd; i += blockDim.x) {
+        nb += !isfinite(in[i]);
         s += o[i] = reg_g(in[i], inv_scale);
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
-        uint32_t a = (uint32_t)(i / Dc), b = (uint32_t)(i % Dc);
+    }
+    if (nb && bad)
+        atomicAdd(bad, nb);
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        uint32_t a = i / Dc, b = i - a * Dc;
         float acc = 0;
         for (uint32_t p = 0; p < f; p++)
             for (uint32_t q = 0; q < f; q++)
@@ -98,7 +185,7 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
     float m = (float)(red[0] / ((double)N * D));
     __syncthreads();
     double sc = 0;
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x)
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x)
         sc += oc[i];
     red[threadIdx.x] = sc;
     __syncthreads();
@@ -108,40 +195,44 @@ __global__ void k_transform(const float *v, float *t2, float *t3, uint32_t N, ui
         __syncthreads();
     }
     float mc = (float)(red[0] / ((double)Nc * Dc));
-    for (size_t i = threadIdx.x; i < nd; i += blockDim.x) {
-        int a = (int)(i / D), d = (int)(i % D);
-        o[i] = reg_tukey(a, (int)N) * reg_tukey(d, (int)D) * (o[i] - m);
+    const float *tN = tab + tb.tN, *tD = tab + tb.tD, *tNc = tab + tb.tNc, *tDc = tab + tb.tDc;
+    for (uint32_t i = threadIdx.x; i < nd; i += blockDim.x) {
+        uint32_t a = i / D, d = i - a * D;
+        o[i] = tN[a] * tD[d] * (o[i] - m);
     }
-    for (size_t i = threadIdx.x; i < ncd; i += blockDim.x) {
-        int a = (int)(i / Dc), d = (int)(i % Dc);
-        oc[i] = reg_tukey(a, (int)Nc) * reg_tukey(d, (int)Dc) * (oc[i] - mc);
+    for (uint32_t i = threadIdx.x; i < ncd; i += blockDim.x) {
+        uint32_t a = i / Dc, d = i - a * Dc;
+        oc[i] = tNc[a] * tDc[d] * (oc[i] - mc);
     }
 }
 
-/* stripes b = 0..n-1: zero volume with lines l0..l0+S-1 of t3 at rows 0..S-1 */
-__global__ void k_stripes(const float *t3, const int32_t *win, float *sb, size_t plane, uint32_t L,
-                          uint32_t S)
+/* Coarse cross power of stripe b (lines l0 .. l0+S-1 of the target's
+ * coarse volume at rows 0..S-1 of a zero volume [L][Nc][Dc]) against the
+ * cached reference spectrum.  The stripe's 3D spectrum is that of its lines
+ * moved along y: X(y, a, k) = sum_s e^(-2 pi i y s / L) x3[l0 + s](a, k). */
+__global__ void k_cross3y(const cufftComplex *ref3, const cufftComplex *x3, const int32_t *win,
+                          cufftComplex *sc, uint32_t L, uint32_t Nc, uint32_t Dc, uint32_t Dch,
+                          uint32_t S, const float *tab, reg_tabs tb)
 {
-    size_t n3 = (size_t)L * plane, b = blockIdx.y;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n3;
-         i += (size_t)gridDim.x * blockDim.x)
-        sb[b * n3 + i] = i < plane * S ? t3[(size_t)win[3 * b] * plane + i] : 0.0f;
-}
-
-/* coarse cross power against the cached reference spectrum (per batch b) */
-__global__ void k_cross3(const cufftComplex *ref3, cufftComplex *sc, uint32_t L, uint32_t Nc,
-                         uint32_t Dc, uint32_t Dch)
-{
-    size_t n = (size_t)L * Nc * Dch, b = blockIdx.y;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t k = (uint32_t)(i % Dch), a = (uint32_t)(i / Dch % Nc), y = (uint32_t)(i / Dch / Nc);
-        float w = reg_hann((int)y, (int)L) * reg_hann((int)a, (int)Nc) * reg_hann((int)k, (int)Dc);
-        cufftComplex x = sc[b * n + i], r = ref3[i], o;
-        reg_cross(r.x, r.y, x.x, x.y, w, &o.x, &o.y);
+    const uint32_t plane = Nc * Dch, n = L * plane;
+    const size_t b = blockIdx.y;
+    const cufftComplex *xs = x3 + (size_t)win[3 * b] * plane;
+    const float2 *tw = (const float2 *)(tab + tb.tw3); /* e^(-2 pi i m / L) */
+    const float *hy = tab + tb.hy, *ha = tab + tb.hNc, *hk = tab + tb.hKc;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t y = i / plane, j = i - y * plane, a = j / Dch, k = j - a * Dch;
+        float xr = 0, xi = 0;
+        for (uint32_t q = 0, m = 0; q < S; q++, m = m + y >= L ? m + y - L : m + y) {
+            float2 t = tw[m]; /* m = y q mod L */
+            cufftComplex v = xs[(size_t)q * plane + j];
+            xr += v.x * t.x - v.y * t.y, xi += v.x * t.y + v.y * t.x;
+        }
+        float w = hy[y] * ha[a] * hk[k];
+        cufftComplex r = ref3[i], o;
+        reg_cross(r.x, r.y, xr, xi, w, &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
-        sc[b * n + i] = o;
+        sc[b * (size_t)n + i] = o;
     }
 }
 
@@ -161,21 +252,48 @@ __device__ static void reduce_peak(float *v, long long *ix)
     }
 }
 
-/* coarse peak of stripe b over y in [ylo, yhi], x, z in the window */
-__global__ void k_peak3(const float *sb, const int32_t *win, reg_peak *out, uint32_t L,
-                        uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
+/* coarse peak of stripe b over y in [ylo, yhi], x, z in the window, in two
+ * steps: block (j, b) the peak of row y = ylo + j (scan index i over the
+ * stripe's window, as one block's scan), then k_peak3_fin the first
+ * maximum over the rows: the CPU's scan order */
+__global__ void k_peak3_row(const float *sb, const int32_t *win, float *pv, long long *pi,
+                            uint32_t L, uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
 {
     __shared__ float v[RB];
     __shared__ long long ix[RB];
-    const size_t b = blockIdx.x, n3 = (size_t)L * Nc * Dc;
+    const size_t b = blockIdx.y, n3 = (size_t)L * Nc * Dc;
     const int ylo = win[3 * b + 1], yhi = win[3 * b + 2], nx = 2 * sxc + 1, nz = 2 * szc + 1;
-    const long long cnt = (long long)(yhi - ylo + 1) * nx * nz;
+    const int j = (int)blockIdx.x, y = ylo + j;
+    const long long plane = (long long)nx * nz;
     float best = -FLT_MAX;
     long long bi = LLONG_MAX;
-    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
-        int z = (int)(i % nz) - szc, x = (int)(i / nz % nx) - sxc, y = (int)(i / nz / nx) + ylo;
-        float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
-        if (s > best)
+    if (y <= yhi)
+        for (long long i = threadIdx.x; i < plane; i += blockDim.x) {
+            int z = (int)(i % nz) - szc, x = (int)(i / nz) - sxc;
+            float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
+            if (s > best)
+                best = s, bi = (long long)j * plane + i;
+        }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0)
+        pv[b * L + j] = v[0], pi[b * L + j] = ix[0];
+}
+
+__global__ void k_peak3_fin(const float *pv, const long long *pi, const int32_t *win, reg_peak *out,
+                            uint32_t L, int sxc, int szc)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x;
+    const int ylo = win[3 * b + 1], yhi = win[3 * b + 2], nx = 2 * sxc + 1, nz = 2 * szc + 1;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (int j = threadIdx.x; j <= yhi - ylo; j += blockDim.x) {
+        float s = pv[b * L + j];
+        long long i = pi[b * L + j];
+        if (s > best || (s == best && i < bi))
             best = s, bi = i;
     }
     v[threadIdx.x] = best, ix[threadIdx.x] = bi;
@@ -192,16 +310,17 @@ __global__ void k_peak3(const float *sb, const int32_t *win, reg_peak *out, uint
 
 /* fine cross power of pairs (target line, reference line) */
 __global__ void k_cross2(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
-                         cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh)
+                         cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh, const float *tab,
+                         reg_tabs tb)
 {
-    size_t n = (size_t)N * Dh, b = blockIdx.y;
+    const uint32_t n = N * Dh;
+    const size_t b = blockIdx.y;
     const cufftComplex *X = x2 + (size_t)pair[2 * b] * n, *R = ref2 + (size_t)pair[2 * b + 1] * n;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t k = (uint32_t)(i % Dh), a = (uint32_t)(i / Dh);
-        cufftComplex o;
-        reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
-                  &o.x, &o.y);
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t a = i / Dh, k = i - a * Dh;
+        cufftComplex o, r = R[i], x = X[i];
+        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
         fy[b * n + i] = o;
@@ -240,13 +359,112 @@ __global__ void k_peak2(const float *fs, const int32_t *pair, reg_peak *out, uin
     }
 }
 
-/* one block per line: Newton steps on the continuous correlation */
-__global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const reg_peak *best,
-                         float *sub, double *phb, uint32_t N, uint32_t D, uint32_t Dh, double sumw)
+/* the window path: cross powers written [a][P][k] (P pairs of the plan) */
+__global__ void k_cross2w(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
+                          cufftComplex *fy, uint32_t N, uint32_t Dh, uint32_t P, const float *tab,
+                          reg_tabs tb)
 {
-    __shared__ double red[6][RB];
+    const uint32_t n = N * Dh;
+    const size_t b = blockIdx.y;
+    const cufftComplex *X = x2 + (size_t)pair[2 * b] * n, *R = ref2 + (size_t)pair[2 * b + 1] * n;
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        uint32_t a = i / Dh, k = i - a * Dh;
+        cufftComplex o, r = R[i], x = X[i];
+        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
+        if (i == 0)
+            o.x = o.y = 0;
+        fy[((size_t)a * P + b) * Dh + k] = o;
+    }
+}
+
+/* m_k e^(2 pi i k z / D), k < Dh, z = -sz .. sz: the z inversion of a real
+ * surface from its half spectrum (m_k = 1 at k = 0 and the Nyquist bin, else 2) */
+__global__ void k_twz(float2 *tw, uint32_t D, uint32_t Dh, int sz)
+{
+    const uint32_t nz = 2 * (uint32_t)sz + 1;
+    for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < Dh * nz; i += gridDim.x * blockDim.x) {
+        uint32_t k = i / nz;
+        int z = (int)(i - k * nz) - sz;
+        uint32_t m = (uint32_t)(((int64_t)k * z % (int64_t)D + D) % D); /* k z mod D */
+        float sn, cs, w = (k == 0 || 2 * k == D) ? 1.0f : 2.0f;
+        sincospif(2.0f * (float)m / (float)D, &sn, &cs);
+        tw[i] = make_float2(w * cs, w * sn);
+    }
+}
+
+/* One block per pair: the surface at x = -sx-1 .. sx+1 (rows of U, the
+ * x-inverted cross power [a][P][k]), z = -sz .. sz, into sf (that pair's
+ * [2 sx + 3][2 sz + 1] of fs), then the peak as k_peak2. */
+__global__ void k_zwin(const cufftComplex *U, const float2 *tw, const int32_t *pair, float *fs,
+                       reg_peak *out, uint32_t N, uint32_t D, uint32_t Dh, uint32_t P, int sx,
+                       int sz, float inv_sumw)
+{
+    __shared__ float v[RB];
+    __shared__ long long ix[RB];
+    const size_t b = blockIdx.x;
+    const int nx = 2 * sx + 1, nz = 2 * sz + 1, nrow = nx + 2;
+    float *sf = fs + b * (size_t)N * D;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, nwarp = blockDim.x / 32;
+    for (int rr = warp; rr < nrow; rr += nwarp) {
+        const cufftComplex *u = U + ((size_t)wrapi(rr - sx - 1, (int)N) * P + b) * Dh;
+        for (int z0 = 0; z0 < nz; z0 += 32) {
+            int zj = z0 + lane;
+            float acc = 0;
+            if (zj < nz)
+                for (uint32_t k = 0; k < Dh; k++) {
+                    cufftComplex q = u[k];
+                    float2 t = tw[(size_t)k * nz + zj];
+                    acc += q.x * t.x - q.y * t.y;
+                }
+            if (zj < nz)
+                sf[rr * nz + zj] = acc;
+        }
+    }
+    __syncthreads();
+    const long long cnt = (long long)nx * nz;
+    float best = -FLT_MAX;
+    long long bi = LLONG_MAX;
+    for (long long i = threadIdx.x; i < cnt; i += blockDim.x) {
+        float s = sf[i + nz] * inv_sumw; /* row x + sx + 1 */
+        if (s > best)
+            best = s, bi = i;
+    }
+    v[threadIdx.x] = best, ix[threadIdx.x] = bi;
+    __syncthreads();
+    reduce_peak(v, ix);
+    if (threadIdx.x == 0) {
+        long long i = ix[0];
+        reg_peak p;
+        p.h = v[0], p.y = pair[2 * b + 1];
+        p.z = (int)(i % nz) - sz, p.x = (int)(i / nz) - sx;
+        size_t c = (size_t)(i + nz); /* the peak's place in sf */
+        p.fx = reg_parabola(sf[c - nz] * inv_sumw, p.h, sf[c + nz] * inv_sumw);
+        out[b] = p;
+    }
+}
+
+/* one block (RF threads) per line: Newton steps on the continuous
+ * correlation; the weights from the tables, 32-bit indices, the six sums
+ * reduced by warp shuffles */
+#define RF 512
+__device__ static inline double warp_sum(double v)
+{
+    for (int o = 16; o > 0; o /= 2)
+        v += __shfl_down_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__global__ void __launch_bounds__(RF) k_refine(const cufftComplex *ref2, const cufftComplex *x2,
+                                               const reg_peak *best, float *sub, double *phb,
+                                               uint32_t N, uint32_t D, uint32_t Dh, double sumw,
+                                               const float *tab, reg_tabs tb)
+{
+    __shared__ double red[6][RF / 32];
+    __shared__ double tot[6];
     __shared__ double st[3]; /* sx, sz, stop */
-    const size_t l = blockIdx.x, n = (size_t)N * Dh;
+    const size_t l = blockIdx.x;
+    const uint32_t n = N * Dh;
     const reg_peak b = best[l];
     float *o = sub + 3 * l;
     if (b.y < 0) {
@@ -255,11 +473,13 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
         return;
     }
     const cufftComplex *X = x2 + l * n, *R = ref2 + (size_t)b.y * n;
+    const float *ha = tab + tb.hN, *hk = tab + tb.hK;
     double *ex = phb + l * 2 * (size_t)(N + Dh), *ez = ex + 2 * (size_t)N;
     if (threadIdx.x == 0)
         st[0] = b.x, st[1] = b.z, st[2] = 0;
     __syncthreads();
     double h = NAN;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     for (int it = 0; it <= REG_NEWTON_STEPS; it++) {
         double sx = st[0], sz = st[1];
         for (uint32_t a = threadIdx.x; a < N; a += blockDim.x) {
@@ -272,11 +492,11 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
         }
         __syncthreads();
         double acc[6] = {0, 0, 0, 0, 0, 0};
-        for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-            uint32_t a = (uint32_t)(i / Dh), k = (uint32_t)(i % Dh);
+        for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+            uint32_t a = i / Dh, k = i - a * Dh;
             float yr, yi;
-            reg_cross(R[i].x, R[i].y, X[i].x, X[i].y, reg_hann((int)a, (int)N) * reg_hann((int)k, (int)D),
-                      &yr, &yi);
+            cufftComplex r = R[i], x = X[i];
+            reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &yr, &yi);
             if (i == 0)
                 yr = yi = 0;
             double ka = 2 * M_PI * reg_freq((int)a, (int)N) / N, kb = 2 * M_PI * k / D;
@@ -287,21 +507,27 @@ __global__ void k_refine(const cufftComplex *ref2, const cufftComplex *x2, const
             acc[0] += zr, acc[1] -= ka * zi, acc[2] -= kb * zi;
             acc[3] -= ka * ka * zr, acc[4] -= ka * kb * zr, acc[5] -= kb * kb * zr;
         }
-        for (int q = 0; q < 6; q++)
-            red[q][threadIdx.x] = acc[q];
-        __syncthreads();
-        for (int w = RB / 2; w > 0; w /= 2) {
-            if ((int)threadIdx.x < w)
-                for (int q = 0; q < 6; q++)
-                    red[q][threadIdx.x] += red[q][threadIdx.x + w];
-            __syncthreads();
+        for (int q = 0; q < 6; q++) {
+            double v = warp_sum(acc[q]);
+            if (lane == 0)
+                red[q][warp] = v;
         }
-        h = red[0][0] / sumw;
+        __syncthreads();
+        if (threadIdx.x < 32) {
+            for (int q = 0; q < 6; q++) {
+                double v = threadIdx.x < RF / 32 ? red[q][threadIdx.x] : 0.0;
+                v = warp_sum(v);
+                if (threadIdx.x == 0)
+                    tot[q] = v;
+            }
+        }
+        __syncthreads();
+        h = tot[0] / sumw;
         if (it == REG_NEWTON_STEPS)
             break;
         if (threadIdx.x == 0) {
-            double gx = red[1][0] - red[0][0] * reg_dlog_overlap(st[0], (int)N);
-            double gz = red[2][0] - red[0][0] * reg_dlog_overlap(st[1], (int)D), hxx = red[3][0], hxz = red[4][0], hzz = red[5][0];
+            double gx = tot[1] - tot[0] * reg_dlog_overlap(st[0], (int)N);
+            double gz = tot[2] - tot[0] * reg_dlog_overlap(st[1], (int)D), hxx = tot[3], hxz = tot[4], hzz = tot[5];
             double det = hxx * hzz - hxz * hxz;
             if (!(hxx < 0 && det > 0)) {
                 st[2] = 1;
@@ -346,17 +572,22 @@ static void cuda_destroy(oct_register *r)
     cuda_reg *c = (cuda_reg *)r->be;
     if (!c)
         return;
-    cufftHandle p[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
-    for (int i = 0; i < 4; i++)
+    cufftHandle p[5] = {c->p2f, c->p2i, c->p3f, c->p3i, c->p2c};
+    for (int i = 0; i < 5; i++)
         if (p[i])
             cufftDestroy(p[i]);
     for (int i = 0; i < c->ntail; i++)
         cufftDestroy(c->p2t[i]);
+    for (int i = 0; i <= REG_TAILS; i++)
+        if (c->p1x[i])
+            cufftDestroy(c->p1x[i]);
     void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
-                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph};
+                 c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi, c->tab, c->twz};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
         if (m[i])
             cudaFree(m[i]);
+    if (c->bad_h)
+        cudaFreeHost(c->bad_h);
     if (c->have_ev)
         for (int i = 0; i < 5; i++)
             cudaEventDestroy(c->ev[i]);
@@ -419,8 +650,18 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->pk, npk * sizeof(reg_peak), "peaks", e)) ||
         (err = cuda_alloc((void **)&c->win, c->nsb * 3 * 4, "windows", e)) ||
         (err = cuda_alloc((void **)&c->sub, L * 3 * 4, "sub-pixel shifts", e)) ||
-        (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)))
+        (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)) ||
+        (err = cuda_alloc((void **)&c->x3, L * Nc * c->Dch * 8, "coarse line spectra", e)) ||
+        (err = cuda_alloc((void **)&c->bad, sizeof *c->bad, "counter", e)) ||
+        (err = cuda_alloc((void **)&c->pv, c->nsb * L * sizeof *c->pv, "coarse peaks", e)) ||
+        (err = cuda_alloc((void **)&c->pi, c->nsb * L * sizeof *c->pi, "coarse peaks", e)))
         return err;
+    reg_tabs tb = tabs_of(r->L, r->N, r->D, r->Nc, r->Dc);
+    if ((err = cuda_alloc((void **)&c->tab, (size_t)tb.total * 4, "weight tables", e)))
+        return err;
+    k_tables<<<grid_for(tb.total), RB, 0, c->st>>>(c->tab, tb, r->L, r->N, r->D, r->Nc, r->Dc);
+    CU(cudaGetLastError(), "tables kernel");
+    CU(cudaMallocHost((void **)&c->bad_h, sizeof *c->bad_h), "pinned counter");
     int n2[2] = {(int)N, (int)D}, n3[3] = {(int)L, (int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p2f, 2, n2, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan 2D R2C");
     /* 2D c2r: batch fb, then the tails, sharing one work area */
@@ -439,6 +680,25 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
            "plan 2D C2R");
         wmax = ws > wmax ? ws : wmax;
     }
+    /* the window path: its rows and lags fit a pair's surface buffer */
+    const int nrow = 2 * r->sx + 3, nz = 2 * r->sz + 1;
+    c->wpath = r->o.fine_window && nrow <= (int)N && (size_t)nrow * nz <= N * D;
+    for (int i = 0; c->wpath && i <= c->ntail; i++) {
+        int n1[1] = {(int)N}, emb[1] = {(int)N};
+        int P = (int)(i ? c->tb[i - 1] : c->fb), st = P * (int)c->Dh;
+        CF(cufftCreate(&c->p1x[i]), "create 1D C2C");
+        CF(cufftSetAutoAllocation(c->p1x[i], 0), "1D C2C work area");
+        CF(cufftMakePlanMany(c->p1x[i], 1, n1, emb, st, 1, emb, st, 1, CUFFT_C2C, st, &ws),
+           "plan 1D C2C along x");
+        wmax = ws > wmax ? ws : wmax;
+    }
+    if (c->wpath) {
+        size_t ntw = (size_t)c->Dh * nz;
+        if ((err = cuda_alloc((void **)&c->twz, ntw * sizeof *c->twz, "z twiddles", e)))
+            return err;
+        k_twz<<<grid_for(ntw), RB, 0, c->st>>>(c->twz, (uint32_t)D, c->Dh, r->sz);
+        CU(cudaGetLastError(), "twiddle kernel");
+    }
     if ((err = cuda_alloc(&c->work, wmax, "FFT work area", e)))
         return err;
     CF(cufftSetWorkArea(c->p2i, c->work), "2D C2R work area");
@@ -446,26 +706,43 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         CF(cufftSetWorkArea(c->p2t[i], c->work), "2D C2R work area");
         CF(cufftSetStream(c->p2t[i], c->st), "set stream");
     }
-    CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)c->nsb), "plan 3D R2C");
+    for (int i = 0; c->wpath && i <= c->ntail; i++) {
+        CF(cufftSetWorkArea(c->p1x[i], c->work), "1D C2C work area");
+        CF(cufftSetStream(c->p1x[i], c->st), "set stream");
+    }
+    int n2c[2] = {(int)Nc, (int)Dc};
+    CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, 1), "plan 3D R2C");
     CF(cufftPlanMany(&c->p3i, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->nsb), "plan 3D C2R");
-    cufftHandle ps[4] = {c->p2f, c->p2i, c->p3f, c->p3i};
-    for (int i = 0; i < 4; i++)
+    CF(cufftPlanMany(&c->p2c, 2, n2c, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, (int)L), "plan coarse 2D R2C");
+    cufftHandle ps[5] = {c->p2f, c->p2i, c->p3f, c->p3i, c->p2c};
+    for (int i = 0; i < 5; i++)
         CF(cufftSetStream(ps[i], c->st), "set stream");
     return OCT_OK;
 }
 
-/* uploads and transforms a volume, then the 2D spectra of all its lines into dst */
-static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, oct_error *e)
+/* uploads and transforms a volume, then the 2D spectra of all its lines
+ * into dst; a target (bad: count its non-finite values) also the 2D
+ * spectra of its coarse lines */
+static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, bool target,
+                         oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
     size_t n = (size_t)r->L * r->N * r->D;
     CU(cudaEventRecord(c->ev[0], c->st), "event");
+    if (target)
+        CU(cudaMemsetAsync(c->bad, 0, sizeof *c->bad, c->st), "memset");
     CU(cudaMemcpyAsync(c->vol, vol, n * 4, cudaMemcpyHostToDevice, c->st), "upload");
     CU(cudaEventRecord(c->ev[4], c->st), "event");
     k_transform<<<r->L, RB, 0, c->st>>>(c->vol, c->t2, c->t3, r->N, r->D, r->Nc, r->Dc, r->f,
-                                        r->inv_scale);
+                                        r->inv_scale, target ? c->bad : NULL, c->tab,
+                                        tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CU(cudaGetLastError(), "transform kernel");
     CF(cufftExecR2C(c->p2f, c->t2, dst), "line spectra");
+    if (target) {
+        CF(cufftExecR2C(c->p2c, c->t3, c->x3), "coarse line spectra");
+        CU(cudaMemcpyAsync(c->bad_h, c->bad, sizeof *c->bad, cudaMemcpyDeviceToHost, c->st),
+           "download");
+    }
     CU(cudaEventRecord(c->ev[1], c->st), "event");
     return OCT_OK;
 }
@@ -473,16 +750,11 @@ static oct_err cuda_load(oct_register *r, const float *vol, cufftComplex *dst, o
 static oct_err cuda_set_reference(oct_register *r, const float *vol, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    oct_err err = cuda_load(r, vol, c->ref2, e);
+    oct_err err = cuda_load(r, vol, c->ref2, false, e);
     if (err)
         return err;
-    /* coarse reference spectrum: batch slot 0 of the stripe plan's buffers */
-    size_t n3 = (size_t)r->L * r->Nc * r->Dc;
-    CU(cudaMemsetAsync(c->sb, 0, c->nsb * n3 * 4, c->st), "memset");
-    CU(cudaMemcpyAsync(c->sb, c->t3, n3 * 4, cudaMemcpyDeviceToDevice, c->st), "copy");
-    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "coarse reference spectrum");
-    CU(cudaMemcpyAsync(c->ref3, c->sc, (size_t)r->L * r->Nc * c->Dch * 8, cudaMemcpyDeviceToDevice,
-                       c->st), "copy");
+    /* coarse reference spectrum (t3 is not needed afterwards) */
+    CF(cufftExecR2C(c->p3f, c->t3, c->ref3), "coarse reference spectrum");
     CU(cudaStreamSynchronize(c->st), "set reference");
     return OCT_OK;
 }
@@ -490,19 +762,24 @@ static oct_err cuda_set_reference(oct_register *r, const float *vol, oct_error *
 static oct_err cuda_prep_target(oct_register *r, const float *vol, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    return cuda_load(r, vol, c->x2, e);
+    oct_err err = cuda_load(r, vol, c->x2, true, e);
+    if (err)
+        return err;
+    /* the stages need the host anyway (peaks): waiting here costs nothing */
+    CU(cudaStreamSynchronize(c->st), "target transform");
+    if (*c->bad_h)
+        return oct_error_set(e, OCT_EINVAL, "registration: target has %u non-finite values",
+                             *c->bad_h);
+    return OCT_OK;
 }
 
 static oct_err cuda_coarse_batch(oct_register *r, uint32_t nb, const int32_t *win, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    size_t plane = (size_t)r->Nc * r->Dc;
     CU(cudaMemcpyAsync(c->win, win, nb * 3 * 4, cudaMemcpyHostToDevice, c->st), "upload");
-    dim3 g(grid_for((size_t)r->L * plane), nb);
-    k_stripes<<<g, RB, 0, c->st>>>(c->t3, c->win, c->sb, plane, r->L, r->o.stripe);
-    CF(cufftExecR2C(c->p3f, c->sb, c->sc), "stripe spectra");
     dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
-    k_cross3<<<g2, RB, 0, c->st>>>(c->ref3, c->sc, r->L, r->Nc, r->Dc, c->Dch);
+    k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, c->win, c->sc, r->L, r->Nc, r->Dc, c->Dch,
+                                    r->o.stripe, c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CF(cufftExecC2R(c->p3i, c->sc, c->sb), "stripe surfaces");
     CU(cudaGetLastError(), "coarse kernels");
     return OCT_OK;
@@ -515,13 +792,18 @@ static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, cons
     int32_t win[3 * 64];
     for (uint32_t s = 0; s < n; s += c->nsb) {
         uint32_t nb = n - s < c->nsb ? n - s : c->nsb;
-        for (uint32_t i = 0; i < nb; i++)
+        int ny = 1;
+        for (uint32_t i = 0; i < nb; i++) {
             win[3 * i] = (int32_t)l0[s + i], win[3 * i + 1] = ylo[s + i], win[3 * i + 2] = yhi[s + i];
+            ny = yhi[s + i] - ylo[s + i] + 1 > ny ? yhi[s + i] - ylo[s + i] + 1 : ny;
+        }
         oct_err err = cuda_coarse_batch(r, nb, win, e);
         if (err)
             return err;
-        k_peak3<<<nb, RB, 0, c->st>>>(c->sb, c->win, c->pk, r->L, r->Nc, r->Dc, r->sxc, r->szc,
-                                      (float)(1.0 / r->sumw3));
+        k_peak3_row<<<dim3((unsigned)ny, nb), RB, 0, c->st>>>(c->sb, c->win, c->pv, c->pi, r->L, r->Nc,
+                                                            r->Dc, r->sxc, r->szc,
+                                                            (float)(1.0 / r->sumw3));
+        k_peak3_fin<<<nb, RB, 0, c->st>>>(c->pv, c->pi, c->win, c->pk, r->L, r->sxc, r->szc);
         CU(cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st),
            "download");
         CU(cudaStreamSynchronize(c->st), "coarse stage");
@@ -533,9 +815,11 @@ static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, cons
 /* the masked lines of a half (reg_half) into dst */
 __global__ void k_half(const float *t2, float *dst, size_t n, uint32_t N, uint32_t D, int half)
 {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x)
-        dst[i] = reg_half((int)(i / D % N), (int)N, half) * t2[i];
+    /* lines in y, elements of a line in x (32-bit division) */
+    const uint32_t nd = N * D;
+    for (size_t l = blockIdx.y; l * nd < n; l += gridDim.y)
+        for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < nd; i += gridDim.x * blockDim.x)
+            dst[l * nd + i] = reg_half((int)(i / D), (int)N, half) * t2[l * nd + i];
 }
 
 static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t *pair, size_t total,
@@ -548,7 +832,8 @@ static oct_err cuda_fine(oct_register *r, const uint32_t *off, const int32_t *ca
     const cufftComplex *X = c->x2;
     if (half) { /* the input buffer is free once transformed */
         size_t n = (size_t)r->L * r->N * r->D;
-        k_half<<<grid_for(n), RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
+        dim3 gh(grid_for((size_t)r->N * r->D), r->L < 65535 ? r->L : 65535);
+        k_half<<<gh, RB, 0, c->st>>>(c->t2, c->vol, n, r->N, r->D, half);
         CF(cufftExecR2C(c->p2f, c->vol, c->x2h), "half-line spectra");
         X = c->x2h;
     }
@@ -585,17 +870,31 @@ static oct_err fine_chunk(oct_register *r, const cufftComplex *X, const int32_t 
         /* batch fb, else the largest tail plan that the rest fills, else
          * the smallest (its surfaces beyond nb are stale, never read) */
         size_t left = total - s;
-        cufftHandle plan = c->p2i;
+        cufftHandle plan = c->wpath ? c->p1x[0] : c->p2i;
         uint32_t pb = c->fb;
         if (left < c->fb && c->ntail > 0) {
             int k = 0;
             while (k + 1 < c->ntail && c->tb[k] > left)
                 k++;
-            plan = c->p2t[k], pb = c->tb[k];
+            plan = c->wpath ? c->p1x[1 + k] : c->p2t[k], pb = c->tb[k];
         }
         nb = left < pb ? left : pb;
         dim3 g(grid_for((size_t)r->N * c->Dh), (unsigned)nb);
-        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh);
+        if (c->wpath) {
+            reg_tabs tb = tabs_of(r->L, r->N, r->D, r->Nc, r->Dc);
+            k_cross2w<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, c->Dh, pb,
+                                           c->tab, tb);
+            if (cufftExecC2C(plan, c->fy, c->fy, CUFFT_INVERSE) != CUFFT_SUCCESS) {
+                err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
+                break;
+            }
+            k_zwin<<<(unsigned)nb, RB, 0, c->st>>>(c->fy, c->twz, c->pair + 2 * s, c->fs, c->pk + s,
+                                                   r->N, r->D, c->Dh, pb, r->sx, r->sz,
+                                                   (float)(1.0 / r->sumw2));
+            continue;
+        }
+        k_cross2<<<g, RB, 0, c->st>>>(c->ref2, X, c->pair + 2 * s, c->fy, r->N, r->D, c->Dh, c->tab,
+                                      tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
         if (cufftExecC2R(plan, c->fy, c->fs) != CUFFT_SUCCESS) {
             err = oct_error_set(e, OCT_EDEVICE, "registration: cuFFT surfaces failed");
             break;
@@ -619,7 +918,8 @@ static oct_err cuda_refine(oct_register *r, const reg_peak *best, float *sub, oc
 {
     cuda_reg *c = (cuda_reg *)r->be;
     CU(cudaMemcpyAsync(c->pk, best, r->L * sizeof(reg_peak), cudaMemcpyHostToDevice, c->st), "upload");
-    k_refine<<<r->L, RB, 0, c->st>>>(c->ref2, c->x2, c->pk, c->sub, c->ph, r->N, r->D, c->Dh, r->sumw2);
+    k_refine<<<r->L, RF, 0, c->st>>>(c->ref2, c->x2, c->pk, c->sub, c->ph, r->N, r->D, c->Dh, r->sumw2,
+                                     c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CU(cudaGetLastError(), "refine kernel");
     CU(cudaMemcpyAsync(sub, c->sub, (size_t)r->L * 12, cudaMemcpyDeviceToHost, c->st), "download");
     CU(cudaEventRecord(c->ev[3], c->st), "event");
@@ -633,7 +933,8 @@ static oct_err cuda_surface_line(oct_register *r, uint32_t tl, uint32_t rl, floa
     int32_t p[2] = {(int32_t)tl, (int32_t)rl};
     CU(cudaMemcpyAsync(c->pair, p, 8, cudaMemcpyHostToDevice, c->st), "upload");
     dim3 g(grid_for((size_t)r->N * c->Dh), 1);
-    k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh);
+    k_cross2<<<g, RB, 0, c->st>>>(c->ref2, c->x2, c->pair, c->fy, r->N, r->D, c->Dh, c->tab,
+                                  tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
     CF(cufftExecC2R(c->p2i, c->fy, c->fs), "surface");
     size_t n2 = (size_t)r->N * r->D;
     k_scale<<<grid_for(n2), RB, 0, c->st>>>(c->fs, n2, (float)(1.0 / r->sumw2));
@@ -673,6 +974,7 @@ static void cuda_times(const oct_register *r, oct_register_times *t)
 
 extern "C" const reg_ops reg_cuda_ops = {
     "cuda",
+    true, /* device_finite */
     cuda_create,
     cuda_destroy,
     cuda_set_reference,

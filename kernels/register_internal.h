@@ -134,6 +134,10 @@ REG_HD float reg_parabola(float hm, float h, float hp)
  * set_reference once; per target prep_target, coarse, fine, refine. */
 typedef struct reg_ops {
     const char *name;
+    /* prep_target counts the target's non-finite values itself (on the
+     * device) and fails with OCT_EINVAL when there are any; the common code
+     * then finds the first on the host for the message */
+    bool device_finite;
     oct_err (*create)(oct_register *r, oct_error *e);
     void (*destroy)(oct_register *r);
     /* transforms the reference and caches its line and coarse spectra */

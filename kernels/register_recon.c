@@ -281,10 +281,12 @@ struct oct_register_planes {
     float *prof;                /* [L][q + 1][N]: en-face profiles, then the slab's */
     const float **ptr;          /* [q + 1][L]: profile of line l at plane k, or NULL */
     int32_t *da, *db;           /* [L]: the slab depths [da, db) whose z - dz lies in the line */
-    double *pre;                /* [lines][D + 4][N]: prefix sums along z (rows partly in the slab) */
+    double *pre;                /* [lines][pre_rows(D)][N]: prefix sums along z (rows partly in
+                                 * the slab), every PRE_STEP-th */
     size_t pre_lines;           /* lines pre has room for (allocated when first needed) */
     uint32_t *pre_of;           /* [L]: line l's index in pre */
     float *cur;                 /* [q + 1][L][N]: this target's planes */
+    bool have_cur;              /* cur holds a computed target */
     double *sum;                /* [q + 1][L][N] */
     uint32_t *cnt;
 };
@@ -359,6 +361,25 @@ void oct_register_planes_reset(oct_register_planes *p)
 
 uint32_t oct_register_planes_count(const oct_register_planes *p) { return p->volumes; }
 
+/* Prefix sums along z are kept at every PRE_STEP-th index only (a whole-depth
+ * slab needs them on every line: all D + 4 of them were 160 MB of doubles per
+ * 192x200x513 volume, most of the time of the planes); prefix() adds the
+ * samples after the kept one in the same order, so the sums are the same,
+ * bit for bit. */
+#define PRE_STEP 8
+static inline size_t pre_rows(uint32_t D) { return (D + 3) / PRE_STEP + 1; }
+
+/* C[k][n] = sum of E[i < k], E[i] = row[clamp(i - 1)] (row: line l's A-scan n) */
+static inline double prefix(const double *C, const float *row, uint32_t N, uint32_t n, int k,
+                            int D)
+{
+    int q = k / PRE_STEP;
+    double c = C[(size_t)q * N + n];
+    for (int i = q * PRE_STEP; i < k; i++)
+        c += row[clampi(i - 1, D)];
+    return c;
+}
+
 /* z - dz of depth d inside the line (sample2's test) */
 static inline bool z_in(int32_t d, float dz, uint32_t D)
 {
@@ -413,16 +434,24 @@ static void line_profiles(oct_register_planes *p, const float *target, const flo
         return;
     if (p->pre_of[l] != UINT32_MAX) {
         /* prefix sums of each row with its edge samples repeated:
-         * E[i] = row[clamp(i - 1)], i < D + 3; C[k][n] = sum of E[i < k]
-         * (n innermost: the segments read them along n) */
-        double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
-        for (uint32_t n = 0; n < N; n++)
-            C[n] = 0;
-        for (int i = 0; i < (int)D + 3; i++) {
-            const float *col = ln + clampi(i - 1, (int)D);
-            double *c0 = C + (size_t)i * N, *c1 = c0 + N;
-            for (uint32_t n = 0; n < N; n++)
-                c1[n] = c0[n] + col[(size_t)n * D];
+         * E[i] = row[clamp(i - 1)], i < D + 3; C[k][n] = sum of E[i < k],
+         * kept at k = 0, PRE_STEP, 2 PRE_STEP, ... (n innermost: the
+         * segments read them along n) */
+        double *C = p->pre + (size_t)p->pre_of[l] * N * pre_rows(D);
+        enum { NB = 8 }; /* A-scans at once: independent add chains */
+        for (uint32_t n0 = 0; n0 < N; n0 += NB) {
+            const uint32_t nb = N - n0 < NB ? N - n0 : NB;
+            double c[NB] = {0};
+            for (uint32_t b = 0; b < nb; b++)
+                C[n0 + b] = 0;
+            for (int i = 0; i < (int)D + 3; i++) {
+                const float *col = ln + (size_t)n0 * D + clampi(i - 1, (int)D);
+                for (uint32_t b = 0; b < nb; b++)
+                    c[b] += col[(size_t)b * D];
+                if ((i + 1) % PRE_STEP == 0)
+                    for (uint32_t b = 0; b < nb; b++)
+                        C[(size_t)((i + 1) / PRE_STEP) * N + n0 + b] = c[b];
+            }
         }
     }
     if (p->da[l] != p->z0 || p->db[l] != p->z1)
@@ -451,8 +480,8 @@ static void line_profiles(oct_register_planes *p, const float *target, const flo
  * line's sum of z-interpolations at d - dz (j_d = d + J, from its prefix
  * sums) goes through the row's contributions like a profile.  A pixel with
  * a segment where no contribution has data is NaN (that depth is NaN). */
-static void slab_segments(const oct_register_planes *p, const float *shifts, const row_plan *rp,
-                          int64_t r, const float **lp, float *buf, float *o)
+static void slab_segments(const oct_register_planes *p, const float *target, const float *shifts,
+                          const row_plan *rp, int64_t r, const float **lp, float *buf, float *o)
 {
     const uint32_t N = p->N, D = p->D, L = p->L;
     int lines[4 * ROW_MAX], nl = 0;
@@ -491,14 +520,15 @@ static void slab_segments(const oct_register_planes *p, const float *shifts, con
             float wz[4], *pr = buf + (size_t)i * N;
             cr_weights((float)(z - jf), wz);
             int J = (int)jf - s0;
-            const double *C = p->pre + (size_t)p->pre_of[l] * N * (D + 4);
-            const double *ca[4], *cb[4];
-            for (int k = 0; k < 4; k++)
-                ca[k] = C + (size_t)(s0 + J + k) * N, cb[k] = C + (size_t)(s1 + J + k) * N;
+            const double *C = p->pre + (size_t)p->pre_of[l] * N * pre_rows(D);
+            const float *ln = target + (size_t)l * N * D;
+            const int a0 = s0 + J, b0 = s1 + J;
             for (uint32_t n = 0; n < N; n++) {
+                const float *row = ln + (size_t)n * D;
                 double acc = 0;
                 for (int k = 0; k < 4; k++)
-                    acc += wz[k] * (cb[k][n] - ca[k][n]);
+                    acc += wz[k] * (prefix(C, row, N, n, b0 + k, (int)D) -
+                                    prefix(C, row, N, n, a0 + k, (int)D));
                 pr[n] = (float)acc;
             }
             lp[l] = pr;
@@ -525,8 +555,8 @@ static bool row_uniform(const oct_register_planes *p, const row_plan *rp)
     return true;
 }
 
-oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
-                                oct_error *e)
+oct_err oct_register_planes_compute(oct_register_planes *p, const float *target,
+                                    const float *shifts, oct_error *e)
 {
     const uint32_t L = p->L, N = p->N, D = p->D, q = p->q;
     const size_t LN = (size_t)L * N;
@@ -556,7 +586,7 @@ oct_err oct_register_planes_add(oct_register_planes *p, const float *target, con
             else
                 p->pre_of[l] = UINT32_MAX;
         if (npre > p->pre_lines) {
-            double *pre = realloc(p->pre, npre * N * (D + 4) * sizeof *pre);
+            double *pre = realloc(p->pre, npre * N * pre_rows(D) * sizeof *pre);
             if (!pre)
                 return oct_error_set(e, OCT_ENOMEM, "registered planes: out of memory for the "
                                                     "prefix sums of %zu lines", npre);
@@ -594,18 +624,40 @@ oct_err oct_register_planes_add(oct_register_planes *p, const float *target, con
                 for (uint32_t n = 0; n < N; n++)
                     o[n] = pixel(&rp, p->ptr + (size_t)q * L, shifts, L, N, r, n);
             else
-                slab_segments(p, shifts, &rp, r, lp, buf, o);
+                slab_segments(p, target, shifts, &rp, r, lp, buf, o);
         }
-        size_t n = (q + (size_t)slab) * LN;
-#pragma omp for schedule(static)
-        for (size_t i = 0; i < n; i++)
-            if (isfinite(p->cur[i]))
-                p->sum[i] += p->cur[i], p->cnt[i]++;
     }
     free(tbuf);
     free(tlp);
-    p->volumes++;
+    p->have_cur = true;
     return OCT_OK;
+}
+
+oct_err oct_register_planes_accumulate(oct_register_planes *dst, const oct_register_planes *src,
+                                       oct_error *e)
+{
+    if (src->L != dst->L || src->N != dst->N || src->D != dst->D || src->q != dst->q ||
+        src->z0 != dst->z0 || src->z1 != dst->z1 ||
+        (src->q && memcmp(src->depths, dst->depths, src->q * sizeof *src->depths)))
+        return oct_error_set(e, OCT_EINVAL, "registered planes: [%u][%u][%u] with %u en-face, "
+                                            "slab [%d, %d) added to [%u][%u][%u] with %u, [%d, %d)",
+                             src->L, src->N, src->D, src->q, src->z0, src->z1, dst->L, dst->N,
+                             dst->D, dst->q, dst->z0, dst->z1);
+    if (!src->have_cur)
+        return oct_error_set(e, OCT_ESTATE, "registered planes: none computed to add");
+    size_t n = (src->q + (size_t)(src->z1 > src->z0)) * src->L * src->N;
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(src->cur[i]))
+            dst->sum[i] += src->cur[i], dst->cnt[i]++;
+    dst->volumes++;
+    return OCT_OK;
+}
+
+oct_err oct_register_planes_add(oct_register_planes *p, const float *target, const float *shifts,
+                                oct_error *e)
+{
+    oct_err err = oct_register_planes_compute(p, target, shifts, e);
+    return err ? err : oct_register_planes_accumulate(p, p, e);
 }
 
 void oct_register_planes_get(const oct_register_planes *p, float *enface, float *slab)

@@ -9,7 +9,10 @@
 # all, `reference set` in review takes the reviewed frame and `reference
 # auto` picks a reference after OCTD_REGLIVE_AUTO_K (8) volumes; the status
 # counts the volumes registered (and those skipped while the registration
-# was busy).  BACKEND=cuda runs octd's engine and registration on a GPU.
+# was busy).  Two registration workers (their planes in the volumes' order);
+# the targets come from `octsim replay --commit` (slots filled once, then
+# headers only: the truth by frame_id checks that frame n carries volume n
+# mod V).  BACKEND=cuda runs octd's engine and registration on a GPU.
 # Paced producer, retrying readers: no timing assertion.
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
@@ -42,6 +45,7 @@ cat >"$T/octd.ini" <<EOF
 [engine]
 backend = $BACKEND
 threads = 1
+registration_workers = 2
 [ring]
 frames = $N-frames
 control = $N-control
@@ -58,8 +62,8 @@ EOF
 OCTD=$!
 wait_for 10 '[ "$(st state 2>/dev/null)" = online ]' || fail "octd did not start"
 RATE=$((L * A * 8)) # 8 volumes/s
-replay() { # FILE
-    "$BIN/octsim" replay "$1" --ring "$N-frames" --loop --ascan-rate $RATE --quiet 2>>"$T/replay.log" &
+replay() { # FILE [--commit]
+    "$BIN/octsim" replay "$@" --ring "$N-frames" --loop --ascan-rate $RATE --quiet 2>>"$T/replay.log" &
     SIM=$!
     PIDS+=($SIM)
 }
@@ -79,7 +83,7 @@ stop_replay
 # ---- 2. targets: motion near the truth, registered averages ---------------
 "${CTL[@]}" set reg.average=3 reg.stripe=4 reg.search_xy=0.3 reg.search_z=12 slab.start=5 slab.end=40 \
     >/dev/null || fail "set reg.*" # re-plans against the kept reference
-replay "$T/sim/frames.npy"
+replay "$T/sim/frames.npy" --commit # frame n carries volume n mod V (8 slots)
 "$BIN/octgrab" --endpoint "ipc://$T/pub" --count 40 --timeout 20 --quiet --headers \
     --output "$T/g" >"$T/g.txt" 2>&1 || fail "octgrab: $(tail -3 "$T/g.txt")"
 "$PYTHON" - "$T" $V <<'EOF' || fail "live registration results"

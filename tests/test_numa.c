@@ -538,16 +538,17 @@ START_TEST(ini_keys)
     oct_daemon_config c;
     oct_error e;
     oct_daemon_config_default(&c);
-    ck_assert(c.numa && c.prefault && !c.lock_memory);
+    ck_assert(c.numa && c.prefault && !c.lock_memory && c.registration_workers == 0);
     ck_assert_int_eq(c.timer_slack_ns, 1000);
     ck_assert_int_eq(c.priority, 0);
     const char *ok = "[engine]\nnuma = off\ntimer_slack_ns = 1\nlock_memory = yes\n"
-                     "priority = 50\nprefault = no\n";
+                     "priority = 50\nprefault = no\nregistration_workers = 4\n";
     ck_assert_msg(oct_daemon_config_parse(&c, ok, strlen(ok), "t.ini", &e) == OCT_OK, "%s",
                   e.msg);
     ck_assert(!c.numa && !c.prefault && c.lock_memory);
     ck_assert_int_eq(c.timer_slack_ns, 1);
     ck_assert_int_eq(c.priority, 50);
+    ck_assert_int_eq(c.registration_workers, 4);
     static const struct { const char *text, *words; } bad[] = {
         {"[engine]\npriority = 100\n", "t.ini:2: [engine] priority: '100'"},
         {"[engine]\npriority = -1\n", "[engine] priority: '-1'"},
@@ -555,6 +556,9 @@ START_TEST(ini_keys)
         {"[engine]\nprefault = 2\n", "[engine] prefault: '2'"},
         {"[engine]\nnuma = node1\n", "[engine] numa: 'node1' is not auto or off"},
         {"[engine]\ntimer_slack_ns = 1us\n", "[engine] timer_slack_ns: '1us'"},
+        {"[engine]\nregistration_workers = 9\n", "[engine] registration_workers: '9' is not 0 "
+                                                  "(automatic) or a number of registration "
+                                                  "threads from 1 to 8"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         ck_assert_msg(oct_daemon_config_parse(&c, bad[i].text, strlen(bad[i].text), "t.ini",

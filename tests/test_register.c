@@ -574,12 +574,63 @@ START_TEST(test_cuda_agrees)
                               l, k, sc_[4 * l + k], sg[4 * l + k]);
     }
     ck_assert_msg(diff <= 1, "%d lines differ in validity", diff);
+    /* the window fine path (oct_register_options.fine_window) agrees too */
+    {
+        oct_register_options fo;
+        oct_register_options_default(&fo);
+        fo.fine_window = true;
+        oct_register *rf = NULL;
+        float sf[64 * 4];
+        ck_assert_msg(oct_register_create(&rf, 64, 64, 64, &fo, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
+        ck_assert_int_eq(oct_register_set_reference(rf, sc.ref, &e), OCT_OK);
+        ck_assert_msg(oct_register_volume(rf, sc.tg, sf, &e) == OCT_OK, "%s", e.msg);
+        int dw = 0;
+        for (int l = 0; l < 64; l++) {
+            if (sf[4 * l + 3] != sg[4 * l + 3]) {
+                dw++;
+                continue;
+            }
+            if (sf[4 * l + 3] == 1)
+                for (int k = 0; k < 3; k++)
+                    ck_assert_msg(fabsf(sf[4 * l + k] - sg[4 * l + k]) < 0.01f,
+                                  "line %d axis %d: window %g full %g", l, k, sf[4 * l + k], sg[4 * l + k]);
+        }
+        ck_assert_msg(dw <= 1, "%d lines differ in validity (window vs full)", dw);
+        oct_register_destroy(rf);
+    }
     ck_assert_int_eq(oct_register_surface_line(rc, sc.tg, 10, 12, a, &e), OCT_OK);
     ck_assert_int_eq(oct_register_surface_line(rg, sc.tg, 10, 12, b, &e), OCT_OK);
     double num = 0, den = 0;
     for (int i = 0; i < 64 * 64; i++)
         num += (a[i] - b[i]) * (a[i] - b[i]), den += (double)a[i] * a[i];
     ck_assert_msg(sqrt(num / den) < 2e-4, "surfaces differ: relative L2 %g", sqrt(num / den));
+    /* the coarse stripe surface: CUDA sums the stripe's spectrum from its
+     * lines' 2D spectra, the CPU transforms the zero-padded stripe */
+    ck_assert_int_eq(oct_register_coarse_factor(rc), oct_register_coarse_factor(rg));
+    uint32_t f = oct_register_coarse_factor(rc);
+    size_t n3 = (size_t)64 * (64 / f) * (64 / f);
+    float *sa = malloc(n3 * sizeof *sa), *sb = malloc(n3 * sizeof *sb);
+    ck_assert(sa && sb);
+    for (uint32_t l0 = 0; l0 <= 61; l0 += 61) {
+        ck_assert_int_eq(oct_register_surface_stripe(rc, sc.tg, l0, sa, &e), OCT_OK);
+        ck_assert_msg(oct_register_surface_stripe(rg, sc.tg, l0, sb, &e) == OCT_OK, "%s", e.msg);
+        num = den = 0;
+        for (size_t i = 0; i < n3; i++)
+            num += (sa[i] - sb[i]) * (sa[i] - sb[i]), den += (double)sa[i] * sa[i];
+        ck_assert_msg(sqrt(num / den) < 2e-4, "stripe %u surfaces differ: relative L2 %g", l0,
+                      sqrt(num / den));
+    }
+    free(sa), free(sb);
+    /* a non-finite target value (counted on the device) is named */
+    float *bad = malloc(sizeof(float) * 64 * 64 * 64);
+    ck_assert(bad);
+    memcpy(bad, sc.tg, sizeof(float) * 64 * 64 * 64);
+    bad[((size_t)5 * 64 + 7) * 64 + 9] = NAN;
+    ck_assert_int_eq(oct_register_volume(rg, bad, sg, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "target value at line 5, A-scan 7, depth 9 is not finite"), "%s",
+                  e.msg);
+    free(bad);
+    ck_assert_msg(oct_register_volume(rg, sc.tg, sg, &e) == OCT_OK, "%s", e.msg);
     printf("register cuda (%s): shifts agree with the CPU\n", name);
     oct_register_destroy(rc), oct_register_destroy(rg);
     scene_free(&sc);

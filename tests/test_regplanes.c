@@ -5,7 +5,9 @@
  *  - equal to the planes of the whole reconstruction (oct_register_reconstruct,
  *    averaged here) and to a float64 reconstruction written here with direct
  *    sums (SPEC 10.4's rules; SPEC 7: 1e-4 relative L2, the same NaNs);
- *  - running averages over several targets, reset, and bad input named. */
+ *  - running averages over several targets, reset, and bad input named;
+ *  - computed in two scratch objects and accumulated in order (octd's
+ *    workers): the same averages as add(), bit for bit. */
 #include <check.h>
 #include <math.h>
 #include <stdbool.h>
@@ -253,6 +255,62 @@ START_TEST(test_planes_no_slab)
 }
 END_TEST
 
+/* compute in two scratch objects (two workers), accumulate in order into a
+ * third: the same averages as add(), bit for bit */
+START_TEST(test_planes_two_step)
+{
+    const int L = 20, N = 16, D = 40, V = 4;
+    const int32_t depths[] = {3, 21};
+    const size_t LN = (size_t)L * N;
+    uint64_t s = 21;
+    oct_register_planes *one, *acc, *w[2];
+    oct_error e;
+    ck_assert_int_eq(oct_register_planes_create(&one, L, N, D, depths, 2, 0, 40, &e), OCT_OK);
+    ck_assert_int_eq(oct_register_planes_create(&acc, L, N, D, depths, 2, 0, 40, &e), OCT_OK);
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(oct_register_planes_create(&w[i], L, N, D, depths, 2, 0, 40, &e), OCT_OK);
+    ck_assert_int_eq(oct_register_planes_accumulate(acc, w[0], &e), OCT_ESTATE);
+    float *t[V], *sh[V];
+    for (int v = 0; v < V; v++) {
+        t[v] = random_volume(L, N, D, &s);
+        sh[v] = malloc(sizeof(float) * 4 * L);
+        random_shifts(sh[v], L, 3.0, &s);
+        ck_assert_int_eq(oct_register_planes_add(one, t[v], sh[v], &e), OCT_OK);
+    }
+    for (int v = 0; v < V; v += 2) {
+        ck_assert_int_eq(oct_register_planes_compute(w[0], t[v], sh[v], &e), OCT_OK);
+        ck_assert_int_eq(oct_register_planes_compute(w[1], t[v + 1], sh[v + 1], &e), OCT_OK);
+        ck_assert_int_eq(oct_register_planes_accumulate(acc, w[0], &e), OCT_OK);
+        ck_assert_int_eq(oct_register_planes_accumulate(acc, w[1], &e), OCT_OK);
+    }
+    ck_assert_uint_eq(oct_register_planes_count(acc), V);
+    ck_assert_uint_eq(oct_register_planes_count(w[0]), 0); /* scratch: nothing added */
+    float *a = malloc(sizeof(float) * 3 * LN), *b = malloc(sizeof(float) * 3 * LN);
+    oct_register_planes_get(one, a, a + 2 * LN);
+    oct_register_planes_get(acc, b, b + 2 * LN);
+    size_t fin = 0;
+    for (size_t i = 0; i < 3 * LN; i++) {
+        ck_assert_msg(a[i] == b[i] || (isnan(a[i]) && isnan(b[i])), "pixel %zu: %g vs %g", i,
+                      (double)a[i], (double)b[i]);
+        fin += !isnan(a[i]);
+    }
+    ck_assert(fin > LN);
+    /* other planes: named */
+    oct_register_planes *other;
+    const int32_t d2[] = {3, 22};
+    ck_assert_int_eq(oct_register_planes_create(&other, L, N, D, d2, 2, 0, 40, &e), OCT_OK);
+    ck_assert_int_eq(oct_register_planes_compute(other, t[0], sh[0], &e), OCT_OK);
+    ck_assert_int_eq(oct_register_planes_accumulate(acc, other, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "registered planes: [20][16][40] with 2 en-face"), "%s", e.msg);
+    oct_register_planes_destroy(other);
+    for (int v = 0; v < V; v++)
+        free(t[v]), free(sh[v]);
+    free(a), free(b);
+    oct_register_planes_destroy(one), oct_register_planes_destroy(acc);
+    oct_register_planes_destroy(w[0]), oct_register_planes_destroy(w[1]);
+}
+END_TEST
+
 START_TEST(test_planes_bad_input)
 {
     oct_register_planes *p = (void *)1;
@@ -278,6 +336,7 @@ int main(void)
     tcase_add_test(tc, test_planes_inside);
     tcase_add_test(tc, test_planes_edges);
     tcase_add_test(tc, test_planes_no_slab);
+    tcase_add_test(tc, test_planes_two_step);
     tcase_add_test(tc, test_planes_bad_input);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -513,7 +513,7 @@ const char *const *octbench_only_names(void)
     static const char *names[64 + sizeof workloads / sizeof workloads[0]] = {
         "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan",
         /* bench_register.c, bench_angio.c */
-        "register", "register-512", "angio", "angio-bscan", "angio-align", "angio-engine",
+        "register", "register-512", "register-live", "angio", "angio-bscan", "angio-align", "angio-engine",
         "angio-slab", "angio-volume", "angio-physics",
         /* bench_e2e.c (and a GPU stream workload) */
         "volume-klin-disp"};

@@ -7,8 +7,11 @@
  *   SNR       mean of 10 registered volumes >= 2.5 x the SNR of one volume
  *   speed     CPU 128^3 <= 2 s per volume; GPU 512^3 <= 100 ms (device time)
  * `register` runs the accuracy scenes at 128^3 (--quick: 64^3) and times
- * them; `register-512` times 512^3 volumes (meant for a GPU). */
+ * them; `register-512` times 512^3 volumes (meant for a GPU); `register-live`
+ * the live shape (200x192x1024 u16 frames: [192][200][513] intensities) on
+ * 1..4 handles in as many threads, as octd's registration workers. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,8 +174,192 @@ static void json(const octbench_opts *o, const char *name, double value, const c
     }
 }
 
+/* ---- register-live: throughput of W handles on W threads ---- */
+typedef struct live_thread {
+    const octbench_opts *o;
+    const motion_cfg *c;
+    const float *ref, *const *tg;
+    uint32_t V, count;        /* targets, volumes to register */
+    bool window;              /* oct_register_options.fine_window (A/B) */
+    pthread_barrier_t *bar;
+    float *sh;                /* [V][L][4]: the shifts of each target (the last time) */
+    double t0, t1;            /* after the barrier, at the end */
+    oct_register_times tsum;
+    double wall_sum;
+    int rc;
+    char err[256];
+} live_thread;
+
+static void *live_main(void *arg)
+{
+    live_thread *t = arg;
+    const motion_cfg *c = t->c;
+    oct_register *r = NULL;
+    oct_error e = {{0}};
+    oct_register_options ro;
+    oct_register_options_default(&ro);
+    ro.threads = t->o->threads;
+    ro.fine_window = t->window;
+    t->rc = oct_register_create(&r, c->L, c->N, c->D, &ro, t->o->backend, &e) ||
+            oct_register_set_reference(r, t->ref, &e);
+    if (!t->rc) /* warm: the first volume plans cuFFT's work areas */
+        t->rc = oct_register_volume(r, t->tg[0], t->sh, &e) != OCT_OK;
+    pthread_barrier_wait(t->bar);
+    t->t0 = now_ms();
+    for (uint32_t i = 0; !t->rc && i < t->count; i++) {
+        uint32_t v = i % t->V;
+        double w0 = now_ms();
+        t->rc = oct_register_volume(r, t->tg[v], t->sh + (size_t)v * 4 * c->L, &e) != OCT_OK;
+        t->wall_sum += now_ms() - w0;
+        oct_register_times tm;
+        oct_register_last_times(r, &tm);
+        t->tsum.upload_ms += tm.upload_ms, t->tsum.prep_ms += tm.prep_ms;
+        t->tsum.coarse_ms += tm.coarse_ms, t->tsum.fine_ms += tm.fine_ms, t->tsum.total_ms += tm.total_ms;
+    }
+    t->t1 = now_ms();
+    if (t->rc)
+        snprintf(t->err, sizeof t->err, "%.200s", e.msg);
+    oct_register_destroy(r);
+    return NULL;
+}
+
+static int register_live(const octbench_opts *o)
+{
+    motion_cfg c;
+    motion_cfg_default(&c);
+    c.L = 192, c.N = 200, c.D = 513; /* 200 A-scans x 192 lines x 1024 samples */
+    const uint32_t V = 4, per = o->reps > 0 ? (uint32_t)o->reps : o->quick ? 2 : 20;
+    const size_t vol = (size_t)c.L * c.N * c.D;
+    printf("octbench register-live: %u x %u x %u volumes (200x192x1024 u16 frames), %u targets "
+           "with simulated motion\n", c.L, c.N, c.D, V);
+    motion_sample s;
+    float *ref = malloc(sizeof(float) * vol), *tg[4] = {0}, *truth = malloc(sizeof(float) * 4 * c.L * V);
+    int rc = 1;
+    oct_engine *eng = NULL;
+    bool ok = ref && truth && !motion_sample_make(&s, &c, motion_margin(&c));
+    for (uint32_t v = 0; ok && v < V; v++)
+        ok = (tg[v] = malloc(sizeof(float) * vol)) != NULL;
+    if (!ok) {
+        fprintf(stderr, "octbench register-live: out of memory\n");
+        goto out;
+    }
+    motion_acquire(&s, NULL, 1, ref, NULL);
+    for (uint32_t v = 0; v < V; v++) {
+        motion_traj t;
+        motion_traj_make(&t, &c, v + 1);
+        motion_acquire(&s, &t, v + 2, tg[v], truth + (size_t)v * 4 * c.L);
+    }
+    motion_sample_free(&s);
+    /* the targets in pinned (registered) memory, as octd's product buffers:
+     * a small CUDA engine registers them */
+    if (o->backend != OCT_BACKEND_CPU) {
+        oct_setup su;
+        oct_setup_default(&su);
+        su.geom = (oct_geometry){64, 8, 2, OCT_SAMPLE_U16, 0};
+        su.backend = OCT_BACKEND_CUDA;
+        oct_params p;
+        oct_params_default(&p);
+        oct_error e;
+        int pinned = 0;
+        if (oct_engine_create(&eng, &su, &p, &e) == OCT_OK)
+            for (uint32_t v = 0; v < V; v++)
+                pinned += oct_engine_register_host(eng, tg[v], sizeof(float) * vol, &e) == OCT_OK;
+        printf("  targets in %s host memory\n", pinned == (int)V ? "registered (pinned)" : "pageable");
+    }
+    float *sh1 = NULL;
+    /* 1..4 handles, then 1 and 4 with the window fine path (A/B) */
+    static const struct { int W; bool window; } runs[] = {{1, false}, {2, false}, {3, false},
+                                                          {4, false}, {1, true}, {4, true}};
+    for (size_t ri = 0; ri < sizeof runs / sizeof *runs; ri++) {
+        const int W = runs[ri].W;
+        const bool window = runs[ri].window;
+        if (window && o->backend == OCT_BACKEND_CPU)
+            break; /* a CUDA option */
+        live_thread th[4];
+        pthread_t id[4];
+        pthread_barrier_t bar;
+        pthread_barrier_init(&bar, NULL, (unsigned)W);
+        for (int w = 0; w < W; w++) {
+            th[w] = (live_thread){o, &c, ref, (const float *const *)tg, V, per, window, &bar,
+                                  calloc((size_t)V * 4 * c.L, sizeof(float)), 0, 0, {0, 0, 0, 0, 0}, 0, 0, {0}};
+            if (!th[w].sh || pthread_create(&id[w], NULL, live_main, &th[w])) {
+                fprintf(stderr, "octbench register-live: no thread\n");
+                exit(1);
+            }
+        }
+        double t0 = INFINITY, t1 = 0, wall = 0;
+        oct_register_times ts;
+        memset(&ts, 0, sizeof ts);
+        int err = 0, differ = 0;
+        for (int w = 0; w < W; w++) {
+            pthread_join(id[w], NULL);
+            if (th[w].rc) {
+                fprintf(stderr, "octbench register-live: %s\n", th[w].err);
+                err = 1;
+            }
+            t0 = fmin(t0, th[w].t0), t1 = fmax(t1, th[w].t1), wall += th[w].wall_sum;
+            ts.upload_ms += th[w].tsum.upload_ms, ts.prep_ms += th[w].tsum.prep_ms;
+            ts.coarse_ms += th[w].tsum.coarse_ms, ts.fine_ms += th[w].tsum.fine_ms;
+            ts.total_ms += th[w].tsum.total_ms;
+        }
+        pthread_barrier_destroy(&bar);
+        if (err)
+            goto out;
+        /* the same shifts from every handle (NaN == NaN) */
+        if (!sh1) {
+            sh1 = th[0].sh, th[0].sh = NULL;
+        }
+        for (int w = 0; w < W; w++)
+            for (size_t i = 0; th[w].sh && i < (size_t)V * 4 * c.L; i++)
+                differ += !(th[w].sh[i] == sh1[i] || (isnan(th[w].sh[i]) && isnan(sh1[i])));
+        double n = (double)W * per, sec = (t1 - t0) / 1e3;
+        printf("  %s%d handle%s on %d thread%s: %.0f volumes in %.2f s = %.1f volumes/s; per volume "
+               "%.1f ms wall (upload %.1f, prep %.1f, coarse %.1f, fine %.1f; stream total %.1f); "
+               "shifts differing from one handle's: %d\n",
+               window ? "fine_window: " : "", W, W > 1 ? "s" : "", W, W > 1 ? "s" : "", n, sec, n / sec,
+               wall / n, ts.upload_ms / n,
+               ts.prep_ms / n, ts.coarse_ms / n, ts.fine_ms / n, ts.total_ms / n, differ);
+        char key[32];
+        snprintf(key, sizeof key, "register-live-w%d%s", W, window ? "-window" : "");
+        json(o, key, n / sec, "volumes/s");
+        for (int w = 0; w < W; w++)
+            free(th[w].sh);
+    }
+    /* accuracy at this shape, against the truth */
+    int nv = 0, good = 0, sacc = 0, flagged = 0;
+    for (uint32_t v = 0; v < V; v++)
+        for (uint32_t l = 0; l < c.L; l++) {
+            const float *x = sh1 + ((size_t)v * c.L + l) * 4, *w = truth + ((size_t)v * c.L + l) * 4;
+            if (w[3] == 0) {
+                sacc++, flagged += x[3] == 0;
+                continue;
+            }
+            if (x[3] == 0)
+                continue;
+            nv++;
+            good += fabs(x[0] - w[0]) <= 0.5 && fabs(x[2] - w[2]) <= 0.5 && fabs(x[1] - w[1]) <= 1.0;
+        }
+    printf("  accuracy (%u targets): %.2f %% of %d valid B-scans within 0.5 px (dx, dz) and 1 px (dy); "
+           "%d of %d lines without a true match flagged\n", V, nv ? 100.0 * good / nv : 0.0, nv,
+           flagged, sacc);
+    free(sh1);
+    rc = 0;
+out:
+    if (eng) {
+        for (uint32_t v = 0; v < V; v++)
+            oct_engine_unregister_host(eng, tg[v]);
+        oct_engine_destroy(eng);
+    }
+    free(ref), free(truth);
+    for (uint32_t v = 0; v < V; v++)
+        free(tg[v]);
+    return rc;
+}
+
 int octbench_register(const octbench_opts *o)
 {
+    if (!strcmp(o->only, "register-live"))
+        return register_live(o);
     bool big = !strcmp(o->only, "register-512");
     uint32_t n = big ? 512 : o->quick ? 64 : 128;
     motion_cfg c;
