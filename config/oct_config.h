@@ -73,6 +73,13 @@ typedef struct oct_daemon_config {
     bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
     int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
     bool prefault;              /* true: buffers' pages touched when allocated */
+    /* [publish] the fan-out's own resources (issue 21: churning subscribers) */
+    int pub_sndbuf;             /* sndbuf: each subscriber connection's kernel send buffer,
+                                 * bytes (ZMQ_SNDBUF); 0 = the system's default */
+    int pub_io_threads;         /* io_threads: ZeroMQ I/O threads; 0 = one per 4 cores, 2..4 */
+    int pub_nice;               /* nice: the publisher and ZeroMQ threads this much nicer
+                                 * than octd (0..19) */
+    char pub_cpus[128];         /* cpus: CPU list they run on; "" = wherever octd may */
 } oct_daemon_config;
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };

@@ -580,7 +580,9 @@ static void do_reload(octd *d)
         octd_log(LOG_WARNING, "reload: a new [metrics] listen takes effect at the next start");
         memcpy(cfg.metrics_listen, d->cfg.metrics_listen, sizeof cfg.metrics_listen);
     }
-    bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count;
+    bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count ||
+                       cfg.pub_sndbuf != d->cfg.pub_sndbuf || cfg.pub_io_threads != d->cfg.pub_io_threads ||
+                       cfg.pub_nice != d->cfg.pub_nice || strcmp(cfg.pub_cpus, d->cfg.pub_cpus) != 0;
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {

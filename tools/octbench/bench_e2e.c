@@ -29,6 +29,7 @@
  * C churning ones (each re-connects every 200 ms), and with policy all one
  * paced at 90 % of the rate without them; the ratios are printed.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -183,6 +184,7 @@ typedef struct producer {
     /* commit producer: headers only after the first fill */
     bool commit;
     const _Atomic uint64_t *rx_id; /* unpaced commit: last frame id received, +1 */
+    oct_status *st;                /* ... or (--window octd) octd's last published frame */
     uint64_t window;               /* ... and stay at most this far ahead of it */
 } producer;
 
@@ -207,6 +209,19 @@ static void producer_fill(producer *p, uint32_t slots)
     }
 }
 
+/* The frame the unpaced commit producer stays a window ahead of: the last
+ * one the subscriber received (default), or with --window octd the last one
+ * octd published (its status block), so that what delays the subscriber
+ * (another process short of CPU, churning peers on its ZeroMQ I/O thread)
+ * shows in its latency, not in octd's rate. */
+static uint64_t window_base(producer *p)
+{
+    if (!p->st)
+        return atomic_load(p->rx_id);
+    oct_status_block b;
+    return oct_status_read(p->st, &b) == OCT_OK ? b.last_frame_id + 1 : 0;
+}
+
 static void *producer_thread(void *arg)
 {
     producer *p = arg;
@@ -224,7 +239,7 @@ static void *producer_thread(void *arg)
         } else if (p->commit && p->rx_id) {
             /* as fast as octd takes them, a bounded distance ahead (2 ms at most:
              * octd may skip or drop frames the subscriber then never sees) */
-            for (int i = 0; i < 100 && p->next_id > atomic_load(p->rx_id) + p->window &&
+            for (int i = 0; i < 100 && p->next_id > window_base(p) + p->window &&
                             !atomic_load(&p->stop); i++)
                 sleep_ms(0.02);
         }
@@ -493,6 +508,48 @@ static double proc_cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
+const char *const octd_thread_groups[OCTD_THREAD_GROUPS] = {"frame loop", "publisher",
+                                                             "ZeroMQ", "engine/other"};
+
+void octd_thread_cpu(double out[OCTD_THREAD_GROUPS])
+{
+    memset(out, 0, OCTD_THREAD_GROUPS * sizeof *out);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)octd_pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[384], comm[32] = "", buf[1024];
+        snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "%s/%s/stat", dir, de->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *p = strrchr(buf, ')');
+        unsigned long ut = 0, stm = 0;
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stm) != 2)
+            continue;
+        int g = atoi(de->d_name) == (int)octd_pid   ? 0
+                : !strncmp(comm, "octd-publish", 12) ? 1
+                : !strncmp(comm, "ZMQbg", 5)         ? 2
+                                                     : 3;
+        out[g] += (double)(ut + stm) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (d)
+        closedir(d);
+}
+
 static void status_now(oct_status *st, oct_status_block *b)
 {
     if (oct_status_read(st, b) != OCT_OK)
@@ -535,14 +592,22 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
 
     producer_phase_start(pr, rate);
     sleep_ms(warm_s * 1000);
-    double cpu0 = proc_cpu_s(octd_pid);
+    double cpu0 = proc_cpu_s(octd_pid), th0[OCTD_THREAD_GROUPS], th1[OCTD_THREAD_GROUPS];
+    octd_thread_cpu(th0);
+    oct_status_block w0, w1;
+    status_now(st, &w0);
     uint64_t t0 = now_rt();
     pthread_mutex_lock(&sub->mu);
     sub->win_lo = t0;
     pthread_mutex_unlock(&sub->mu);
     sleep_ms(meas_s * 1000);
     uint64_t t1 = now_rt();
+    status_now(st, &w1);
     r->octd_cpu_s = proc_cpu_s(octd_pid) - cpu0;
+    octd_thread_cpu(th1);
+    for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
+        r->cpu_thread_s[g] = th1[g] - th0[g];
+    r->octd_fps = (double)(w1.frames_processed - w0.frames_processed) / ((double)(t1 - t0) / 1e9);
     pthread_mutex_lock(&sub->mu);
     sub->win_hi = t1;
     pthread_mutex_unlock(&sub->mu);
@@ -755,14 +820,20 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         snprintf(keys + l, sizeof keys - l, "%.*s\n", (int)n, k);
         k += n + (k[n] == ',');
     }
+    char pkeys[1024] = ""; /* --publish-keys: the same for [publish] */
+    for (const char *k = o->publish_keys; k && *k;) {
+        size_t n = strcspn(k, ","), l = strlen(pkeys);
+        snprintf(pkeys + l, sizeof pkeys - l, "%.*s\n", (int)n, k);
+        k += n + (k[n] == ',');
+    }
     tl = snprintf(text, sizeof text,
              "[engine]\nbackend = %s\nthreads = %d\n%s%s%s%s[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
-             "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n[profile]\npath = %s\n"
+             "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n%s[profile]\npath = %s\n"
              "[log]\nlevel = info\n",
              backend, o->threads, keys, devices ? "devices = " : "", devices ? devices : "",
              devices ? "\n" : "", ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
              o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint,
-             o->sndhwm > 0 ? o->sndhwm : 16, prof);
+             o->sndhwm > 0 ? o->sndhwm : 16, pkeys, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;
 
@@ -850,6 +921,8 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
+    if (o->window_octd)
+        pr.st = st;
     /* slow joiner: the subscription must reach the PUB socket; and one
      * untimed frame through octd (engine warm-up, pinned pools) */
     for (int i = 0; i < 6; i++) {
