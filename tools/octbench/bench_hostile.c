@@ -261,7 +261,8 @@ int octbench_hostile_child(const octbench_opts *o)
 
 /* After octd stopped: its publisher's exit line (what the frame loop handed
  * to ZeroMQ, skipped as unwanted, and the subscription changes the
- * publisher thread handled over the whole run, all phases). */
+ * publisher thread handled over the whole run, all phases), its [publish]
+ * settings line, and whether the frame loop had to send copies. */
 void print_publisher_counts(const char *log, const char *wname)
 {
     FILE *f = fopen(log, "r");
@@ -269,6 +270,11 @@ void print_publisher_counts(const char *log, const char *wname)
     while (f && fgets(line, sizeof line, f)) {
         const char *p = strstr(line, "publisher: the frame loop handed");
         if (p)
+            printf("# %s hostile, octd's %s", wname, p);
+        /* the frame loop copied images: stalled peers held every pooled buffer */
+        else if ((p = strstr(line, "product buffers are held")) != NULL)
+            printf("# %s hostile, octd: all %s", wname, p);
+        else if ((p = strstr(line, "publisher: ")) != NULL && strstr(line, "I/O threads"))
             printf("# %s hostile, octd's %s", wname, p);
     }
     if (f)
