@@ -848,7 +848,8 @@ static int run(octd *d)
     /* The frame loop polls the ring and the device with sleeps of tens of
      * microseconds; the default 50 us timer slack would stretch each and
      * show up as latency.  Threads created later (ZeroMQ, OpenMP, engine
-     * workers) inherit it and the scheduling policy ([engine] keys). */
+     * workers) inherit it and the scheduling policy ([engine] keys); the
+     * publisher's threads run at SCHED_OTHER (publish.c, issue 21). */
     octd_rt_timer_slack(d->cfg.timer_slack_ns);
     if (d->cfg.lock_memory)
         octd_rt_lock_memory();

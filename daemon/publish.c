@@ -340,6 +340,24 @@ static void *new_socket(octd_pub *p, int type, const char *what, int sndhwm, int
     return s;
 }
 
+/* Attributes of the fan-out's threads: SCHED_OTHER whatever the caller
+ * runs at.  octd_pub_create runs on the frame loop, which [engine] priority
+ * may have put at SCHED_FIFO, and threads inherit their creator's policy:
+ * ZeroMQ's I/O threads handling a churning crowd at the frame loop's own
+ * real-time priority would hold its core until they block (issue 21). */
+static bool fan_out_attr(pthread_attr_t *a)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_attr_init(a) != 0)
+        return false;
+    if (pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED) != 0 ||
+        pthread_attr_setschedpolicy(a, SCHED_OTHER) != 0 || pthread_attr_setschedparam(a, &sp) != 0) {
+        pthread_attr_destroy(a);
+        return false;
+    }
+    return true;
+}
+
 typedef struct first_socket {
     octd_pub *p;
     int hwm, nice;
@@ -401,6 +419,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
                                                  : (int)(ncpu / 4);
     zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, io); /* before the first socket */
     oct_err bad = OCT_EIO;
+    pthread_attr_t normal;
+    bool have_attr = false;
     if (cfg->pub_cpus[0] && (bad = pin_cpus(p, cfg, e)) != OCT_OK)
         goto fail;
     bad = OCT_EIO;
@@ -417,14 +437,19 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
     /* ZeroMQ starts its I/O threads and reaper with the context's first
-     * socket, and they inherit the nice value of the thread that makes it:
-     * with [publish] nice, a short-lived thread that much nicer makes it. */
+     * socket, and they inherit the policy and nice value of the thread that
+     * makes it: a short-lived SCHED_OTHER thread, [publish] nice nicer. */
     first_socket fs = {.p = p, .hwm = hwm, .nice = p->nice};
+    have_attr = fan_out_attr(&normal);
     pthread_t starter;
-    if (p->nice > 0 && pthread_create(&starter, NULL, first_socket_main, &fs) == 0)
+    if (have_attr && pthread_create(&starter, &normal, first_socket_main, &fs) == 0) {
         pthread_join(starter, NULL);
-    else
+    } else {
+        octd_log(LOG_WARNING, "publisher: no thread to start ZeroMQ's from: they run at the "
+                 "caller's priority");
+        fs.nice = 0; /* never renice the caller */
         first_socket_main(&fs);
+    }
     if (fs.nice_err)
         octd_log(LOG_WARNING, "publisher: [publish] nice = %d: %s: ZeroMQ's threads run at "
                  "octd's priority", p->nice, strerror(fs.nice_err));
@@ -492,15 +517,19 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     /* nobody subscribed yet: every flag false (calloc) */
     atomic_store(&p->ntopics, STATUS_TOPIC + 1);
     p->known = STATUS_TOPIC + 1;
-    int rc = pthread_create(&p->thread, NULL, proxy_main, p);
+    int rc = pthread_create(&p->thread, have_attr ? &normal : NULL, proxy_main, p);
     if (rc != 0) {
         oct_error_set(e, OCT_EIO, "publisher: cannot start its thread: %s", strerror(rc));
         goto fail;
     }
     p->thread_started = true;
+    if (have_attr)
+        pthread_attr_destroy(&normal);
     *out = p;
     return OCT_OK;
 fail:
+    if (have_attr)
+        pthread_attr_destroy(&normal);
     octd_pub_destroy(p);
     return bad;
 }

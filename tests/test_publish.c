@@ -7,7 +7,8 @@
  * change what it sends, a lagging publisher thread costs counted drops,
  * never a wait, shutdown with a stalled subscriber releases every
  * reference and does not hang, a bad endpoint is named, and [publish]
- * io_threads / nice / cpus reach the publisher's threads and only those.
+ * io_threads / nice / cpus reach the publisher's threads and only those,
+ * which never inherit the frame loop's real-time policy.
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
@@ -628,15 +629,17 @@ START_TEST(thread_options_applied)
         na = list_threads(after, 256);
         for (int i = 0; i < na && !publisher; i++) {
             char name[32];
+            cpu_set_t set;
             errno = 0;
             publisher = thread_name(after[i], name, sizeof name) &&
                         !strcmp(name, "octd-publish") &&
-                        getpriority(PRIO_PROCESS, (id_t)after[i]) != nice0 && errno == 0;
+                        getpriority(PRIO_PROCESS, (id_t)after[i]) != nice0 && errno == 0 &&
+                        sched_getaffinity(after[i], sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
         }
         if (!publisher)
             sleep_ms(tries < 20 ? 5 : 25);
     }
-    ck_assert_msg(publisher, "no publisher thread at nice %d + 7", nice0);
+    ck_assert_msg(publisher, "no publisher thread at nice %d + 7 on one CPU", nice0);
     publisher = 0;
     for (int i = 0; i < na; i++) {
         bool old = false;
@@ -678,6 +681,53 @@ START_TEST(thread_options_applied)
     ck_assert_str_eq(topic, "status");
     zmq_close(sub);
     zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+}
+END_TEST
+
+/* The fan-out's threads run at SCHED_OTHER even when the frame loop that
+ * creates the publisher runs at SCHED_FIFO ([engine] priority): ZeroMQ's
+ * I/O threads busy with a churning crowd must not hold its core. */
+START_TEST(fan_out_never_real_time)
+{
+    struct sched_param sp = {.sched_priority = 1};
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0) {
+        printf("SKIP fan_out_never_real_time: SCHED_FIFO is not permitted here\n");
+        return;
+    }
+    pid_t before[256], after[256];
+    int nb = list_threads(before, 256);
+    octd_pub *p;
+    oct_error e;
+    oct_err rc = octd_pub_create(&p, &cfg, &e);
+    sp.sched_priority = 0;
+    ck_assert_int_eq(pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp), 0);
+    ck_assert_msg(rc == OCT_OK, "%s", e.msg);
+    int na = 0, fresh = 0;
+    bool publisher = false;
+    for (int tries = 0; tries < 400 && !publisher; tries++) {
+        na = list_threads(after, 256);
+        for (int i = 0; i < na && !publisher; i++) {
+            char name[32];
+            publisher = thread_name(after[i], name, sizeof name) && !strcmp(name, "octd-publish");
+        }
+        if (!publisher)
+            sleep_ms(tries < 20 ? 5 : 25);
+    }
+    ck_assert_msg(publisher, "no publisher thread");
+    for (int i = 0; i < na; i++) {
+        bool old = false;
+        for (int j = 0; j < nb && !old; j++)
+            old = after[i] == before[j];
+        char name[32];
+        if (old || !thread_name(after[i], name, sizeof name))
+            continue;
+        fresh++;
+        int pol = sched_getscheduler(after[i]);
+        ck_assert_msg(pol == SCHED_OTHER, "thread %s: policy %d, expected SCHED_OTHER", name, pol);
+    }
+    ck_assert_int_ge(fresh, 4); /* 2 I/O threads, the reaper, the publisher thread */
+    send_status(p);
     octd_pub_destroy(p);
 }
 END_TEST
@@ -737,6 +787,7 @@ int main(void)
     tcase_add_test(tc, bad_endpoint_named);
     tcase_add_test(tc, thread_options_applied);
     tcase_add_test(tc, cpus_not_allowed_named);
+    tcase_add_test(tc, fan_out_never_real_time);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

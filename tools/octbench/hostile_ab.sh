@@ -9,7 +9,9 @@
 # e.g. hostile_ab.sh /tmp/ab 3 "before|--hostile-in-process" "child|" \
 #        "nice|--publish-keys nice=10" -- --e2e --only bscan --producer commit --hostile 50:100
 # OCTBENCH (default: octbench beside this script's ../../bin, else on PATH)
-# is the binary.  Each run's output stays in OUTDIR/LABEL.N.txt.
+# is the binary; ARGS may begin with NAME=VALUE words, set in octbench's
+# environment (OCTBENCH_OCTD=OLD/bin/octd: another build's octd).  Each
+# run's output stays in OUTDIR/LABEL.N.txt.
 set -u
 [ $# -ge 4 ] || { sed -n '2,14p' "$0" >&2; exit 2; }
 out=$1 runs=$2
@@ -24,9 +26,13 @@ OCTBENCH=${OCTBENCH:-$here/../../bin/octbench}
 mkdir -p "$out" || exit 1
 for r in $(seq 1 "$runs"); do
     for c in "${cfgs[@]}"; do
-        label=${c%%|*} args=${c#*|}
-        # shellcheck disable=SC2086 # ARGS are words
-        "$OCTBENCH" "$@" $args >"$out/$label.$r.txt" 2>&1 ||
+        label=${c%%|*} vars=() args=()
+        # shellcheck disable=SC2206 # ARGS are words; leading NAME=VALUE ones are environment
+        words=(${c#*|})
+        for w in "${words[@]}"; do
+            if [ ${#args[@]} -eq 0 ] && [[ $w =~ ^[A-Za-z_][A-Za-z_0-9]*= ]]; then vars+=("$w"); else args+=("$w"); fi
+        done
+        env "${vars[@]}" "$OCTBENCH" "$@" "${args[@]}" >"$out/$label.$r.txt" 2>&1 ||
             echo "hostile_ab.sh: $label run $r: octbench exit $? (see $out/$label.$r.txt)" >&2
         echo "$(date -u +%FT%TZ) $label run $r, load $(cut -d' ' -f1-3 /proc/loadavg)"
     done
