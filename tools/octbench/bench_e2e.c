@@ -23,11 +23,14 @@
  * the table shows octd's own ceiling.  Unpaced, `commit` stays at most half
  * the ring ahead of the last frame the subscriber received (else it would
  * lap the ring millions of times a second and every frame would be torn).
- * --hostile S:C (issue 21.2): per item an unpaced phase without and one with
- * S stalled subscribers (connected, never read; the first with ZeroMQ's
- * default options, the others RCVHWM 16 to bound this process's memory) and
- * C churning ones (each re-connects every 200 ms), and with policy all one
- * paced at 90 % of the rate without them; the ratios are printed.
+ * --hostile S:C (issue 21.2): per item an unpaced phase and (policy all) one
+ * paced at 90 % of its rate, each without and then with S stalled
+ * subscribers (connected, never read; the first with ZeroMQ's default
+ * options, the others RCVHWM 16 to bound their memory) and C churning ones
+ * (each re-connects every 200 ms), run in a child process (bench_hostile.c);
+ * the ratios, octd's own rate and its CPU per frame by thread are printed.
+ * --window octd: the unpaced commit producer follows octd's last published
+ * frame (status block) instead of the subscriber's last received one.
  */
 #include <dirent.h>
 #include <errno.h>
