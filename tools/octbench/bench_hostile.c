@@ -181,14 +181,19 @@ static bool child_start(hostile *h, const octbench_opts *o, const char *endpoint
         dup2(in[0], 0);
         dup2(out[1], 1);
         close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        /* between fork and exec of a threaded process: no stdio, no malloc */
+        static const char pin_msg[] = "octbench: --hostile-cpus: cannot pin the hostile "
+                                      "subscribers there (CPUs not allowed?)\n";
+        static const char nice_msg[] = "octbench: --hostile-nice: refused\n";
+        static const char exec_msg[] = "octbench: cannot exec itself for --hostile-child\n";
         cpu_set_t set;
         if (o->hostile_cpus && parse_cpus(o->hostile_cpus, &set) &&
             sched_setaffinity(0, sizeof set, &set) != 0)
-            fprintf(stderr, "octbench: --hostile-cpus %s: %s\n", o->hostile_cpus, strerror(errno));
+            (void)!write(2, pin_msg, sizeof pin_msg - 1);
         if (o->hostile_nice && setpriority(PRIO_PROCESS, 0, o->hostile_nice) != 0)
-            fprintf(stderr, "octbench: --hostile-nice %d: %s\n", o->hostile_nice, strerror(errno));
+            (void)!write(2, nice_msg, sizeof nice_msg - 1);
         execl(exe, exe, "--hostile-child", endpoint, "--hostile", sc, (char *)NULL);
-        fprintf(stderr, "octbench: exec %s: %s\n", exe, strerror(errno));
+        (void)!write(2, exec_msg, sizeof exec_msg - 1);
         _exit(127);
     }
     close(in[0]);
