@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "bench.h"
 #include "oct_ipc.h"
@@ -51,8 +52,15 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
 void print_phase(const workload *w, const char *backend, const char *prod,
                  const char *policy, const char *subs, const phase_result *r, FILE *json);
 
-/* octd's CPU seconds per thread group (octd_thread_groups), from /proc. */
-void octd_thread_cpu(double out[OCTD_THREAD_GROUPS]);
+/* bench_octd.c: the octd child (fork/exec, octd --config INI, output to
+ * LOG), SIGTERM then SIGKILL after 10 s (its exit status, -1 if killed), its
+ * log on stderr; its CPU seconds in all and per thread group
+ * (octd_thread_groups), from /proc (0 if unknown). */
+pid_t start_octd(const char *octd_path, const char *ini, const char *log);
+int stop_octd(pid_t pid);
+void print_log_tail(const char *log);
+double octd_cpu_s(pid_t pid);
+void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS]);
 
 /* bench_hostile.c */
 void print_publisher_counts(const char *log, const char *wname);
