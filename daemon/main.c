@@ -586,26 +586,25 @@ static void do_reload(octd *d)
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {
-        /* The old sockets hold the ports: close them first, and go back to
-         * the old endpoints if the new ones cannot be bound.  New ipc://
-         * endpoints are claimed first (endpoint.c); ours stay ours. */
+        /* The old sockets hold the ports and ipc:// paths (claiming an
+         * ipc:// path we still listen on is refused as another's): close
+         * them first, and go back to the old endpoints if the new ones
+         * cannot be claimed or bound. */
         octd_endpoints *eps = NULL;
-        octd_endpoints_release(d->endpoints);
-        d->endpoints = NULL;
-        if (octd_endpoints_claim(&eps, &cfg, &e) != OCT_OK) {
-            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
-            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
-                octd_log(LOG_ERR, "%s", e.msg);
-            for (int i = 0; i < neng; i++)
-                oct_engine_destroy(engs[i]);
-            goto out;
-        }
-        d->endpoints = eps;
         octd_pub_destroy(d->pub);
         d->pub = NULL;
-        if (octd_pub_create(&d->pub, &cfg, &e) != OCT_OK) {
+        octd_endpoints_release(d->endpoints);
+        d->endpoints = NULL;
+        bool pub_ok = octd_endpoints_claim(&eps, &cfg, &e) == OCT_OK;
+        if (pub_ok) {
+            d->endpoints = eps;
+            if (!(pub_ok = octd_pub_create(&d->pub, &cfg, &e) == OCT_OK)) {
+                octd_endpoints_release(d->endpoints);
+                d->endpoints = NULL;
+            }
+        }
+        if (!pub_ok) {
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
-            octd_endpoints_release(d->endpoints);
             if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
                 octd_log(LOG_ERR, "%s", e.msg);
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
