@@ -30,6 +30,7 @@ enum ini_key {
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_CUDA_GRAPH,
     K_REG_WORKERS,
+    K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS,
     K_COUNT
 };
 
@@ -50,6 +51,8 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_PREFAULT] = {"engine", "prefault"},
     [K_CUDA_GRAPH] = {"engine", "cuda_graph"},
     [K_REG_WORKERS] = {"engine", "registration_workers"},
+    [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
+    [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -417,6 +420,29 @@ static int set_value(ini_ctx *x, int k, const char *v)
                             "[%s] %s: '%s' is not PORT or HOST:PORT (an IPv4 address or "
                             "localhost, port 1 to 65535; empty = off)",
                             sec, key, v), 0;
+        return 1;
+    case K_PUB_SNDBUF:
+        if (!parse_int(v, 0, 1 << 26, &c->pub_sndbuf) || (c->pub_sndbuf > 0 && c->pub_sndbuf < 4096))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (the system's default) or "
+                            "a number of bytes from 4096 to 67108864", sec, key, v), 0;
+        return 1;
+    case K_PUB_IO_THREADS:
+        if (!parse_int(v, 0, 64, &c->pub_io_threads))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (one per 4 cores, 2 to 4) "
+                            "or an integer from 1 to 64", sec, key, v), 0;
+        return 1;
+    case K_PUB_NICE:
+        if (!parse_int(v, 0, 19, &c->pub_nice))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not an integer from 0 to 19", sec,
+                            key, v), 0;
+        return 1;
+    case K_PUB_CPUS:
+        /* the syntax here; octd checks the CPUs against those it may use */
+        if (strlen(v) >= sizeof c->pub_cpus || strspn(v, "0123456789-,") != strlen(v) ||
+            (*v && (!isdigit((unsigned char)*v) || !isdigit((unsigned char)v[strlen(v) - 1]))))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not a CPU list such as 2-3 or "
+                            "1,3,5-7 (empty: not pinned)", sec, key, v), 0;
+        snprintf(c->pub_cpus, sizeof c->pub_cpus, "%s", v);
         return 1;
     case K_SNDHWM:
         if (!parse_int(v, 1, 1000000, &c->sndhwm))

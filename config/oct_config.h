@@ -77,6 +77,13 @@ typedef struct oct_daemon_config {
     /* [engine] registration_workers (issue 17): live registration threads,
      * each with its own plan (CUDA: its own stream); 0 = automatic (CUDA 3, CPU 1) */
     int registration_workers;
+    /* [publish] the fan-out's own resources (issue 21: churning subscribers) */
+    int pub_sndbuf;             /* sndbuf: each subscriber connection's kernel send buffer,
+                                 * bytes (ZMQ_SNDBUF); 0 = the system's default */
+    int pub_io_threads;         /* io_threads: ZeroMQ I/O threads; 0 = one per 4 cores, 2..4 */
+    int pub_nice;               /* nice: the publisher and ZeroMQ threads this much nicer
+                                 * than octd (0..19) */
+    char pub_cpus[128];         /* cpus: CPU list they run on; "" = wherever octd may */
 } oct_daemon_config;
 #define OCT_REG_WORKERS_MAX 8
 

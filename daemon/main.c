@@ -580,30 +580,31 @@ static void do_reload(octd *d)
         octd_log(LOG_WARNING, "reload: a new [metrics] listen takes effect at the next start");
         memcpy(cfg.metrics_listen, d->cfg.metrics_listen, sizeof cfg.metrics_listen);
     }
-    bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count;
+    bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count ||
+                       cfg.pub_sndbuf != d->cfg.pub_sndbuf || cfg.pub_io_threads != d->cfg.pub_io_threads ||
+                       cfg.pub_nice != d->cfg.pub_nice || strcmp(cfg.pub_cpus, d->cfg.pub_cpus) != 0;
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {
-        /* The old sockets hold the ports: close them first, and go back to
-         * the old endpoints if the new ones cannot be bound.  New ipc://
-         * endpoints are claimed first (endpoint.c); ours stay ours. */
+        /* The old sockets hold the ports and ipc:// paths (claiming an
+         * ipc:// path we still listen on is refused as another's): close
+         * them first, and go back to the old endpoints if the new ones
+         * cannot be claimed or bound. */
         octd_endpoints *eps = NULL;
-        octd_endpoints_release(d->endpoints);
-        d->endpoints = NULL;
-        if (octd_endpoints_claim(&eps, &cfg, &e) != OCT_OK) {
-            octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
-            if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
-                octd_log(LOG_ERR, "%s", e.msg);
-            for (int i = 0; i < neng; i++)
-                oct_engine_destroy(engs[i]);
-            goto out;
-        }
-        d->endpoints = eps;
         octd_pub_destroy(d->pub);
         d->pub = NULL;
-        if (octd_pub_create(&d->pub, &cfg, &e) != OCT_OK) {
+        octd_endpoints_release(d->endpoints);
+        d->endpoints = NULL;
+        bool pub_ok = octd_endpoints_claim(&eps, &cfg, &e) == OCT_OK;
+        if (pub_ok) {
+            d->endpoints = eps;
+            if (!(pub_ok = octd_pub_create(&d->pub, &cfg, &e) == OCT_OK)) {
+                octd_endpoints_release(d->endpoints);
+                d->endpoints = NULL;
+            }
+        }
+        if (!pub_ok) {
             octd_log(LOG_ERR, "reload refused, the running configuration stays: %s", e.msg);
-            octd_endpoints_release(d->endpoints);
             if (octd_endpoints_claim(&d->endpoints, &d->cfg, &e) != OCT_OK)
                 octd_log(LOG_ERR, "%s", e.msg);
             if (octd_pub_create(&d->pub, &d->cfg, &e) != OCT_OK) {
@@ -846,7 +847,8 @@ static int run(octd *d)
     /* The frame loop polls the ring and the device with sleeps of tens of
      * microseconds; the default 50 us timer slack would stretch each and
      * show up as latency.  Threads created later (ZeroMQ, OpenMP, engine
-     * workers) inherit it and the scheduling policy ([engine] keys). */
+     * workers) inherit it and the scheduling policy ([engine] keys); the
+     * publisher's threads run at SCHED_OTHER (publish.c, issue 21). */
     octd_rt_timer_slack(d->cfg.timer_slack_ns);
     if (d->cfg.lock_memory)
         octd_rt_lock_memory();

@@ -48,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -119,6 +120,10 @@ struct octd_pub {
     int nprefix;
     uint64_t untracked;            /* subscriptions past MAX_PREFIXES */
     atomic_uint_fast64_t sub_events; /* subscription messages handled */
+    /* [publish] nice and cpus: what the publisher thread applies to itself */
+    int nice;
+    bool pin;
+    cpu_set_t cpus;
 };
 
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
@@ -253,10 +258,26 @@ static int on_control(void *ctl, bool *paused)
     return 0;
 }
 
+/* Makes the calling thread `by` nicer (Linux: nice is per thread, and
+ * threads it starts inherit it); raising one's nice needs no privilege. */
+static int thread_nicer(int by)
+{
+    id_t tid = (id_t)gettid();
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, tid);
+    if (cur == -1 && errno != 0)
+        return -1;
+    return setpriority(PRIO_PROCESS, tid, cur + by > 19 ? 19 : cur + by);
+}
+
 static void *proxy_main(void *arg)
 {
     octd_pub *p = arg;
     pthread_setname_np(pthread_self(), "octd-publish"); /* top -H, /proc: its own CPU */
+    if (p->nice > 0 && thread_nicer(p->nice) != 0)
+        octd_log(LOG_WARNING, "publisher thread: [publish] nice = %d: %s", p->nice, strerror(errno));
+    if (p->pin && pthread_setaffinity_np(pthread_self(), sizeof p->cpus, &p->cpus) != 0)
+        octd_log(LOG_WARNING, "publisher thread: [publish] cpus: cannot pin it");
     bool paused = false, busy = false;
     for (;;) {
         /* The thread sleeps in zmq_poll only after a round that drained the
@@ -319,6 +340,64 @@ static void *new_socket(octd_pub *p, int type, const char *what, int sndhwm, int
     return s;
 }
 
+/* Attributes of the fan-out's threads: SCHED_OTHER whatever the caller
+ * runs at.  octd_pub_create runs on the frame loop, which [engine] priority
+ * may have put at SCHED_FIFO, and threads inherit their creator's policy:
+ * ZeroMQ's I/O threads handling a churning crowd at the frame loop's own
+ * real-time priority would hold its core until they block (issue 21). */
+static bool fan_out_attr(pthread_attr_t *a)
+{
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_attr_init(a) != 0)
+        return false;
+    if (pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED) != 0 ||
+        pthread_attr_setschedpolicy(a, SCHED_OTHER) != 0 || pthread_attr_setschedparam(a, &sp) != 0) {
+        pthread_attr_destroy(a);
+        return false;
+    }
+    return true;
+}
+
+typedef struct first_socket {
+    octd_pub *p;
+    int hwm, nice;
+    void *sock;    /* out: the endpoints' XPUB */
+    int nice_err;  /* out: errno of a refused nice */
+    oct_error e;
+} first_socket;
+
+static void *first_socket_main(void *arg)
+{
+    first_socket *f = arg;
+    if (f->nice > 0 && thread_nicer(f->nice) != 0)
+        f->nice_err = errno;
+    f->sock = new_socket(f->p, ZMQ_XPUB, "XPUB", f->hwm, 0, &f->e);
+    return NULL;
+}
+
+/* [publish] cpus: ZeroMQ's threads (through the context, before its first
+ * socket) and the publisher thread (itself, when it starts). */
+static oct_err pin_cpus(octd_pub *p, const oct_daemon_config *cfg, oct_error *e)
+{
+    int n;
+    cpu_set_t allowed, both;
+    if (octd_cpulist_parse(cfg->pub_cpus, "[publish] cpus", &p->cpus, &n, e) != OCT_OK)
+        return OCT_EINVAL;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0) {
+        CPU_AND(&both, &p->cpus, &allowed);
+        for (int c = 0; c < CPU_SETSIZE && CPU_COUNT(&both) != n; c++)
+            if (CPU_ISSET(c, &p->cpus) && !CPU_ISSET(c, &allowed))
+                return oct_error_set(e, OCT_EINVAL, "%s: [publish] cpus = %s: CPU %d is not "
+                                     "one octd may run on", cfg->source_path, cfg->pub_cpus, c);
+    }
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &p->cpus) && zmq_ctx_set(p->ctx, ZMQ_THREAD_AFFINITY_CPU_ADD, c) != 0)
+            return oct_error_set(e, OCT_EIO, "[publish] cpus: zmq_ctx_set(THREAD_AFFINITY_CPU_ADD, "
+                                 "%d): %s", c, zmq_strerror(zmq_errno()));
+    p->pin = true;
+    return OCT_OK;
+}
+
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
 {
     *out = NULL;
@@ -330,14 +409,22 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
-    /* Scheduling of ZeroMQ's threads stays the default: with SCHED_OTHER,
-     * ZMQ_THREAD_PRIORITY makes libzmq 4.3 call nice(-20) and abort on
-     * EPERM, and no affinity is set (the frame loop has none either). */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int io = cpus / 4 < PUB_IO_THREADS_MIN   ? PUB_IO_THREADS_MIN
-             : cpus / 4 > PUB_IO_THREADS_MAX ? PUB_IO_THREADS_MAX
-                                             : (int)(cpus / 4);
+    /* ZeroMQ's threads get no priority through the context: with
+     * SCHED_OTHER, ZMQ_THREAD_PRIORITY makes libzmq 4.3 call nice(-20) and
+     * abort on EPERM; [publish] nice is applied as below instead. */
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int io = cfg->pub_io_threads > 0             ? cfg->pub_io_threads
+             : ncpu / 4 < PUB_IO_THREADS_MIN     ? PUB_IO_THREADS_MIN
+             : ncpu / 4 > PUB_IO_THREADS_MAX     ? PUB_IO_THREADS_MAX
+                                                 : (int)(ncpu / 4);
     zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, io); /* before the first socket */
+    oct_err bad = OCT_EIO;
+    pthread_attr_t normal;
+    bool have_attr = false;
+    if (cfg->pub_cpus[0] && (bad = pin_cpus(p, cfg, e)) != OCT_OK)
+        goto fail;
+    bad = OCT_EIO;
+    p->nice = cfg->pub_nice;
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
@@ -349,14 +436,47 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
      * wait for the proxy thread, and XPUB drops per subscriber at it. */
     int frames = cfg->sndhwm > 0 ? cfg->sndhwm : 4;
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
+    /* ZeroMQ starts its I/O threads and reaper with the context's first
+     * socket, and they inherit the policy and nice value of the thread that
+     * makes it: a short-lived SCHED_OTHER thread, [publish] nice nicer. */
+    first_socket fs = {.p = p, .hwm = hwm, .nice = p->nice};
+    have_attr = fan_out_attr(&normal);
+    pthread_t starter;
+    if (have_attr && pthread_create(&starter, &normal, first_socket_main, &fs) == 0) {
+        pthread_join(starter, NULL);
+    } else {
+        octd_log(LOG_WARNING, "publisher: no thread to start ZeroMQ's from: they run at the "
+                 "caller's priority");
+        fs.nice = 0; /* never renice the caller */
+        first_socket_main(&fs);
+    }
+    if (fs.nice_err)
+        octd_log(LOG_WARNING, "publisher: [publish] nice = %d: %s: ZeroMQ's threads run at "
+                 "octd's priority", p->nice, strerror(fs.nice_err));
+    if (!(p->xpub = fs.sock)) {
+        *e = fs.e;
+        goto fail;
+    }
+    /* [publish] sndbuf: the kernel buffer of each connection accepted from
+     * now on, i.e. what a subscriber that connects and never reads absorbs
+     * beyond its own receive queue (issue 21: churn) */
+    if (cfg->pub_sndbuf > 0 &&
+        zmq_setsockopt(p->xpub, ZMQ_SNDBUF, &cfg->pub_sndbuf, sizeof cfg->pub_sndbuf) != 0) {
+        oct_error_set(e, OCT_EIO, "zmq_setsockopt(XPUB, SNDBUF %d): %s", cfg->pub_sndbuf,
+                      zmq_strerror(zmq_errno()));
+        goto fail;
+    }
     /* inproc names are per context, and each publisher has its own */
     const char *inproc = "inproc://octd-pub", *ctl = "inproc://octd-pub-ctl";
-    if (!(p->xpub = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
-        !(p->xsub = new_socket(p, ZMQ_XSUB, "XSUB", 0, hwm, e)) ||
+    if (!(p->xsub = new_socket(p, ZMQ_XSUB, "XSUB", 0, hwm, e)) ||
         !(p->sock = new_socket(p, ZMQ_XPUB, "XPUB", hwm, 0, e)) ||
         !(p->ctl_peer = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)) ||
         !(p->ctl = new_socket(p, ZMQ_PAIR, "PAIR", 0, 0, e)))
         goto fail;
+    if (cfg->pub_sndbuf || cfg->pub_io_threads || cfg->pub_nice || cfg->pub_cpus[0])
+        octd_log(LOG_INFO, "publisher: %d ZeroMQ I/O threads, sndbuf %s%d, nice +%d, CPUs %s",
+                 io, cfg->pub_sndbuf ? "" : "default ", cfg->pub_sndbuf, cfg->pub_nice,
+                 cfg->pub_cpus[0] ? cfg->pub_cpus : "any");
     for (int i = 0; i < cfg->endpoint_count; i++) {
         if (zmq_bind(p->xpub, cfg->endpoints[i]) != 0) {
             oct_error_set(e, OCT_EIO, "%s: [publish] endpoint: cannot bind '%s': %s",
@@ -397,17 +517,21 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     /* nobody subscribed yet: every flag false (calloc) */
     atomic_store(&p->ntopics, STATUS_TOPIC + 1);
     p->known = STATUS_TOPIC + 1;
-    int rc = pthread_create(&p->thread, NULL, proxy_main, p);
+    int rc = pthread_create(&p->thread, have_attr ? &normal : NULL, proxy_main, p);
     if (rc != 0) {
         oct_error_set(e, OCT_EIO, "publisher: cannot start its thread: %s", strerror(rc));
         goto fail;
     }
     p->thread_started = true;
+    if (have_attr)
+        pthread_attr_destroy(&normal);
     *out = p;
     return OCT_OK;
 fail:
+    if (have_attr)
+        pthread_attr_destroy(&normal);
     octd_pub_destroy(p);
-    return OCT_EIO;
+    return bad;
 }
 
 void octd_pub_destroy(octd_pub *p)

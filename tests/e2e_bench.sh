@@ -74,7 +74,9 @@ grep -q "'nosuch': unknown" "$TMP/out.txt" || fail "--only nosuch: no clear mess
 grep -q "must be copy, commit or both" "$TMP/out.txt" || fail "--producer dma: no clear message"
 "$BIN/octbench" --e2e --hostile 5 >"$TMP/out.txt" 2>&1 && fail "--hostile 5 accepted"
 grep -q "must be STALLED:CHURNING" "$TMP/out.txt" || fail "--hostile 5: no clear message"
-echo "ok   bad --only / --producer / --hostile refused with a clear message"
+"$BIN/octbench" --e2e --hostile 1:1 --hostile-cpus 3-x >"$TMP/out.txt" 2>&1 && fail "--hostile-cpus 3-x accepted"
+grep -q "hostile-cpus 3-x: must be a CPU list" "$TMP/out.txt" || fail "--hostile-cpus 3-x: no clear message"
+echo "ok   bad --only / --producer / --hostile / --hostile-cpus refused with a clear message"
 # the daemon's own end-to-end test (images = octproc's, control values,
 # snapshot/review/save, reload, ring restart, stop) through the in-place input
 if [ -f tests/e2e_daemon.sh ]; then

@@ -447,6 +447,17 @@ alive || fail "octd died on a bad reload"
 p0=$(st frames_processed)
 wait_for 3 '[ "$(st frames_processed)" -gt $p0 ]' || fail "no frames after a refused reload"
 echo "ok   SIGHUP: good profile loaded, bad profile refused (file:line:key), octd goes on"
+# new [publish] keys: the publisher is re-created on the same ipc:// endpoint, which it
+# must let go of first (issue 21: a reload of sndhwm/nice/... used to be refused as
+# "a live process listens on ...": itself)
+profile 5 >"$T/profile.yaml"
+sed -i "s#^endpoint = ipc://$T/pub\$#&\nnice = 3\nio_threads = 1#" "$T/octd.ini"
+kill -HUP $OCTD
+wait_for 5 'grep -q "publisher: 1 ZeroMQ I/O threads, sndbuf default 0, nice +3" "$T/octd.log"' ||
+    fail "[publish] nice / io_threads not applied on reload: $(grep -E "reload|publisher" "$T/octd.log" | tail -3)"
+"$BIN/octgrab" --endpoint "ipc://$T/pub" --topic bscan/ --count 2 --timeout 10 --quiet >"$T/g9.txt" 2>&1 ||
+    fail "no images after the publisher was re-created: $(tail -3 "$T/g9.txt")"
+echo "ok   SIGHUP with new [publish] keys: publisher re-created on its ipc:// endpoint, images flow"
 
 # ---- 9. ring restart with a new geometry (volume) --------------------------------
 "${CTL[@]}" set products=bscan,enface,confocal,xsec_h,xsec_v,f32 xsec.v_index=40 >/dev/null || fail "set products"

@@ -193,6 +193,11 @@ hostile_run "$HOSTILE" || { cat "$T/hostile.txt"; fail "octbench --hostile exit 
 grep '^# bscan: [0-9]' "$T/hostile.txt" | sed 's/^# /     /'
 [ "$(grep -c '^# hostile bscan' "$T/hostile.txt")" = "$(echo "$HOSTILE" | tr ',' '\n' | wc -l)" ] ||
     { cat "$T/hostile.txt"; fail "--hostile: not every item measured"; }
+# the subscribers in their own process (their CPU is not the measuring subscriber's), and
+# octd's own rate and CPU per thread reported (issue 21.2)
+grep -q "subscribers (in a child process, " "$T/hostile.txt" &&
+    grep -q "octd's own count" "$T/hostile.txt" && grep -q "^# bscan: octd CPU ms per frame.*frame loop" "$T/hostile.txt" ||
+    { cat "$T/hostile.txt"; fail "--hostile: no child process, octd rate or CPU per thread reported"; }
 # stalled only: at least half the rate without them in one of three tries
 # (the machine may be busy during one of the two phases of a try)
 for item in $(awk '$1 == "#" && $2 == "hostile" && $5 ~ /:0$/ && $7 < 0.5 { print $5 }' "$T/hostile.txt"); do

@@ -141,6 +141,10 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.endpoint_count, 1);
     ck_assert_str_eq(c.endpoints[0], "tcp://127.0.0.1:5556");
     ck_assert_int_eq(c.sndhwm, 4);
+    ck_assert_int_eq(c.pub_sndbuf, 0);
+    ck_assert_int_eq(c.pub_io_threads, 0);
+    ck_assert_int_eq(c.pub_nice, 0);
+    ck_assert_str_eq(c.pub_cpus, "");
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
 
@@ -160,6 +164,10 @@ START_TEST(ini_defaults_and_values)
                     "[publish]\n"
                     "endpoint = tcp://*:6000, ipc:///tmp/octd.sock,inproc://x\n"
                     "sndhwm = 16\n"
+                    "sndbuf = 65536\n"
+                    "io_threads = 1\n"
+                    "nice = 10\n"
+                    "cpus = 0,2-3\n"
                     "[profile]\n"
                     "path = profiles/sys.yaml\n"
                     "[save]\n"
@@ -182,6 +190,10 @@ START_TEST(ini_defaults_and_values)
     ck_assert_str_eq(c.endpoints[1], "ipc:///tmp/octd.sock");
     ck_assert_str_eq(c.endpoints[2], "inproc://x");
     ck_assert_int_eq(c.sndhwm, 16);
+    ck_assert_int_eq(c.pub_sndbuf, 65536);
+    ck_assert_int_eq(c.pub_io_threads, 1);
+    ck_assert_int_eq(c.pub_nice, 10);
+    ck_assert_str_eq(c.pub_cpus, "0,2-3");
     ck_assert_str_eq(c.profile_path, "/etc/octd/profiles/sys.yaml");
     ck_assert_str_eq(c.save_dir, "/var/lib/octd");
     ck_assert_int_eq(c.log_level, LOG_DEBUG);
@@ -225,6 +237,16 @@ static const ini_case ini_cases[] = {
      "inproc://7,inproc://8,inproc://9\n",
      OCT_EINVAL, "c.ini:2:", "more than 8"},
     {"[publish]\nsndhwm = 0\n", OCT_EINVAL, "c.ini:2:", "[publish] sndhwm"},
+    {"[publish]\nsndbuf = 4095\n", OCT_EINVAL, "c.ini:2:", "[publish] sndbuf: '4095'"},
+    {"[publish]\nsndbuf = 67108865\n", OCT_EINVAL, "c.ini:2:", "[publish] sndbuf"},
+    {"[publish]\nsndbuf = 64k\n", OCT_EINVAL, "c.ini:2:", "[publish] sndbuf"},
+    {"[publish]\nio_threads = 65\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads: '65'"},
+    {"[publish]\nio_threads = -1\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads"},
+    {"[publish]\nnice = 20\n", OCT_EINVAL, "c.ini:2:", "[publish] nice: '20'"},
+    {"[publish]\nnice = -5\n", OCT_EINVAL, "c.ini:2:", "[publish] nice"},
+    {"[publish]\ncpus = 1-\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus: '1-'"},
+    {"[publish]\ncpus = a,b\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
+    {"[publish]\ncpus = ,2\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
     {"[log]\nlevel = loud\n", OCT_EINVAL, "c.ini:2:", "[log] level"},
     {"backend = cpu\n", OCT_EPARSE, "c.ini:1:", "backend: key outside"},
     {"[engine]\nbackend\n", OCT_EPARSE, "c.ini:2:", "syntax"},

@@ -6,7 +6,9 @@
  * and go, churning subscribers never reach the frame loop's socket nor
  * change what it sends, a lagging publisher thread costs counted drops,
  * never a wait, shutdown with a stalled subscriber releases every
- * reference and does not hang, and a bad endpoint is named.
+ * reference and does not hang, a bad endpoint is named, and [publish]
+ * io_threads / nice / cpus reach the publisher's threads and only those,
+ * which never inherit the frame loop's real-time policy.
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
@@ -14,7 +16,10 @@
 #include "../daemon/sys.c"
 
 #include <check.h>
+#include <dirent.h>
+#include <errno.h>
 #include <inttypes.h>
+#include <sys/resource.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -569,6 +574,190 @@ START_TEST(create_destroy_repeat)
 }
 END_TEST
 
+/* The threads of this process, by id (at most 256 looked at). */
+static int list_threads(pid_t *tid, int cap)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *de;
+    while (d && n < cap && (de = readdir(d)))
+        if (de->d_name[0] >= '0' && de->d_name[0] <= '9')
+            tid[n++] = (pid_t)atoi(de->d_name);
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static bool thread_name(pid_t tid, char *name, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tid);
+    FILE *f = fopen(path, "r");
+    bool ok = f && fgets(name, (int)len, f);
+    if (f)
+        fclose(f);
+    name[ok ? strcspn(name, "\n") : 0] = '\0';
+    return ok;
+}
+
+/* [publish] io_threads, nice and cpus reach the threads the publisher
+ * starts (ZeroMQ's I/O threads, its reaper, the publisher thread), and only
+ * those: the caller keeps its nice value and CPUs; sndbuf is accepted. */
+START_TEST(thread_options_applied)
+{
+    cpu_set_t mine;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int cpu = -1; /* the highest CPU this process may use */
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &mine))
+            cpu = c;
+    errno = 0;
+    int nice0 = getpriority(PRIO_PROCESS, (id_t)gettid());
+    ck_assert_int_eq(errno, 0);
+    int want = nice0 + 7 > 19 ? 19 : nice0 + 7; /* capped: a test run at nice 19 */
+    pid_t before[256], after[256];
+    int nb = list_threads(before, 256);
+    cfg.pub_io_threads = 3;
+    cfg.pub_nice = 7;
+    cfg.pub_sndbuf = 16384;
+    snprintf(cfg.pub_cpus, sizeof cfg.pub_cpus, "%d", cpu);
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    /* the publisher thread names, renices and pins itself when it starts */
+    int na = 0, io = 0, publisher = 0, fresh = 0;
+    for (int tries = 0; tries < 400 && !publisher; tries++) {
+        na = list_threads(after, 256);
+        for (int i = 0; i < na && !publisher; i++) {
+            char name[32];
+            cpu_set_t set;
+            errno = 0;
+            publisher = thread_name(after[i], name, sizeof name) &&
+                        !strcmp(name, "octd-publish") &&
+                        getpriority(PRIO_PROCESS, (id_t)after[i]) == want && errno == 0 &&
+                        sched_getaffinity(after[i], sizeof set, &set) == 0 && CPU_COUNT(&set) == 1;
+        }
+        if (!publisher)
+            sleep_ms(tries < 20 ? 5 : 25);
+    }
+    ck_assert_msg(publisher, "no publisher thread at nice %d + 7 on one CPU", nice0);
+    publisher = 0;
+    for (int i = 0; i < na; i++) {
+        bool old = false;
+        for (int j = 0; j < nb && !old; j++)
+            old = after[i] == before[j];
+        if (old)
+            continue;
+        char name[32];
+        if (!thread_name(after[i], name, sizeof name))
+            continue; /* gone meanwhile */
+        fresh++;
+        io += strncmp(name, "ZMQbg/IO/", 9) == 0;
+        publisher += strcmp(name, "octd-publish") == 0;
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t)after[i]);
+        ck_assert_msg(errno == 0 && nice == want, "thread %s: nice %d, expected %d + 7", name,
+                      nice, nice0);
+        cpu_set_t set;
+        ck_assert_int_eq(sched_getaffinity(after[i], sizeof set, &set), 0);
+        ck_assert_msg(CPU_COUNT(&set) == 1 && CPU_ISSET(cpu, &set),
+                      "thread %s: %d CPUs, expected only CPU %d", name, CPU_COUNT(&set), cpu);
+    }
+    ck_assert_int_eq(io, 3);
+    ck_assert_int_eq(publisher, 1);
+    ck_assert_int_ge(fresh, 5); /* and ZeroMQ's reaper */
+    /* the caller untouched */
+    cpu_set_t now;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof now, &now), 0);
+    ck_assert(CPU_EQUAL(&now, &mine));
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, (id_t)gettid()), nice0);
+    /* and it still delivers */
+    void *zctx = zmq_ctx_new();
+    void *sub = subscriber(zctx, "status", 0);
+    char topic[16], hdr[8192];
+    uint8_t data[16];
+    size_t dlen;
+    ck_assert_msg(await_status(p, sub, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen),
+                  "no status through the pinned, nicer threads");
+    ck_assert_str_eq(topic, "status");
+    zmq_close(sub);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+}
+END_TEST
+
+/* The fan-out's threads run at SCHED_OTHER even when the frame loop that
+ * creates the publisher runs at SCHED_FIFO ([engine] priority): ZeroMQ's
+ * I/O threads busy with a churning crowd must not hold its core. */
+START_TEST(fan_out_never_real_time)
+{
+    struct sched_param sp = {.sched_priority = 1};
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0) {
+        printf("SKIP fan_out_never_real_time: SCHED_FIFO is not permitted here\n");
+        return;
+    }
+    pid_t before[256], after[256];
+    int nb = list_threads(before, 256);
+    octd_pub *p;
+    oct_error e;
+    oct_err rc = octd_pub_create(&p, &cfg, &e);
+    sp.sched_priority = 0;
+    ck_assert_int_eq(pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp), 0);
+    ck_assert_msg(rc == OCT_OK, "%s", e.msg);
+    int na = 0, fresh = 0;
+    bool publisher = false;
+    for (int tries = 0; tries < 400 && !publisher; tries++) {
+        na = list_threads(after, 256);
+        for (int i = 0; i < na && !publisher; i++) {
+            char name[32];
+            publisher = thread_name(after[i], name, sizeof name) && !strcmp(name, "octd-publish");
+        }
+        if (!publisher)
+            sleep_ms(tries < 20 ? 5 : 25);
+    }
+    ck_assert_msg(publisher, "no publisher thread");
+    for (int i = 0; i < na; i++) {
+        bool old = false;
+        for (int j = 0; j < nb && !old; j++)
+            old = after[i] == before[j];
+        char name[32];
+        if (old || !thread_name(after[i], name, sizeof name))
+            continue;
+        fresh++;
+        int pol = sched_getscheduler(after[i]);
+        ck_assert_msg(pol == SCHED_OTHER, "thread %s: policy %d, expected SCHED_OTHER", name, pol);
+    }
+    ck_assert_int_ge(fresh, 4); /* 2 I/O threads, the reaper, the publisher thread */
+    send_status(p);
+    octd_pub_destroy(p);
+}
+END_TEST
+
+/* [publish] cpus naming a CPU octd may not use is refused, named. */
+START_TEST(cpus_not_allowed_named)
+{
+    cpu_set_t mine;
+    ck_assert_int_eq(sched_getaffinity(0, sizeof mine, &mine), 0);
+    int cpu = CPU_SETSIZE - 1;
+    while (cpu > 0 && CPU_ISSET(cpu, &mine))
+        cpu--;
+    ck_assert(!CPU_ISSET(cpu, &mine));
+    snprintf(cfg.pub_cpus, sizeof cfg.pub_cpus, "%d", cpu);
+    octd_pub *p = (octd_pub *)&cfg;
+    oct_error e;
+    oct_err rc = octd_pub_create(&p, &cfg, &e);
+    ck_assert_msg(rc == OCT_EINVAL, "%d: %s", (int)rc, e.msg);
+    ck_assert_ptr_null(p);
+    char want[64];
+    snprintf(want, sizeof want, "CPU %d is not one octd may run on", cpu);
+    ck_assert_msg(strstr(e.msg, "[publish] cpus") && strstr(e.msg, want) &&
+                  strstr(e.msg, "test.ini"), "%s", e.msg);
+    snprintf(cfg.pub_cpus, sizeof cfg.pub_cpus, "3-1");
+    ck_assert_int_eq(octd_pub_create(&p, &cfg, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "[publish] cpus") && strstr(e.msg, "backwards"), "%s", e.msg);
+}
+END_TEST
+
 START_TEST(bad_endpoint_named)
 {
     snprintf(cfg.endpoints[1], sizeof cfg.endpoints[1], "bogus://nowhere");
@@ -597,6 +786,9 @@ int main(void)
     tcase_add_test(tc, lagging_thread_counts_drops);
     tcase_add_test(tc, create_destroy_repeat);
     tcase_add_test(tc, bad_endpoint_named);
+    tcase_add_test(tc, thread_options_applied);
+    tcase_add_test(tc, cpus_not_allowed_named);
+    tcase_add_test(tc, fan_out_never_real_time);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -30,6 +30,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(c.endpoint_count >= 1 && c.endpoint_count <= OCT_MAX_ENDPOINTS, "endpoints %d",
                c.endpoint_count);
     FUZZ_CHECK(c.sndhwm >= 1 && c.sndhwm <= 1000000, "sndhwm %d", c.sndhwm);
+    FUZZ_CHECK(c.pub_sndbuf == 0 || (c.pub_sndbuf >= 4096 && c.pub_sndbuf <= 1 << 26), "sndbuf %d",
+               c.pub_sndbuf);
+    FUZZ_CHECK(c.pub_io_threads >= 0 && c.pub_io_threads <= 64, "io_threads %d", c.pub_io_threads);
+    FUZZ_CHECK(c.pub_nice >= 0 && c.pub_nice <= 19, "nice %d", c.pub_nice);
+    FUZZ_CHECK_STR(c.pub_cpus);
+    FUZZ_CHECK(strspn(c.pub_cpus, "0123456789-,") == strlen(c.pub_cpus), "cpus '%s'", c.pub_cpus);
     FUZZ_CHECK(c.log_level >= LOG_EMERG && c.log_level <= LOG_DEBUG, "log_level %d",
                c.log_level);
     FUZZ_CHECK_STR(c.ring_frames);

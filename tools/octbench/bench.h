@@ -40,6 +40,16 @@ typedef struct octbench_opts {
     const char *engine_keys; /* --engine-keys K=V[,K=V...]: more octd.ini [engine] keys for the
                              * octd --e2e starts (priority=50,lock_memory=yes); NULL = none */
     int sndhwm;             /* --sndhwm N: octd.ini [publish] sndhwm of --e2e (0: 16) */
+    /* --hostile's subscribers (issue 21.2): in a child process (octbench
+     * --hostile-child ENDPOINT --hostile S:C runs them), pinned to
+     * --hostile-cpus LIST and at --hostile-nice N, or in this process */
+    const char *hostile_child; /* --hostile-child ENDPOINT: be that child */
+    const char *hostile_cpus;
+    int hostile_nice;
+    bool hostile_in_process;
+    const char *publish_keys; /* --publish-keys K=V[,K=V...]: more octd.ini [publish] keys */
+    bool window_octd;       /* --window octd: the unpaced commit producer stays ahead of octd's
+                             * last published frame, not the subscriber's last received one */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the
@@ -78,6 +88,8 @@ void octbench_tails_print(tails_acc *acc, const char *name, const char *prod, do
 
 /* End-to-end: producer -> octd -> subscriber (bench_e2e.c). */
 int octbench_e2e(const octbench_opts *o);
+/* --hostile-child: --hostile's subscribers until stdin closes (bench_hostile.c). */
+int octbench_hostile_child(const octbench_opts *o);
 
 /* Volume registration on simulated motion (bench_register.c). */
 int octbench_register(const octbench_opts *o);

@@ -23,11 +23,14 @@
  * the table shows octd's own ceiling.  Unpaced, `commit` stays at most half
  * the ring ahead of the last frame the subscriber received (else it would
  * lap the ring millions of times a second and every frame would be torn).
- * --hostile S:C (issue 21.2): per item an unpaced phase without and one with
- * S stalled subscribers (connected, never read; the first with ZeroMQ's
- * default options, the others RCVHWM 16 to bound this process's memory) and
- * C churning ones (each re-connects every 200 ms), and with policy all one
- * paced at 90 % of the rate without them; the ratios are printed.
+ * --hostile S:C (issue 21.2): per item an unpaced phase and (policy all) one
+ * paced at 90 % of its rate, each without and then with S stalled
+ * subscribers (connected, never read; the first with ZeroMQ's default
+ * options, the others RCVHWM 16 to bound their memory) and C churning ones
+ * (each re-connects every 200 ms), run in a child process (bench_hostile.c);
+ * the ratios, octd's own rate and its CPU per frame by thread are printed.
+ * --window octd: the unpaced commit producer follows octd's last published
+ * frame (status block) instead of the subscriber's last received one.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -183,6 +186,7 @@ typedef struct producer {
     /* commit producer: headers only after the first fill */
     bool commit;
     const _Atomic uint64_t *rx_id; /* unpaced commit: last frame id received, +1 */
+    oct_status *st;                /* ... or (--window octd) octd's last published frame */
     uint64_t window;               /* ... and stay at most this far ahead of it */
 } producer;
 
@@ -207,6 +211,19 @@ static void producer_fill(producer *p, uint32_t slots)
     }
 }
 
+/* The frame the unpaced commit producer stays a window ahead of: the last
+ * one the subscriber received (default), or with --window octd the last one
+ * octd published (its status block), so that what delays the subscriber
+ * (another process short of CPU, churning peers on its ZeroMQ I/O thread)
+ * shows in its latency, not in octd's rate. */
+static uint64_t window_base(producer *p)
+{
+    if (!p->st)
+        return atomic_load(p->rx_id);
+    oct_status_block b;
+    return oct_status_read(p->st, &b) == OCT_OK ? b.last_frame_id + 1 : 0;
+}
+
 static void *producer_thread(void *arg)
 {
     producer *p = arg;
@@ -224,7 +241,7 @@ static void *producer_thread(void *arg)
         } else if (p->commit && p->rx_id) {
             /* as fast as octd takes them, a bounded distance ahead (2 ms at most:
              * octd may skip or drop frames the subscriber then never sees) */
-            for (int i = 0; i < 100 && p->next_id > atomic_load(p->rx_id) + p->window &&
+            for (int i = 0; i < 100 && p->next_id > window_base(p) + p->window &&
                             !atomic_load(&p->stop); i++)
                 sleep_ms(0.02);
         }
@@ -427,71 +444,8 @@ static void sub_stop(subscriber *s)
     pthread_mutex_destroy(&s->mu);
 }
 
-/* ---------------- octd child ---------------- */
-static pid_t start_octd(const char *octd_path, const char *ini, const char *log)
-{
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-        execl(octd_path, octd_path, "--config", ini, (char *)NULL);
-        fprintf(stderr, "exec %s: %s\n", octd_path, strerror(errno));
-        _exit(127);
-    }
-    return pid;
-}
-
-static int stop_octd(pid_t pid)
-{
-    int st = 0;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 200; i++) { /* 10 s */
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        sleep_ms(50);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, &st, 0);
-    return -1;
-}
-
-static void print_log_tail(const char *log)
-{
-    FILE *f = fopen(log, "r");
-    if (!f)
-        return;
-    char line[512];
-    fprintf(stderr, "---- octd log (%s) ----\n", log);
-    while (fgets(line, sizeof line, f))
-        fputs(line, stderr);
-    fclose(f);
-}
-
 /* ---------------- one workload ---------------- */
 static pid_t octd_pid; /* the octd child of the workload being run */
-
-/* CPU seconds (user + system) a process has used, from /proc; 0 if unknown. */
-static double proc_cpu_s(pid_t pid)
-{
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *p = strrchr(buf, ')'); /* the command may contain spaces */
-    unsigned long ut = 0, st = 0;
-    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
 
 static void status_now(oct_status *st, oct_status_block *b)
 {
@@ -535,14 +489,22 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
 
     producer_phase_start(pr, rate);
     sleep_ms(warm_s * 1000);
-    double cpu0 = proc_cpu_s(octd_pid);
+    double cpu0 = octd_cpu_s(octd_pid), th0[OCTD_THREAD_GROUPS], th1[OCTD_THREAD_GROUPS];
+    octd_thread_cpu(octd_pid, th0);
+    oct_status_block w0, w1;
+    status_now(st, &w0);
     uint64_t t0 = now_rt();
     pthread_mutex_lock(&sub->mu);
     sub->win_lo = t0;
     pthread_mutex_unlock(&sub->mu);
     sleep_ms(meas_s * 1000);
     uint64_t t1 = now_rt();
-    r->octd_cpu_s = proc_cpu_s(octd_pid) - cpu0;
+    status_now(st, &w1);
+    r->octd_cpu_s = octd_cpu_s(octd_pid) - cpu0;
+    octd_thread_cpu(octd_pid, th1);
+    for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
+        r->cpu_thread_s[g] = th1[g] - th0[g];
+    r->octd_fps = (double)(w1.frames_processed - w0.frames_processed) / ((double)(t1 - t0) / 1e9);
     pthread_mutex_lock(&sub->mu);
     sub->win_hi = t1;
     pthread_mutex_unlock(&sub->mu);
@@ -755,14 +717,20 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         snprintf(keys + l, sizeof keys - l, "%.*s\n", (int)n, k);
         k += n + (k[n] == ',');
     }
+    char pkeys[1024] = ""; /* --publish-keys: the same for [publish] */
+    for (const char *k = o->publish_keys; k && *k;) {
+        size_t n = strcspn(k, ","), l = strlen(pkeys);
+        snprintf(pkeys + l, sizeof pkeys - l, "%.*s\n", (int)n, k);
+        k += n + (k[n] == ',');
+    }
     tl = snprintf(text, sizeof text,
              "[engine]\nbackend = %s\nthreads = %d\n%s%s%s%s[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
-             "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n[profile]\npath = %s\n"
+             "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n%s[profile]\npath = %s\n"
              "[log]\nlevel = info\n",
              backend, o->threads, keys, devices ? "devices = " : "", devices ? devices : "",
              devices ? "\n" : "", ring, ctl, stn, policy, o->zero_copy ? "zero_copy = " : "",
              o->zero_copy ? o->zero_copy : "", o->zero_copy ? "\n" : "", endpoint,
-             o->sndhwm > 0 ? o->sndhwm : 16, prof);
+             o->sndhwm > 0 ? o->sndhwm : 16, pkeys, prof);
     if (tl < 0 || (size_t)tl >= sizeof text || !write_text(ini, text))
         return 1;
 
@@ -857,6 +825,8 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
+    if (o->window_octd)
+        pr.st = st;
     /* slow joiner: the subscription must reach the PUB socket; and one
      * untimed frame through octd (engine warm-up, pinned pools) */
     for (int i = 0; i < 6; i++) {

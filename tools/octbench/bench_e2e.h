@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "bench.h"
 #include "oct_ipc.h"
@@ -21,6 +22,12 @@ typedef struct workload {
     bool on_request;           /* run only when --only names it */
 } workload;
 
+/* octd's threads, grouped by name (/proc/PID/task/TID/comm): the frame loop
+ * (its main thread), the publisher thread, ZeroMQ's threads (I/O, reaper),
+ * and the rest (engine workers: OpenMP/OpenBLAS, CUDA). */
+enum { OCTD_THREAD_GROUPS = 4 };
+extern const char *const octd_thread_groups[OCTD_THREAD_GROUPS];
+
 typedef struct phase_result {
     double rate_asked, seconds;
     double fps, ascans_s, gbs;
@@ -28,6 +35,11 @@ typedef struct phase_result {
     uint64_t produced, processed, skipped, torn, drops, gaps, partial, frames;
     int64_t lost;
     double octd_cpu_s; /* octd's user + system CPU time during the phase */
+    /* octd's own rate: frames it processed in the measured window (its status
+     * block), per second; the subscriber's fps can be lower when this process
+     * is short of CPU */
+    double octd_fps;
+    double cpu_thread_s[OCTD_THREAD_GROUPS]; /* octd's CPU by thread group (octd_thread_groups) */
 } phase_result;
 
 typedef struct producer producer;     /* bench_e2e.c */
@@ -40,9 +52,20 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
 void print_phase(const workload *w, const char *backend, const char *prod,
                  const char *policy, const char *subs, const phase_result *r, FILE *json);
 
+/* bench_octd.c: the octd child (fork/exec, octd --config INI, output to
+ * LOG), SIGTERM then SIGKILL after 10 s (its exit status, -1 if killed), its
+ * log on stderr; its CPU seconds in all and per thread group
+ * (octd_thread_groups), from /proc (0 if unknown). */
+pid_t start_octd(const char *octd_path, const char *ini, const char *log);
+int stop_octd(pid_t pid);
+void print_log_tail(const char *log);
+double octd_cpu_s(pid_t pid);
+void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS]);
+
 /* bench_hostile.c */
 void print_publisher_counts(const char *log, const char *wname);
 int parse_hostile(const char *text, int (*pairs)[2], int max);
+bool hostile_check_cpus(const char *text); /* --hostile-cpus LIST is a CPU list */
 void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                     subscriber *sub, oct_status *st, const char *endpoint,
                     const char *backend, const char *prod, const char *policy, double warm,

@@ -2,14 +2,21 @@
  * hostile subscribers (S stalled ones, connected and never reading, and C
  * churning ones, each re-connecting every 200 ms on a thread), the parsing
  * of the S:C list, the publisher's counts from octd's log, and the phases
- * per item (unpaced without and with them, then paced at 90 %) with their
- * ratios, run through bench_e2e.c's phase runner. */
+ * per item (unpaced and paced at 90 %, without and with them) with their
+ * ratios, run through bench_e2e.c's phase runner.  The subscribers run in a
+ * child process (octbench --hostile-child) unless --hostile-in-process. */
+#include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "bench.h"
@@ -20,6 +27,7 @@
 
 /* ---------------- hostile subscribers (issue 21) ---------------- */
 typedef struct hostile {
+    /* the subscribers themselves (in the child, or here with --hostile-in-process) */
     void *ctx;                     /* the stalled ones' */
     void *stalled[MAX_HOSTILE];
     int nstalled, nchurn;
@@ -28,6 +36,10 @@ typedef struct hostile {
     bool churning;
     atomic_bool stop;
     _Atomic uint64_t reconnects;
+    /* the child process that runs them (default) */
+    pid_t pid;
+    int to_child;     /* its stdin: closing it ends the child */
+    FILE *from_child; /* its stdout: "ready", then "reconnects N" */
 } hostile;
 
 static void *sub_connect(void *ctx, const char *endpoint, int rcvhwm)
@@ -73,9 +85,9 @@ static void *churn_thread(void *arg)
     return NULL;
 }
 
-static bool hostile_start(hostile *h, const char *endpoint, int nstalled, int nchurn)
+/* The subscribers in this process. */
+static bool local_start(hostile *h, const char *endpoint, int nstalled, int nchurn)
 {
-    memset(h, 0, sizeof *h);
     h->endpoint = endpoint;
     h->nchurn = nchurn;
     if (nstalled > 0 && !(h->ctx = zmq_ctx_new()))
@@ -98,7 +110,7 @@ static bool hostile_start(hostile *h, const char *endpoint, int nstalled, int nc
     return true;
 }
 
-static void hostile_stop(hostile *h)
+static void local_stop(hostile *h)
 {
     atomic_store(&h->stop, true);
     if (h->churning)
@@ -112,9 +124,150 @@ static void hostile_stop(hostile *h)
     h->nstalled = 0;
 }
 
+/* "0-3,8,10-11" into set; false on bad text. */
+static bool parse_cpus(const char *text, cpu_set_t *set)
+{
+    CPU_ZERO(set);
+    const char *p = text;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0 || a >= CPU_SETSIZE)
+            return false;
+        if (*end == '-') {
+            p = end + 1;
+            b = strtol(p, &end, 10);
+            if (end == p || b < a || b >= CPU_SETSIZE)
+                return false;
+        }
+        for (long c = a; c <= b; c++)
+            CPU_SET((int)c, set);
+        if (*end && *end != ',')
+            return false;
+        p = *end ? end + 1 : end;
+    }
+    return CPU_COUNT(set) > 0;
+}
+
+bool hostile_check_cpus(const char *text)
+{
+    cpu_set_t set;
+    return parse_cpus(text, &set);
+}
+
+/* The subscribers in a child process (octbench --hostile-child ENDPOINT
+ * --hostile S:C), so that on a small machine the CPU they take shows as
+ * theirs, and octd's own (its threads' CPU per frame, its frame counters)
+ * can be told apart from it; --hostile-cpus pins it and --hostile-nice
+ * lowers its priority (both set here, before exec).  This process has not
+ * initialised CUDA: octbench --e2e forks only before that. */
+static bool child_start(hostile *h, const octbench_opts *o, const char *endpoint, int nstalled,
+                        int nchurn)
+{
+    char exe[PATH_MAX], sc[32];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    int in[2], out[2];
+    if (n <= 0 || pipe(in) != 0)
+        return false;
+    if (pipe(out) != 0) {
+        close(in[0]);
+        close(in[1]);
+        return false;
+    }
+    exe[n] = '\0';
+    snprintf(sc, sizeof sc, "%d:%d", nstalled, nchurn);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]), close(in[1]), close(out[0]), close(out[1]);
+        /* between fork and exec of a threaded process: no stdio, no malloc */
+        static const char pin_msg[] = "octbench: --hostile-cpus: cannot pin the hostile "
+                                      "subscribers there (CPUs not allowed?)\n";
+        static const char nice_msg[] = "octbench: --hostile-nice: refused\n";
+        static const char exec_msg[] = "octbench: cannot exec itself for --hostile-child\n";
+        cpu_set_t set;
+        if (o->hostile_cpus && parse_cpus(o->hostile_cpus, &set) &&
+            sched_setaffinity(0, sizeof set, &set) != 0)
+            (void)!write(2, pin_msg, sizeof pin_msg - 1);
+        if (o->hostile_nice && setpriority(PRIO_PROCESS, 0, o->hostile_nice) != 0)
+            (void)!write(2, nice_msg, sizeof nice_msg - 1);
+        execl(exe, exe, "--hostile-child", endpoint, "--hostile", sc, (char *)NULL);
+        (void)!write(2, exec_msg, sizeof exec_msg - 1);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    if (pid < 0) {
+        close(in[1]);
+        close(out[0]);
+        return false;
+    }
+    h->pid = pid;
+    h->to_child = in[1];
+    h->from_child = fdopen(out[0], "r");
+    char line[64];
+    return h->from_child && fgets(line, sizeof line, h->from_child) && !strcmp(line, "ready\n");
+}
+
+static bool hostile_start(hostile *h, const octbench_opts *o, const char *endpoint, int nstalled,
+                          int nchurn)
+{
+    memset(h, 0, sizeof *h);
+    h->to_child = -1;
+    if (o->hostile_in_process)
+        return local_start(h, endpoint, nstalled, nchurn);
+    return child_start(h, o, endpoint, nstalled, nchurn);
+}
+
+/* Stops them; the re-connects they made. */
+static uint64_t hostile_stop(hostile *h)
+{
+    if (!h->pid) {
+        local_stop(h);
+        return atomic_load(&h->reconnects);
+    }
+    uint64_t reconnects = 0;
+    char line[64];
+    close(h->to_child);
+    if (h->from_child) {
+        while (fgets(line, sizeof line, h->from_child))
+            sscanf(line, "reconnects %" SCNu64, &reconnects);
+        fclose(h->from_child);
+    }
+    int st;
+    waitpid(h->pid, &st, 0);
+    h->pid = 0;
+    return reconnects;
+}
+
+/* octbench --hostile-child ENDPOINT --hostile S:C: the subscribers until
+ * stdin closes (the parent ends, or stops them). */
+int octbench_hostile_child(const octbench_opts *o)
+{
+    int pairs[1][2];
+    if (!o->hostile || parse_hostile(o->hostile, pairs, 1) != 1)
+        return 1;
+    hostile h;
+    memset(&h, 0, sizeof h);
+    if (!local_start(&h, o->hostile_child, pairs[0][0], pairs[0][1])) {
+        local_stop(&h);
+        return 1;
+    }
+    printf("ready\n");
+    fflush(stdout);
+    char buf[64];
+    while (read(0, buf, sizeof buf) > 0)
+        ;
+    local_stop(&h);
+    printf("reconnects %" PRIu64 "\n", (uint64_t)atomic_load(&h.reconnects));
+    return 0;
+}
+
 /* After octd stopped: its publisher's exit line (what the frame loop handed
  * to ZeroMQ, skipped as unwanted, and the subscription changes the
- * publisher thread handled over the whole run, all phases). */
+ * publisher thread handled over the whole run, all phases), its [publish]
+ * settings line, and whether the frame loop had to send copies. */
 void print_publisher_counts(const char *log, const char *wname)
 {
     FILE *f = fopen(log, "r");
@@ -122,6 +275,11 @@ void print_publisher_counts(const char *log, const char *wname)
     while (f && fgets(line, sizeof line, f)) {
         const char *p = strstr(line, "publisher: the frame loop handed");
         if (p)
+            printf("# %s hostile, octd's %s", wname, p);
+        /* the frame loop copied images: stalled peers held every pooled buffer */
+        else if ((p = strstr(line, "product buffers are held")) != NULL)
+            printf("# %s hostile, octd: all %s", wname, p);
+        else if ((p = strstr(line, "publisher: ")) != NULL && strstr(line, "I/O threads"))
             printf("# %s hostile, octd's %s", wname, p);
     }
     if (f)
@@ -156,8 +314,17 @@ bad:
     return 0;
 }
 
-/* --hostile: per S:C item, unpaced without and with the subscribers, then
- * (policy all) paced at 90 % of the rate without them, with them. */
+/* octd's CPU per frame (ms) of one thread group, or all of them (g < 0). */
+static double cpu_ms_per_frame(const phase_result *r, int g)
+{
+    double frames = r->octd_fps * r->seconds, s = g < 0 ? r->octd_cpu_s : r->cpu_thread_s[g];
+    return frames > 0 ? 1e3 * s / frames : 0;
+}
+
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
+/* --hostile: per S:C item, unpaced and (policy all) paced at 90 % of the
+ * unpaced rate, each without and then with the subscribers. */
 void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                            subscriber *sub, oct_status *st, const char *endpoint,
                            const char *backend, const char *prod, const char *policy, double warm,
@@ -165,15 +332,22 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
 {
     int pairs[16][2];
     int n = parse_hostile(o->hostile, pairs, 16);
+    const char *where = o->hostile_in_process ? "in octbench's process" : "in a child process";
     for (int i = 0; i < n; i++) {
         int ns = pairs[i][0], nc = pairs[i][1];
         char subs[32];
         snprintf(subs, sizeof subs, "%ds+%dc", ns, nc);
-        phase_result base, with, paced;
+        phase_result base, with, paced0 = {0}, paced = {0};
+        bool all = o->policy != 0;
         run_phase(w, pr, sub, st, 0, warm, meas, &base);
         print_phase(w, backend, prod, policy, "-", &base, json);
+        double rate90 = 0.9 * base.fps;
+        if (all && base.fps > 0) {
+            run_phase(w, pr, sub, st, rate90, warm, meas, &paced0);
+            print_phase(w, backend, prod, policy, "-", &paced0, json);
+        }
         hostile h;
-        if (!hostile_start(&h, endpoint, ns, nc)) {
+        if (!hostile_start(&h, o, endpoint, ns, nc)) {
             hostile_stop(&h);
             printf("# hostile %s %d:%d: cannot start the subscribers\n", w->name, ns, nc);
             continue;
@@ -181,41 +355,54 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
         sleep_ms(200); /* connected (slow joiners) before the warm-up */
         run_phase(w, pr, sub, st, 0, warm, meas, &with);
         print_phase(w, backend, prod, policy, subs, &with, json);
-        bool all = o->policy != 0;
         if (all && base.fps > 0) {
-            run_phase(w, pr, sub, st, 0.9 * base.fps, warm, meas, &paced);
+            run_phase(w, pr, sub, st, rate90, warm, meas, &paced);
             print_phase(w, backend, prod, policy, subs, &paced, json);
         }
-        uint64_t reconnects = atomic_load(&h.reconnects);
-        hostile_stop(&h);
-        double rr = base.fps > 0 ? with.fps / base.fps : 0;
-        double pr99 = base.p99 > 0 ? with.p99 / base.p99 : 0;
-        /* octd's CPU time per frame: its own work, apart from the CPU the
-         * subscribers (in this process) take from it on a small machine */
-        double cpf0 = base.frames ? 1e3 * base.octd_cpu_s / (double)base.frames : 0;
-        double cpf1 = with.frames ? 1e3 * with.octd_cpu_s / (double)with.frames : 0;
-        printf("# %s: %d stalled + %d churning subscribers (%" PRIu64 " re-connects): unpaced "
-               "%.0f%% of the rate without them (%.0f vs %.0f frames/s), p99 %.0f%% (%.3f vs "
-               "%.3f ms); octd CPU %.3f vs %.3f ms per frame, %.2f vs %.2f cores",
-               w->name, ns, nc, reconnects, 100 * rr, with.fps, base.fps, 100 * pr99, with.p99,
-               base.p99, cpf1, cpf0, with.octd_cpu_s / with.seconds,
-               base.octd_cpu_s / base.seconds);
+        uint64_t reconnects = hostile_stop(&h);
+        double rr = ratio(with.fps, base.fps), pr99 = ratio(with.p99, base.p99);
+        double orr = ratio(with.octd_fps, base.octd_fps), p90 = ratio(paced.p99, paced0.p99);
+        double cpf0 = cpu_ms_per_frame(&base, -1), cpf1 = cpu_ms_per_frame(&with, -1);
+        printf("# %s: %d stalled + %d churning subscribers (%s, %" PRIu64 " re-connects): "
+               "unpaced %.0f%% of the rate without them (subscriber %.0f vs %.0f frames/s; "
+               "octd's own count %.0f%%: %.0f vs %.0f), p99 %.0f%% (%.3f vs %.3f ms)",
+               w->name, ns, nc, where, reconnects, 100 * rr, with.fps, base.fps, 100 * orr,
+               with.octd_fps, base.octd_fps, 100 * pr99, with.p99, base.p99);
         if (all && base.fps > 0)
-            printf("; at 90%% of it: lost %" PRId64 ", skipped %" PRIu64 ", gaps %" PRIu64,
-                   paced.lost, paced.skipped, paced.gaps);
+            printf("; at 90%% (%.0f/s): p99 %.0f%% (%.3f vs %.3f ms), lost %" PRId64 " vs %" PRId64
+                   ", skipped %" PRIu64 ", gaps %" PRIu64,
+                   rate90, 100 * p90, paced.p99, paced0.p99, paced.lost, paced0.lost,
+                   paced.skipped, paced.gaps);
+        printf("\n# %s: octd CPU ms per frame with / without them: all %.3f / %.3f (%.2f / %.2f "
+               "cores)", w->name, cpf1, cpf0, with.octd_cpu_s / with.seconds,
+               base.octd_cpu_s / base.seconds);
+        for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
+            printf(", %s %.3f / %.3f", octd_thread_groups[g], cpu_ms_per_frame(&with, g),
+                   cpu_ms_per_frame(&base, g));
         printf("\n");
         /* one line for scripts */
-        printf("# hostile %s %s %d:%d rate_ratio %.4f p99_ratio %.4f cpu_per_frame_ratio %.4f "
-               "lost90 %" PRId64 " gaps %" PRIu64 "\n",
-               w->name, prod, ns, nc, rr, pr99, cpf0 > 0 ? cpf1 / cpf0 : 0,
-               all && base.fps > 0 ? paced.lost : -1, with.gaps);
+        printf("# hostile %s %s %d:%d rate_ratio %.4f octd_rate_ratio %.4f p99_ratio %.4f "
+               "p99_90_ratio %.4f cpu_per_frame_ratio %.4f zmq_cpu_per_frame_ms %.4f %.4f "
+               "lost90 %" PRId64 " lost90_without %" PRId64 " gaps %" PRIu64 "\n",
+               w->name, prod, ns, nc, rr, orr, pr99, p90, ratio(cpf1, cpf0),
+               cpu_ms_per_frame(&with, 2), cpu_ms_per_frame(&base, 2),
+               all && base.fps > 0 ? paced.lost : -1, all && base.fps > 0 ? paced0.lost : -1,
+               with.gaps);
         if (json)
             fprintf(json,
                     "{\"part\":\"e2e-hostile\",\"workload\":\"%s\",\"backend\":\"%s\","
-                    "\"producer\":\"%s\",\"stalled\":%d,\"churning\":%d,\"fps_without\":%.2f,"
-                    "\"fps_with\":%.2f,\"rate_ratio\":%.4f,\"p99_without_ms\":%.4f,"
-                    "\"p99_with_ms\":%.4f,\"p99_ratio\":%.4f,\"lost_at_90\":%" PRId64 "}\n",
-                    w->name, backend, prod, ns, nc, base.fps, with.fps, rr, base.p99, with.p99,
-                    pr99, all && base.fps > 0 ? paced.lost : -1);
+                    "\"producer\":\"%s\",\"stalled\":%d,\"churning\":%d,\"in_process\":%s,"
+                    "\"reconnects\":%" PRIu64 ",\"fps_without\":%.2f,\"fps_with\":%.2f,"
+                    "\"rate_ratio\":%.4f,\"octd_fps_without\":%.2f,\"octd_fps_with\":%.2f,"
+                    "\"octd_rate_ratio\":%.4f,\"p99_without_ms\":%.4f,\"p99_with_ms\":%.4f,"
+                    "\"p99_ratio\":%.4f,\"p99_90_without_ms\":%.4f,\"p99_90_with_ms\":%.4f,"
+                    "\"p99_90_ratio\":%.4f,\"cpu_ms_per_frame_without\":%.4f,"
+                    "\"cpu_ms_per_frame_with\":%.4f,\"zmq_cpu_ms_per_frame_without\":%.4f,"
+                    "\"zmq_cpu_ms_per_frame_with\":%.4f,\"lost_at_90\":%" PRId64 "}\n",
+                    w->name, backend, prod, ns, nc, o->hostile_in_process ? "true" : "false",
+                    reconnects, base.fps, with.fps, rr, base.octd_fps, with.octd_fps, orr,
+                    base.p99, with.p99, pr99, paced0.p99, paced.p99, p90, cpf0, cpf1,
+                    cpu_ms_per_frame(&base, 2), cpu_ms_per_frame(&with, 2),
+                    all && base.fps > 0 ? paced.lost : -1);
     }
 }

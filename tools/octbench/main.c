@@ -7,6 +7,7 @@
 
 #include "oct_docs.h"
 #include "bench.h"
+#include "bench_e2e.h"
 #include "cli.h"
 
 /* Fallbacks for parts that live in other files (a strong definition there
@@ -85,6 +86,18 @@ static void usage(FILE *f)
             "  --hostile S:C[,S:C...]   --e2e: per item, an unpaced phase without and one\n"
             "                           with S stalled + C churning subscribers, then (policy\n"
             "                           all) one paced at 90%% of the rate without them\n"
+            "                           and one with them; the subscribers run in a child\n"
+            "                           process (octbench --hostile-child ENDPOINT)\n"
+            "  --hostile-cpus LIST      --hostile: pin that child to CPUs LIST (0-3,8)\n"
+            "  --hostile-nice N         --hostile: that child's nice value (0..19)\n"
+            "  --hostile-in-process     --hostile: the subscribers in octbench's own process\n"
+            "  --window subscriber|octd --e2e, unpaced commit producer: stay a few frames\n"
+            "                           ahead of the last frame the subscriber received\n"
+            "                           (default), or of the last octd published (its\n"
+            "                           status block: the subscriber's delays show as\n"
+            "                           latency, not as octd's rate)\n"
+            "  --publish-keys K=V[,K=V] --e2e: more octd.ini [publish] keys for octd\n"
+            "                           (sndbuf=65536,cpus=1)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
             "CUDA tuning of the engine workloads (defaults: the engine's own choice):\n"
             "  --gemm sgemm|3xtf32|3xfp16  fp32 MSI matrix product (default: 3xfp16 for integer\n"
@@ -119,7 +132,9 @@ int main(int argc, char **argv)
     enum { O_BACKEND = 256, O_WARMUP, O_REPS, O_THREADS, O_PREC, O_ONLY, O_QUICK, O_NOSEED,
            O_IPC, O_E2E, O_JSON, O_HELP, O_SECONDS, O_POLICY, O_RATE, O_PRODUCER, O_ZEROCOPY,
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
-           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM, O_GRAPH };
+           O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
+           O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
+           O_WINDOW, O_GRAPH };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -143,6 +158,12 @@ int main(int argc, char **argv)
         {"runs", required_argument, 0, O_RUNS},
         {"engine-keys", required_argument, 0, O_ENGINE_KEYS},
         {"sndhwm", required_argument, 0, O_SNDHWM},
+        {"hostile-child", required_argument, 0, O_HOSTILE_CHILD},
+        {"hostile-cpus", required_argument, 0, O_HOSTILE_CPUS},
+        {"hostile-nice", required_argument, 0, O_HOSTILE_NICE},
+        {"hostile-in-process", no_argument, 0, O_HOSTILE_INPROC},
+        {"publish-keys", required_argument, 0, O_PUBLISH_KEYS},
+        {"window", required_argument, 0, O_WINDOW},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -338,6 +359,39 @@ int main(int argc, char **argv)
             o.zero_copy = optarg;
             break;
         case O_HOSTILE: o.hostile = optarg; break; /* checked by the e2e part */
+        case O_HOSTILE_CHILD: o.hostile_child = optarg; break;
+        case O_WINDOW:
+            if (strcmp(optarg, "subscriber") && strcmp(optarg, "octd")) {
+                fprintf(stderr, "octbench: --window %s: must be subscriber or octd\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.window_octd = !strcmp(optarg, "octd");
+            break;
+        case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
+        case O_HOSTILE_CPUS:
+            if (!hostile_check_cpus(optarg)) {
+                fprintf(stderr, "octbench: --hostile-cpus %s: must be a CPU list (0-3,8)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.hostile_cpus = optarg;
+            break;
+        case O_HOSTILE_NICE: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > 19) {
+                fprintf(stderr, "octbench: --hostile-nice %s: must be an integer from 0 to 19\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.hostile_nice = (int)v;
+            break;
+        }
+        case O_PUBLISH_KEYS:
+            if (strpbrk(optarg, "\n\r[]") || !strchr(optarg, '=')) {
+                fprintf(stderr, "octbench: --publish-keys %s: must be KEY=VALUE[,KEY=VALUE...] "
+                                "(octd.ini [publish] keys)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.publish_keys = optarg; /* checked by octd */
+            break;
         case O_DEVICES: o.devices = optarg; break; /* checked by octd (octd.ini) */
         case O_ENGINE_KEYS:
             if (strpbrk(optarg, "\n\r[]") || !strchr(optarg, '=')) {
@@ -385,6 +439,8 @@ int main(int argc, char **argv)
     }
     if (o.only && !strncmp(o.only, "register", 8)) /* volume registration (bench_register.c) */
         return octbench_register(&o) ? 1 : 0;
+    if (o.hostile_child) /* --hostile's subscribers, for a parent octbench */
+        return octbench_hostile_child(&o) ? 1 : 0;
     /* Alone, so that octd is forked before this process initialises CUDA. */
     if (o.e2e)
         return octbench_e2e(&o) ? 1 : 0;

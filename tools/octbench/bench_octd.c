@@ -1,0 +1,119 @@
+/* bench_octd.c - the octd child of `octbench --e2e` (bench_e2e.c): started
+ * (fork/exec before the parent touches CUDA) and stopped, its log's tail on
+ * failure, and its CPU time, in all and per thread group (issue 21: whose
+ * cost it is). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_e2e.h"
+
+pid_t start_octd(const char *octd_path, const char *ini, const char *log)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execl(octd_path, octd_path, "--config", ini, (char *)NULL);
+        fprintf(stderr, "exec %s: %s\n", octd_path, strerror(errno));
+        _exit(127);
+    }
+    return pid;
+}
+
+int stop_octd(pid_t pid)
+{
+    int st = 0;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 200; i++) { /* 10 s */
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        sleep_ms(50);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return -1;
+}
+
+void print_log_tail(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    if (!f)
+        return;
+    char line[512];
+    fprintf(stderr, "---- octd log (%s) ----\n", log);
+    while (fgets(line, sizeof line, f))
+        fputs(line, stderr);
+    fclose(f);
+}
+
+/* CPU seconds (user + system) a process has used, from /proc; 0 if unknown. */
+double octd_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the command may contain spaces */
+    unsigned long ut = 0, st = 0;
+    if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+const char *const octd_thread_groups[OCTD_THREAD_GROUPS] = {"frame loop", "publisher",
+                                                             "ZeroMQ", "engine/other"};
+
+void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS])
+{
+    memset(out, 0, OCTD_THREAD_GROUPS * sizeof *out);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[384], comm[32] = "", buf[1024];
+        snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "%s/%s/stat", dir, de->d_name);
+        f = fopen(path, "r");
+        if (!f)
+            continue;
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        const char *p = strrchr(buf, ')');
+        unsigned long ut = 0, stm = 0;
+        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stm) != 2)
+            continue;
+        int g = atoi(de->d_name) == (int)pid       ? 0
+                : !strncmp(comm, "octd-publish", 12) ? 1
+                : !strncmp(comm, "ZMQbg", 5)         ? 2
+                                                     : 3;
+        out[g] += (double)(ut + stm) / (double)sysconf(_SC_CLK_TCK);
+    }
+    if (d)
+        closedir(d);
+}
