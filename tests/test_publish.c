@@ -641,6 +641,18 @@ START_TEST(thread_options_applied)
             sleep_ms(tries < 20 ? 5 : 25);
     }
     ck_assert_msg(publisher, "no publisher thread at nice %d + 7 on one CPU", nice0);
+    /* ZeroMQ's I/O threads name themselves once they run: wait for all 3 */
+    for (int tries = 0; tries < 400; tries++) {
+        na = list_threads(after, 256);
+        int named = 0;
+        for (int i = 0; i < na; i++) {
+            char name[32];
+            named += thread_name(after[i], name, sizeof name) && !strncmp(name, "ZMQbg/IO/", 9);
+        }
+        if (named >= 3)
+            break;
+        sleep_ms(tries < 20 ? 5 : 25);
+    }
     publisher = 0;
     for (int i = 0; i < na; i++) {
         bool old = false;
