@@ -28,6 +28,7 @@ enum ini_key {
     K_STALE_MS, K_METRICS_LISTEN,
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
+    K_RECORD_IO,
     K_COUNT
 };
 
@@ -46,6 +47,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_NUMA] = {"engine", "numa"},         [K_TIMER_SLACK] = {"engine", "timer_slack_ns"},
     [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
     [K_PREFAULT] = {"engine", "prefault"},
+    [K_RECORD_IO] = {"save", "record_io"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -385,6 +387,14 @@ static int set_value(ini_ctx *x, int k, const char *v)
         else if (!strcasecmp(v, "off")) c->zero_copy = OCT_ZERO_COPY_OFF;
         else
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, on or off", sec, key, v), 0;
+        return 1;
+    case K_RECORD_IO:
+        if (!strcasecmp(v, "auto")) c->record_io = OCT_RECORD_IO_AUTO;
+        else if (!strcasecmp(v, "direct")) c->record_io = OCT_RECORD_IO_DIRECT;
+        else if (!strcasecmp(v, "buffered")) c->record_io = OCT_RECORD_IO_BUFFERED;
+        else
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, direct or buffered", sec,
+                            key, v), 0;
         return 1;
     case K_STALE_MS: {
         int ms;

@@ -73,9 +73,15 @@ typedef struct oct_daemon_config {
     bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
     int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
     bool prefault;              /* true: buffers' pages touched when allocated */
+    /* [save] record_io: how a recording writes its raw frames (README
+     * "Recording at full rate"): auto (O_DIRECT where the file system and
+     * the frame size allow it, else buffered), direct (else the record
+     * command fails), buffered (page cache, dirty pages bounded) */
+    int record_io;              /* OCT_RECORD_IO_AUTO */
 } oct_daemon_config;
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };
+enum { OCT_RECORD_IO_AUTO = 0, OCT_RECORD_IO_DIRECT = 1, OCT_RECORD_IO_BUFFERED = 2 };
 
 void oct_daemon_config_default(oct_daemon_config *c);
 /* Reads an ini file.  Unknown sections/keys, bad values, a missing file:

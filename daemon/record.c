@@ -1,6 +1,19 @@
 /* record.c - see record.h.  HDF5 is used by one thread at a time: the main
  * thread creates the file (so that a bad directory is the command's answer),
- * then only the writer thread touches it until it is joined. */
+ * then only the writer thread touches it until it is joined.
+ *
+ * Raw frames go to the disk with O_DIRECT where the file system and the
+ * frame size allow it ([save] record_io): HDF5 keeps the layout (the chunk
+ * of a new row is allocated, 4 KiB aligned and unfilled, by H5Dset_extent)
+ * and the writer pwrite()s the frame at the chunk's address, so no page
+ * cache copy and no kernel writeback compete with the frame loop for the
+ * cores.  Whatever goes through the page cache (products, HDF5's metadata,
+ * raw frames in buffered mode) is written back by the writer thread itself
+ * every REC_WB_WINDOW bytes and dropped from the cache, so dirty pages stay
+ * bounded.  The writer runs at nice 19: the frame loop comes first. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_DIRECT, sync_file_range */
+#endif
 #include "record.h"
 
 #include <errno.h>
@@ -13,7 +26,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +41,9 @@
 #define REC_RESERVE_BYTES (16ull << 20) /* freed on ENOSPC so HDF5 can close */
 #define REC_TOPICS_MAX (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2)
 #define REC_PROFILE_MAX (1u << 20)
+#define REC_DIRECT_ALIGN 4096u           /* O_DIRECT offsets, lengths and buffers */
+#define REC_WB_WINDOW (8ll << 20)        /* buffered bytes between writebacks */
+#define REC_WRITER_NICE 19
 
 typedef struct rec_topic {
     int method, kind;
@@ -69,6 +87,12 @@ typedef struct octd_rec {
     hid_t file, raw, fid, tacq;
     hid_t cc_index, cc_fid, cc_gen, cc_values;
     uint64_t cc_rows, last_gen;
+
+    /* raw frames: O_DIRECT descriptor of the .part file, or -1 (buffered) */
+    int direct_fd;
+    int vfd;                    /* HDF5's own descriptor (writeback), or -1 */
+    off_t wb_start, wb_prev_off, wb_prev_len;
+    char io_mode[160];          /* attribute record_io: how raw frames went */
 
     pthread_t thread;
     bool thread_started;
@@ -145,20 +169,26 @@ static herr_t h5_attr_u64(hid_t obj, const char *name, uint64_t v)
 
 /* An extendible dataset [0][shape...] chunked by `chunk_rows` rows; chunk
  * cache off so every frame goes to the disk when written (errors show at
- * once, and a failed frame is the last one lost). */
+ * once, and a failed frame is the last one lost).  chunk_rows 0: one row
+ * per chunk, each allocated when the extent grows and never filled (the
+ * O_DIRECT writer writes it). */
 static hid_t h5_dataset(hid_t loc, const char *path, hid_t type, int ndim, const uint32_t *shape,
                         hsize_t chunk_rows)
 {
-    hsize_t dims[4] = {0}, maxd[4] = {H5S_UNLIMITED}, chunk[4] = {chunk_rows};
+    hsize_t dims[4] = {0}, maxd[4] = {H5S_UNLIMITED}, chunk[4] = {chunk_rows ? chunk_rows : 1};
     for (int i = 0; i < ndim; i++)
         dims[i + 1] = maxd[i + 1] = chunk[i + 1] = shape[i];
     hid_t sp = H5Screate_simple(ndim + 1, dims, maxd);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, ndim + 1, chunk);
+    if (chunk_rows == 0) {
+        H5Pset_alloc_time(dcpl, H5D_ALLOC_TIME_EARLY);
+        H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER);
+    }
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
-    if (chunk_rows == 1)
+    if (chunk_rows <= 1)
         H5Pset_chunk_cache(dapl, 0, 0, 1.0);
     hid_t ds = H5Dcreate2(loc, path, type, sp, lcpl, dcpl, dapl);
     H5Pclose(dapl);
@@ -282,10 +312,83 @@ static bool write_control_change(octd_rec *r, const rec_entry *e, uint64_t row)
     return ok;
 }
 
+/* Falls back to buffered writes for the rest of the recording. */
+static void direct_off(octd_rec *r, const char *why)
+{
+    close(r->direct_fd);
+    r->direct_fd = -1;
+    snprintf(r->io_mode, sizeof r->io_mode, "buffered (O_DIRECT write refused: %s)", why);
+    octd_log(LOG_WARNING, "recording %s: O_DIRECT write refused (%s): buffered from now on",
+             r->final_path, why);
+}
+
+/* Row n of /raw: its chunk allocated by the extent (early allocation, never
+ * filled), the frame written at the chunk's address with O_DIRECT.  errno
+ * says why on failure (ENOSPC: disk full). */
+static herr_t append_raw_direct(octd_rec *r, const uint8_t *buf, uint64_t n)
+{
+    hsize_t dims[4] = {n + 1, r->geom.lines, r->geom.ascans, r->geom.samples}, off[4] = {n};
+    if (H5Dset_extent(r->raw, dims) < 0)
+        return -1;
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0;
+    if (H5Dget_chunk_info_by_coord(r->raw, off, NULL, &addr, &size) < 0)
+        return -1;
+    if (addr == HADDR_UNDEF || size != r->frame_bytes || addr % REC_DIRECT_ALIGN) {
+        char why[96];
+        snprintf(why, sizeof why, "chunk %" PRIu64 " at %#llx, %llu bytes: not aligned", n,
+                 (unsigned long long)addr, (unsigned long long)size);
+        direct_off(r, why);
+        return H5Dwrite_chunk(r->raw, H5P_DEFAULT, 0, off, r->frame_bytes, buf);
+    }
+    size_t done = 0;
+    while (done < r->frame_bytes) {
+        ssize_t w = pwrite(r->direct_fd, buf + done, r->frame_bytes - done, (off_t)(addr + done));
+        if (w > 0) {
+            done += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w == 0)
+            errno = ENOSPC; /* a short write that cannot go on: the disk is full */
+        if (errno == EINVAL && done == 0) { /* the file system refuses after all */
+            direct_off(r, strerror(errno));
+            return H5Dwrite_chunk(r->raw, H5P_DEFAULT, 0, off, r->frame_bytes, buf);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts the writeback of the last window of buffered bytes, waits for the
+ * one before and drops it from the page cache: the writer thread does the
+ * kernel's writeback at its own (low) priority and dirty pages stay under
+ * two windows.  Errors show at the fsync before the rename. */
+static void bound_dirty_pages(octd_rec *r)
+{
+    struct stat st;
+    if (r->vfd < 0 || fstat(r->vfd, &st) != 0 || st.st_size - r->wb_start < REC_WB_WINDOW)
+        return;
+    off_t end = st.st_size;
+    sync_file_range(r->vfd, r->wb_start, end - r->wb_start, SYNC_FILE_RANGE_WRITE);
+    if (r->wb_prev_len) {
+        sync_file_range(r->vfd, r->wb_prev_off, r->wb_prev_len,
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                            SYNC_FILE_RANGE_WAIT_AFTER);
+        posix_fadvise(r->vfd, r->wb_prev_off, r->wb_prev_len, POSIX_FADV_DONTNEED);
+    }
+    r->wb_prev_off = r->wb_start;
+    r->wb_prev_len = end - r->wb_start;
+    r->wb_start = end;
+}
+
 static bool write_entry(octd_rec *r, const rec_entry *e, uint64_t n)
 {
     uint32_t shape[3] = {r->geom.lines, r->geom.ascans, r->geom.samples};
-    if (r->want_raw && h5_append_chunk(r->raw, 3, shape, n, e->raw, r->frame_bytes) < 0)
+    if (r->want_raw &&
+        (r->direct_fd >= 0 ? append_raw_direct(r, e->raw, n)
+                           : h5_append_chunk(r->raw, 3, shape, n, e->raw, r->frame_bytes)) < 0)
         return false;
     if (r->want_prod) {
         if (n == 0 && !create_product_datasets(r))
@@ -304,6 +407,7 @@ static bool write_entry(octd_rec *r, const rec_entry *e, uint64_t n)
         if (!write_control_change(r, e, n))
             return false;
     }
+    bound_dirty_pages(r);
     return true;
 }
 
@@ -334,6 +438,10 @@ static void finalize(octd_rec *r)
     h5_attr_u64(r->file, "frames", n);
     h5_attr_u64(r->file, "dropped", LOAD64(r->dropped));
     h5_attr_text(r->file, "stop_reason", reason);
+    h5_attr_text(r->file, "record_io", r->io_mode);
+    if (r->direct_fd >= 0)
+        close(r->direct_fd);
+    r->direct_fd = -1;
     hid_t ids[] = {r->raw, r->fid, r->tacq, r->cc_index, r->cc_fid, r->cc_gen, r->cc_values};
     for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
         if (ids[i] >= 0)
@@ -378,6 +486,9 @@ static void *writer_main(void *arg)
 {
     octd_rec *r = arg;
     uint64_t last_dir_check = 0;
+    /* this thread only (Linux nice is per thread): the frame loop, the
+     * producer and the publisher come first; the queue absorbs the delay */
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
     for (;;) {
         pthread_mutex_lock(&r->mu);
         while (r->count == 0 && !r->stop_req) {
@@ -440,6 +551,8 @@ static void rec_free(octd_rec *r)
 {
     if (!r)
         return;
+    if (r->direct_fd >= 0)
+        close(r->direct_fd);
     if (r->file >= 0) { /* a start that failed before the writer ran */
         hid_t ids[] = {r->raw, r->fid, r->tacq};
         for (size_t i = 0; i < 3; i++)
@@ -497,7 +610,7 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
     }
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
-    r->dirfd = -1;
+    r->dirfd = r->direct_fd = r->vfd = -1;
     r->file = r->raw = r->fid = r->tacq = -1;
     r->cc_index = r->cc_fid = r->cc_gen = r->cc_values = -1;
     snprintf(r->dir, sizeof r->dir, "%s", d->cfg.save_dir);
@@ -560,6 +673,14 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
      * B-tree of the 1.8 format cannot: "key not found") */
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110);
+    /* O_DIRECT needs every raw chunk at an aligned address */
+    const char *no_direct = !r->want_raw ? "no raw frames"
+                            : r->frame_bytes % REC_DIRECT_ALIGN
+                                ? "the frame size is not a multiple of 4096 bytes"
+                            : d->cfg.record_io == OCT_RECORD_IO_BUFFERED ? "[save] record_io = buffered"
+                                                                        : NULL;
+    if (!no_direct)
+        H5Pset_alignment(fapl, REC_DIRECT_ALIGN, REC_DIRECT_ALIGN);
     r->file = H5Fcreate(path, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
     H5Pclose(fapl);
     if (r->file < 0) {
@@ -568,10 +689,35 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
         snprintf(msg, msg_len, "creating %s/%s: %s", r->dir, r->part, why);
         goto fail;
     }
+    char no_direct_why[128];
+    if (!no_direct) {
+        r->direct_fd = openat(r->dirfd, r->part, O_WRONLY | O_DIRECT | O_CLOEXEC);
+        if (r->direct_fd < 0) {
+            snprintf(no_direct_why, sizeof no_direct_why,
+                     "the save directory's file system refuses O_DIRECT (%s)", strerror(errno));
+            no_direct = no_direct_why;
+        }
+    }
+    if (no_direct && r->want_raw && d->cfg.record_io == OCT_RECORD_IO_DIRECT) {
+        snprintf(msg, msg_len, "[save] record_io = direct: %s", no_direct);
+        goto fail;
+    }
+    if (no_direct) {
+        snprintf(r->io_mode, sizeof r->io_mode, "buffered (%s)", no_direct);
+        if (d->cfg.record_io == OCT_RECORD_IO_AUTO && r->want_raw)
+            octd_log(LOG_WARNING, "recording %s: raw frames buffered: %s", r->final_path,
+                     no_direct);
+    } else {
+        snprintf(r->io_mode, sizeof r->io_mode, "direct");
+    }
+    int *vfd = NULL;
+    if (H5Fget_vfd_handle(r->file, H5P_DEFAULT, (void **)&vfd) >= 0 && vfd)
+        r->vfd = *vfd;
     static const uint32_t none[1] = {0};
     uint32_t shape[3] = {r->geom.lines, r->geom.ascans, r->geom.samples};
     if (r->want_raw)
-        r->raw = h5_dataset(r->file, "/raw", sample_h5_type(r->geom.sample_type), 3, shape, 1);
+        r->raw = h5_dataset(r->file, "/raw", sample_h5_type(r->geom.sample_type), 3, shape,
+                            r->direct_fd >= 0 ? 0 : 1);
     r->fid = h5_dataset(r->file, "/frame_id", H5T_STD_U64LE, 0, none, 1024);
     r->tacq = h5_dataset(r->file, "/t_acq_ns", H5T_STD_U64LE, 0, none, 1024);
     if ((r->want_raw && r->raw < 0) || r->fid < 0 || r->tacq < 0) {

@@ -143,6 +143,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.sndhwm, 4);
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_AUTO);
 
     const char *t = "; octd settings\n"
                     "[engine]\n"
@@ -163,6 +164,7 @@ START_TEST(ini_defaults_and_values)
                     "path = profiles/sys.yaml\n"
                     "[save]\n"
                     "directory = /var/lib/octd\n"
+                    "record_io = Buffered\n"
                     "[log]\n"
                     "level = debug\n";
     ck_assert_msg(oct_daemon_config_parse(&c, t, strlen(t), "/etc/octd/octd.ini", &e) == OCT_OK,
@@ -182,8 +184,12 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.sndhwm, 16);
     ck_assert_str_eq(c.profile_path, "/etc/octd/profiles/sys.yaml");
     ck_assert_str_eq(c.save_dir, "/var/lib/octd");
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_BUFFERED);
     ck_assert_int_eq(c.log_level, LOG_DEBUG);
     ck_assert_str_eq(c.source_path, "/etc/octd/octd.ini");
+    t = "[save]\nrecord_io = direct\n";
+    ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e), OCT_OK);
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_DIRECT);
 }
 END_TEST
 
@@ -223,6 +229,7 @@ static const ini_case ini_cases[] = {
      OCT_EINVAL, "c.ini:2:", "more than 8"},
     {"[publish]\nsndhwm = 0\n", OCT_EINVAL, "c.ini:2:", "[publish] sndhwm"},
     {"[log]\nlevel = loud\n", OCT_EINVAL, "c.ini:2:", "[log] level"},
+    {"[save]\nrecord_io = odirect\n", OCT_EINVAL, "c.ini:2:", "[save] record_io: 'odirect'"},
     {"backend = cpu\n", OCT_EPARSE, "c.ini:1:", "backend: key outside"},
     {"[engine]\nbackend\n", OCT_EPARSE, "c.ini:2:", "syntax"},
     {"[engine]\nbackend = cpu\n   cuda\n", OCT_EPARSE, "c.ini:3:", "syntax"},

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import octd
+from conftest import PROFILE as DEFAULT_PROFILE
 from conftest import Daemon, expected_frame
 from refs import rel_l2
 
@@ -22,6 +23,11 @@ def _wait_frames(c, n, timeout=30):
             return s
         time.sleep(0.02)
     raise TimeoutError("recording did not reach %d frames: %s" % (n, s))
+
+
+def _direct_or_refused(mode):
+    return mode == "direct" or mode.startswith(
+        "buffered (the save directory's file system refuses O_DIRECT")
 
 
 def test_record_raw_and_products(daemon, tmp_path):
@@ -47,6 +53,9 @@ def test_record_raw_and_products(daemon, tmp_path):
         assert "freq_cutoff: 4" in r.profile
         assert r.control["window"].startswith("hann")
         assert r.attrs["octd_version"]
+        # 16 KiB frames: O_DIRECT (tmpfs takes it since Linux 6.6; before, the
+        # fallback says why)
+        assert _direct_or_refused(r.attrs["record_io"]), r.attrs["record_io"]
         raw = r.frames()
         fids = r.frame_id
         assert np.all(np.diff(fids.astype(np.int64)) >= 1)
@@ -129,6 +138,7 @@ def test_record_disk_full(daemon, tmp_path):
             n = len(rec)
             assert n == s["record_frames"] and rec.raw.shape[0] == n
             assert "disk full" in rec.attrs["stop_reason"]
+            assert _direct_or_refused(rec.attrs["record_io"]), rec.attrs["record_io"]
             raw = rec.frames()
             for i in (0, n // 2, n - 1):
                 assert np.array_equal(raw[i], expected_frame(int(rec.frame_id[i])))
@@ -196,6 +206,9 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
                 if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
                 == "octd-record"]
         assert len(tids) == 1, tids
+        # the writer yields to the frame loop: nice 19 (field 19 of stat)
+        stat = open("/proc/%d/task/%s/stat" % (daemon.proc.pid, tids[0])).read()
+        assert int(stat.rsplit(")", 1)[1].split()[16]) == 19, stat
         with open(os.path.join(cg, "tasks"), "w") as f:
             f.write(tids[0])
         with open(os.path.join(cg, "freezer.state"), "w") as f:
@@ -232,3 +245,41 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+ODD_PROFILE = """geometry: {samples: 128, ascans: 30, lines: 1, sample_type: u16, sample_shift: 0}
+methods: [cfd]
+window: {type: hann}
+freq_cutoff: 2
+products: [confocal]
+"""
+
+
+@pytest.mark.parametrize("save_ini,shape,want", [
+    # [save] record_io = buffered: the page cache, dirty pages bounded
+    ("record_io = buffered", (1, 32, 256), "buffered ([save] record_io = buffered)"),
+    # auto, 7680-byte frames: O_DIRECT cannot take them, the fallback says why
+    ("", (1, 30, 128), "buffered (the frame size is not a multiple of 4096 bytes)"),
+    # direct, 7680-byte frames: the command fails, naming the key and why
+    ("record_io = direct", (1, 30, 128), None),
+])
+def test_record_io_modes(tmp_path, save_ini, shape, want):
+    prof = DEFAULT_PROFILE if shape == (1, 32, 256) else ODD_PROFILE
+    d = Daemon(str(tmp_path), tag="io", profile=prof, shape=shape, save_ini=save_ini)
+    try:
+        c = d.control
+        if want is None:
+            with pytest.raises(octd.CommandFailed,
+                               match=r"record_io = direct: the frame size is not a multiple"):
+                c.record(frames=5)
+            assert os.listdir(os.path.join(str(tmp_path), "disk")) == []
+            return
+        path = c.record(frames=30, wait=True)
+        final = path.replace(d.save_link, os.path.join(str(tmp_path), "disk"))
+        with octd.read_recording(final) as r:
+            assert len(r) == 30 and r.raw.shape == (30,) + shape
+            assert r.attrs["record_io"] == want
+            for i in range(30):
+                assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i]), d.frames))
+    finally:
+        d.stop()
