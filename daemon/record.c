@@ -106,6 +106,7 @@ typedef struct octd_rec {
     bool closing;      /* main thread: no more frames are offered */
     uint64_t accepted; /* main thread */
     uint64_t written, dropped; /* atomic */
+    double writer_cpu_s;       /* the writer's CPU time, set before it finishes */
 } octd_rec;
 
 #define LOAD64(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
@@ -540,6 +541,10 @@ static void *writer_main(void *arg)
     r->count = 0;
     pthread_mutex_unlock(&r->mu);
     finalize(r);
+    struct rusage ru;
+    if (getrusage(RUSAGE_THREAD, &ru) == 0)
+        r->writer_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                          (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
     pthread_mutex_lock(&r->mu);
     r->finished = true;
     pthread_mutex_unlock(&r->mu);
@@ -660,9 +665,14 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
     if (!r->q)
         goto oom;
     if (r->want_raw)
-        for (unsigned i = 0; i < r->cap; i++)
+        for (unsigned i = 0; i < r->cap; i++) {
             if (posix_memalign((void **)&r->q[i].raw, 4096, r->frame_bytes) != 0)
                 goto oom;
+            /* touched here, once (tens of ms for the whole queue), not by
+             * the frame loop's first copy into each (page faults) */
+            if (d->cfg.prefault)
+                memset(r->q[i].raw, 0, r->frame_bytes);
+        }
 
     char path[OCT_PATH_MAX + 200];
     snprintf(path, sizeof path, "/proc/self/fd/%d/%s", r->dirfd, r->part);
@@ -961,9 +971,11 @@ static void join_finished(octd *d, bool wait)
     status_text(d, b->record_message, sizeof b->record_message, r->message);
     __atomic_store_n(&b->record_state, (uint32_t)(r->failed ? OCT_RECORD_FAILED : OCT_RECORD_DONE),
                      __ATOMIC_RELEASE);
+    uint64_t n = LOAD64(r->written);
     octd_log(r->failed ? LOG_ERR : LOG_INFO,
-             "recording %s: %" PRIu64 " frames, %" PRIu64 " left out: %s", r->final_path,
-             LOAD64(r->written), LOAD64(r->dropped), r->message);
+             "recording %s: %" PRIu64 " frames, %" PRIu64 " left out: %s; %s, writer CPU "
+             "%.3f s (%.0f us per frame)", r->final_path, n, LOAD64(r->dropped), r->message,
+             r->io_mode, r->writer_cpu_s, n ? 1e6 * r->writer_cpu_s / (double)n : 0.0);
     rec_free(r);
     d->rec = NULL;
 }
