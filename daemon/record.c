@@ -30,6 +30,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -45,6 +46,7 @@
 #define REC_DIRECT_ALIGN 4096u           /* O_DIRECT offsets, lengths and buffers */
 #define REC_WB_WINDOW (8ll << 20)        /* buffered bytes between writebacks */
 #define REC_WRITER_NICE 19
+#define REC_BATCH 16u                    /* queue entries taken at once */
 
 typedef struct rec_topic {
     int method, kind;
@@ -325,43 +327,75 @@ static void direct_off(octd_rec *r, const char *why)
              r->final_path, why);
 }
 
-/* Row n of /raw: its chunk allocated by the extent (early allocation, never
- * filled), the frame written at the chunk's address with O_DIRECT.  errno
- * says why on failure (ENOSPC: disk full). */
-static herr_t append_raw_direct(octd_rec *r, const uint8_t *buf, uint64_t n)
+/* Writes iov[0..cnt) at off; returns the bytes written (errno set when
+ * short: a write that cannot go on is taken as a full disk). */
+static size_t pwritev_all(int fd, struct iovec *iov, int cnt, off_t off)
 {
-    hsize_t dims[4] = {n + 1, r->geom.lines, r->geom.ascans, r->geom.samples}, off[4] = {n};
-    if (H5Dset_extent(r->raw, dims) < 0)
-        return -1;
-    haddr_t addr = HADDR_UNDEF;
-    hsize_t size = 0;
-    if (H5Dget_chunk_info_by_coord(r->raw, off, NULL, &addr, &size) < 0)
-        return -1;
-    if (addr == HADDR_UNDEF || size != r->frame_bytes || addr % REC_DIRECT_ALIGN) {
-        char why[96];
-        snprintf(why, sizeof why, "chunk %" PRIu64 " at %#llx, %llu bytes: not aligned", n,
-                 (unsigned long long)addr, (unsigned long long)size);
-        direct_off(r, why);
-        return H5Dwrite_chunk(r->raw, H5P_DEFAULT, 0, off, r->frame_bytes, buf);
-    }
     size_t done = 0;
-    while (done < r->frame_bytes) {
-        ssize_t w = pwrite(r->direct_fd, buf + done, r->frame_bytes - done, (off_t)(addr + done));
-        if (w > 0) {
-            done += (size_t)w;
-            continue;
-        }
+    while (cnt > 0) {
+        ssize_t w = pwritev(fd, iov, cnt, off + (off_t)done);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w == 0)
-            errno = ENOSPC; /* a short write that cannot go on: the disk is full */
-        if (errno == EINVAL && done == 0) { /* the file system refuses after all */
-            direct_off(r, strerror(errno));
-            return H5Dwrite_chunk(r->raw, H5P_DEFAULT, 0, off, r->frame_bytes, buf);
+        if (w <= 0) {
+            if (w == 0)
+                errno = ENOSPC;
+            return done;
         }
-        return -1;
+        done += (size_t)w;
+        while (cnt > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
     }
-    return 0;
+    return done;
+}
+
+/* Rows n..n+k of /raw from the queue entries e[0..k): their chunks are
+ * allocated by one extent (early allocation, never filled), and frames
+ * whose chunks follow each other on the file go in one pwritev with
+ * O_DIRECT - a backlog is written in fewer, larger writes and wake-ups.
+ * Returns the frames completely written (errno says why when < k; ENOSPC:
+ * disk full). */
+static unsigned append_raw_direct(octd_rec *r, rec_entry *const *e, unsigned k, uint64_t n)
+{
+    hsize_t dims[4] = {n + k, r->geom.lines, r->geom.ascans, r->geom.samples};
+    haddr_t addr[REC_BATCH];
+    if (H5Dset_extent(r->raw, dims) < 0)
+        return 0;
+    for (unsigned i = 0; i < k; i++) {
+        hsize_t off[4] = {n + i}, size = 0;
+        addr[i] = HADDR_UNDEF;
+        if (H5Dget_chunk_info_by_coord(r->raw, off, NULL, &addr[i], &size) < 0)
+            return 0;
+        if (addr[i] == HADDR_UNDEF || size != r->frame_bytes || addr[i] % REC_DIRECT_ALIGN) {
+            char why[96];
+            snprintf(why, sizeof why, "chunk %" PRIu64 " at %#llx, %llu bytes: not aligned", n + i,
+                     (unsigned long long)addr[i], (unsigned long long)size);
+            direct_off(r, why);
+            return 0;
+        }
+    }
+    for (unsigned i = 0; i < k;) {
+        unsigned j = i + 1;
+        while (j < k && addr[j] == addr[j - 1] + r->frame_bytes)
+            j++;
+        struct iovec iov[REC_BATCH];
+        for (unsigned x = i; x < j; x++)
+            iov[x - i] = (struct iovec){e[x]->raw, r->frame_bytes};
+        size_t done = pwritev_all(r->direct_fd, iov, (int)(j - i), (off_t)addr[i]);
+        if (done < (size_t)(j - i) * r->frame_bytes) {
+            if (errno == EINVAL && i == 0 && done == 0) /* the file system refuses after all */
+                direct_off(r, strerror(errno));
+            return i + (unsigned)(done / r->frame_bytes);
+        }
+        i = j;
+    }
+    return k;
 }
 
 /* Starts the writeback of the last window of buffered bytes, waits for the
@@ -386,12 +420,12 @@ static void bound_dirty_pages(octd_rec *r)
     r->wb_start = end;
 }
 
-static bool write_entry(octd_rec *r, const rec_entry *e, uint64_t n)
+/* Row n of everything; raw_done: /raw's row is already written. */
+static bool write_entry(octd_rec *r, const rec_entry *e, uint64_t n, bool raw_done)
 {
     uint32_t shape[3] = {r->geom.lines, r->geom.ascans, r->geom.samples};
-    if (r->want_raw &&
-        (r->direct_fd >= 0 ? append_raw_direct(r, e->raw, n)
-                           : h5_append_chunk(r->raw, 3, shape, n, e->raw, r->frame_bytes)) < 0)
+    if (r->want_raw && !raw_done &&
+        h5_append_chunk(r->raw, 3, shape, n, e->raw, r->frame_bytes) < 0)
         return false;
     if (r->want_prod) {
         if (n == 0 && !create_product_datasets(r))
@@ -410,7 +444,6 @@ static bool write_entry(octd_rec *r, const rec_entry *e, uint64_t n)
         if (!write_control_change(r, e, n))
             return false;
     }
-    bound_dirty_pages(r);
     return true;
 }
 
@@ -507,7 +540,11 @@ static void *writer_main(void *arg)
                 break; /* timed out: look at the directory */
         }
         bool have = r->count > 0, stop = r->stop_req;
-        rec_entry *e = have ? &r->q[r->head] : NULL;
+        /* the entries from head on are this thread's until count shrinks */
+        unsigned k = r->count < REC_BATCH ? r->count : REC_BATCH;
+        rec_entry *batch[REC_BATCH];
+        for (unsigned i = 0; i < k; i++)
+            batch[i] = &r->q[(r->head + i) % r->cap];
         pthread_mutex_unlock(&r->mu);
         uint64_t now = oct_time_monotonic_ns();
         if (now - last_dir_check > 500000000ull) {
@@ -524,18 +561,37 @@ static void *writer_main(void *arg)
         }
         uint64_t n = LOAD64(r->written);
         errno = 0;
-        if (!write_entry(r, e, n)) {
-            int err = errno;
+        /* direct: the batch's raw frames first, then the rest row by row
+         * (a frame counts as written once all its rows are) */
+        unsigned raw_done = 0, m = k;
+        int raw_err = 0;
+        if (r->want_raw && r->direct_fd >= 0) {
+            raw_done = append_raw_direct(r, batch, k, n);
+            raw_err = errno;
+            if (raw_done < k && r->direct_fd >= 0)
+                m = raw_done; /* failed: what was written, then the reason */
+        }
+        bool ok = true;
+        for (unsigned i = 0; i < m && ok; i++) {
+            errno = 0;
+            ok = write_entry(r, batch[i], n + i, i < raw_done);
+            if (!ok)
+                raw_err = errno;
+            else {
+                bound_dirty_pages(r);
+                pthread_mutex_lock(&r->mu);
+                r->head = (r->head + 1) % r->cap;
+                r->count--;
+                pthread_mutex_unlock(&r->mu);
+                ADD64(r->written, 1);
+            }
+        }
+        if (!ok || m < k) {
             char why[100];
-            h5_reason(why, sizeof why, err);
-            set_failed(r, "frame %" PRIu64 " not written: %s", n, why);
+            h5_reason(why, sizeof why, raw_err);
+            set_failed(r, "frame %" PRIu64 " not written: %s", LOAD64(r->written), why);
             break;
         }
-        pthread_mutex_lock(&r->mu);
-        r->head = (r->head + 1) % r->cap;
-        r->count--;
-        pthread_mutex_unlock(&r->mu);
-        ADD64(r->written, 1);
     }
     /* frames accepted but not written (after a failure) are left out */
     pthread_mutex_lock(&r->mu);

@@ -17,6 +17,7 @@
 usage: PYTHONPATH=tools/python python3 tools/python/bench.py [--bin bin]
        [--dir /tmp] [--only subscriber,record,engine,dask]
        [--record-fps 250] [--record-io auto|direct|buffered] [--record-repeats 3]
+       [--record-throttle MB/s]
 Prints one line per measurement; numbers depend on the machine (say which).
 """
 import argparse
@@ -102,14 +103,34 @@ def bench_subscriber(args):
                                                         sum(sub.gaps.values())))
 
 
-def _dd(path, nbytes, direct, bs):
+def _throttle(directory, mbps):
+    """A cgroup v1 blkio group limiting writes to the disk under directory to
+    mbps MB/s (a slower disk for octd and dd alike), or None (not available)."""
+    st = os.stat(directory)
+    dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    if os.path.exists("/sys/dev/block/%s/partition" % dev):  # throttled per disk
+        dev = open("/sys/dev/block/%s/../dev" % dev).read().strip()
+    cg = "/sys/fs/cgroup/blkio/octbench%d" % os.getpid()
+    try:
+        os.makedirs(cg, exist_ok=True)
+        with open(cg + "/blkio.throttle.write_bps_device", "w") as f:
+            f.write("%s %d" % (dev, int(mbps * 1e6)))
+    except OSError as exc:
+        print("record: no blkio throttle (%s): the disk as it is" % exc)
+        return None
+    return cg
+
+
+def _dd(path, nbytes, direct, bs, cgroup=None):
     """dd's own rate (bytes/s) writing nbytes of zeros to path: oflag=direct
     (as the O_DIRECT writer) or conv=fdatasync (as the buffered writer,
-    whose file is fsynced before its rename)."""
+    whose file is fsynced before its rename); in cgroup (throttled) if given."""
     count = max(1, nbytes // bs)
-    r = subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=%d" % bs, "count=%d" % count,
-                        "oflag=direct" if direct else "conv=fdatasync"],
-                       capture_output=True, text=True)
+    cmd = ["dd", "if=/dev/zero", "of=" + path, "bs=%d" % bs, "count=%d" % count,
+           "oflag=direct" if direct else "conv=fdatasync"]
+    if cgroup:
+        cmd = ["sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cgroup, "sh"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True)
     os.unlink(path)
     m = re.search(r"([\d.]+) s, ", r.stderr)
     if r.returncode != 0 or not m:
@@ -118,7 +139,7 @@ def _dd(path, nbytes, direct, bs):
 
 
 def bench_record(args):
-    for fps in (0, args.record_fps):
+    for fps in ((0,) if args.record_unpaced else ()) + (args.record_fps,):
         _bench_record(args, fps)
 
 
@@ -170,6 +191,10 @@ record_io = {args.record_io}\n""")
     d = subprocess.Popen([os.path.join(args.bin, "octd"), "--config", t + "/octd.ini"],
                          stdout=log, stderr=subprocess.STDOUT)
     c = octd.Control(prefix + "-control", prefix + "-status", timeout=20)
+    cg = _throttle(t, args.record_throttle) if args.record_throttle else None
+    if cg:
+        with open(cg + "/cgroup.procs", "w") as f:
+            f.write(str(d.pid))
     try:
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -225,15 +250,18 @@ record_io = {args.record_io}\n""")
             written.append(s1["record_frames"])
             left_out.append(s1["record_dropped"])
             direct = mode == "direct"
-            dd_mbs.append(_dd(t + "/dd.bin", fsize, direct, frame_bytes if direct else 1 << 20) / 1e6)
+            dd_mbs.append(_dd(t + "/dd.bin", fsize, direct, frame_bytes if direct else 1 << 20,
+                              cg) / 1e6)
         ddhow = ("oflag=direct bs=%d" % frame_bytes if modes == {"direct"}
                  else "bs=1M conv=fdatasync")
         print("record: %dx%dx%d u16 frames (%.1f MiB), %s, products [%s], %s, %.0f s windows, "
-              "%d repeats (octd, octd recording, dd), record_io %s -> %s:" %
+              "%d repeats (octd, octd recording, dd), record_io %s -> %s%s:" %
               (L, N, M, frame_bytes / 1048576, args.backend, args.record_products,
                "octsim unpaced" if not fps else "octsim at %d frames/s (%.0f MB/s)"
                % (fps, fps * frame_bytes / 1e6), secs, args.record_repeats, args.record_io,
-               " / ".join(sorted(modes))))
+               " / ".join(sorted(modes)),
+               ", octd and dd writing through a blkio throttle of %g MB/s" % args.record_throttle
+               if cg else ""))
         print("record:   octd without recording: median %.1f frames/s processed (%s), "
               "%.1f/s skipped; octd %.2f ms CPU per frame, machine %.0f %% busy" %
               (_med(base), _runs(base, "%.1f"), _med(base_skip), _med(cpu[False]),
@@ -255,6 +283,13 @@ record_io = {args.record_io}\n""")
         sim.wait(10)
         log.close()
         shutil.rmtree(t, ignore_errors=True)
+        if cg:
+            for _ in range(50):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
         for s in ("-control", "-status", "-frames"):
             try:
                 os.unlink("/dev/shm" + prefix + s)
@@ -350,6 +385,11 @@ def main():
                     help="[save] record_io of the recording benchmark's octd (default auto)")
     ap.add_argument("--record-repeats", type=int, default=3,
                     help="octd / octd recording / dd rounds of the recording benchmark")
+    ap.add_argument("--no-record-unpaced", dest="record_unpaced", action="store_false",
+                    help="the recording benchmark's paced pass only")
+    ap.add_argument("--record-throttle", type=float, default=0,
+                    help="MB/s: octd and dd write through a cgroup v1 blkio throttle (a "
+                         "slower disk than octd's rate, root only); 0 = the disk as it is")
     ap.add_argument("--record-products", default="confocal",
                     help="products of the recording benchmark's profile (default confocal)")
     ap.add_argument("--only", default="subscriber,record,engine,dask")
