@@ -109,6 +109,7 @@ typedef struct octd_rec {
 
     bool closing;      /* main thread: no more frames are offered */
     uint64_t accepted; /* main thread */
+    uint64_t loop_ns;  /* main thread: time octd_record_frame took for them */
     uint64_t written, dropped; /* atomic */
     double writer_cpu_s;       /* the writer's CPU time, set before it finishes */
 } octd_rec;
@@ -999,6 +1000,7 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
         return;
     }
     /* the slot past `count` belongs to this thread until count grows */
+    uint64_t t0 = oct_time_monotonic_ns();
     rec_entry *e = &r->q[slot];
     if (r->want_raw)
         memcpy(e->raw, f->data, r->frame_bytes);
@@ -1017,6 +1019,7 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
     r->accepted++;
+    r->loop_ns += oct_time_monotonic_ns() - t0;
     if (r->max_frames && r->accepted >= r->max_frames)
         request_stop(r, "frame count reached");
 }
@@ -1040,8 +1043,10 @@ static void join_finished(octd *d, bool wait)
     uint64_t n = LOAD64(r->written);
     octd_log(r->failed ? LOG_ERR : LOG_INFO,
              "recording %s: %" PRIu64 " frames, %" PRIu64 " left out: %s; %s, writer CPU "
-             "%.3f s (%.0f us per frame)", r->final_path, n, LOAD64(r->dropped), r->message,
-             r->io_mode, r->writer_cpu_s, n ? 1e6 * r->writer_cpu_s / (double)n : 0.0);
+             "%.3f s (%.0f us per frame), frame loop %.0f us per frame taken",
+             r->final_path, n, LOAD64(r->dropped), r->message, r->io_mode, r->writer_cpu_s,
+             n ? 1e6 * r->writer_cpu_s / (double)n : 0.0,
+             r->accepted ? 1e-3 * (double)r->loop_ns / (double)r->accepted : 0.0);
     rec_free(r);
     d->rec = NULL;
 }

@@ -227,7 +227,7 @@ record_io = {args.record_io}\n""")
 
         base, base_skip, rec, rec_skip, rec_mbs, dd_mbs, left_out, written = ([] for _ in range(8))
         modes = set()
-        cpu, busy, writer_us = {}, {}, []
+        cpu, busy, writer_us, loop_us = {}, {}, [], []
         for _ in range(args.record_repeats):
             _, _, rate, skip = window(False)
             base.append(rate)
@@ -242,9 +242,10 @@ record_io = {args.record_io}\n""")
                 mode = mode.decode() if isinstance(mode, bytes) else mode
             modes.add(mode)
             time.sleep(0.2)  # octd logs the writer's CPU time once it joined it
-            m = re.findall(r"writer CPU ([\d.]+) s \((\d+) us per frame\)",
+            m = re.findall(r"writer CPU ([\d.]+) s \((\d+) us per frame\), frame loop (\d+) us",
                            open(t + "/octd.log").read())
             writer_us.append(float(m[-1][1]) if m else float("nan"))
+            loop_us.append(float(m[-1][2]) if m else float("nan"))
             os.unlink(path)
             rec_mbs.append(fsize / dt / 1e6)
             written.append(s1["record_frames"])
@@ -262,6 +263,7 @@ record_io = {args.record_io}\n""")
                " / ".join(sorted(modes)),
                ", octd and dd writing through a blkio throttle of %g MB/s" % args.record_throttle
                if cg else ""))
+        # octd's CPU per frame includes OpenMP's spin-waiting between frames
         print("record:   octd without recording: median %.1f frames/s processed (%s), "
               "%.1f/s skipped; octd %.2f ms CPU per frame, machine %.0f %% busy" %
               (_med(base), _runs(base, "%.1f"), _med(base_skip), _med(cpu[False]),
@@ -271,9 +273,10 @@ record_io = {args.record_io}\n""")
               "%.0f %% busy" % (_med(rec), _runs(rec, "%.1f"), _med(rec_skip),
                                 100 * _med(rec) / _med(base), _med(cpu[True]), _med(busy[True])))
         print("record:   file: median %.0f MB/s (%s; fsync before the rename included); "
-              "frames written %s, left out (disk) %s; writer thread %s us CPU per frame" %
+              "frames written %s, left out (disk) %s; writer thread %s us CPU per frame; "
+              "frame loop %s us per frame taken (the copy into the queue)" %
               (_med(rec_mbs), _runs(rec_mbs), _runs(written, "%d"), _runs(left_out, "%d"),
-               _runs(writer_us)))
+               _runs(writer_us), _runs(loop_us)))
         print("record:   dd %s, same directory, same size: median %.0f MB/s (%s) -> recording "
               "at %.0f %% of dd" % (ddhow, _med(dd_mbs), _runs(dd_mbs), 100 * _med(rec_mbs) / _med(dd_mbs)))
     finally:
