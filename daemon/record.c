@@ -48,6 +48,14 @@
 #define REC_WRITER_NICE 19
 #define REC_BATCH 16u                    /* queue entries taken at once */
 
+/* A raw buffer's first touch (page faults, zeroing) is done by the writer
+ * thread when it has nothing to write, from the last entry down, while the
+ * frame loop fills entries from the first up: whichever comes first claims
+ * an untouched buffer (the frame loop then takes the faults, as without
+ * prefault).  A frame whose buffer the writer is touching right then is
+ * left out (counted) rather than waited for. */
+enum { REC_SLOT_FRESH, REC_SLOT_PREPARING, REC_SLOT_READY, REC_SLOT_LOOP };
+
 typedef struct rec_topic {
     int method, kind;
     bool f32;
@@ -103,6 +111,8 @@ typedef struct octd_rec {
     pthread_cond_t cv;
     rec_entry *q;
     uint8_t *raw_store;         /* the entries' raw buffers, one block */
+    uint8_t *slot_state;        /* per entry: REC_SLOT_* (atomic), NULL: no prefault */
+    unsigned prep_next;         /* writer: entries from cap-1 down not yet looked at */
     unsigned cap, head, count;
     bool stop_req, finished, failed; /* under mu */
     char message[128];               /* under mu */
@@ -519,6 +529,29 @@ static void finalize(octd_rec *r)
     fsync(r->dirfd);
 }
 
+/* Touches the next untouched raw buffer while nothing waits to be written;
+ * true if it did (then look at the queue again). */
+static bool prepare_one(octd_rec *r)
+{
+    if (!r->slot_state || r->prep_next == 0)
+        return false;
+    pthread_mutex_lock(&r->mu);
+    bool idle = r->count == 0 && !r->stop_req;
+    pthread_mutex_unlock(&r->mu);
+    if (!idle)
+        return false;
+    unsigned i = --r->prep_next;
+    uint8_t expect = REC_SLOT_FRESH;
+    if (__atomic_compare_exchange_n(&r->slot_state[i], &expect, REC_SLOT_PREPARING, false,
+                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+        memset(r->q[i].raw, 0, r->frame_bytes);
+        __atomic_store_n(&r->slot_state[i], REC_SLOT_READY, __ATOMIC_RELEASE);
+    } else {
+        r->prep_next = 0; /* the frame loop has come this far: the rest are its */
+    }
+    return true;
+}
+
 static void *writer_main(void *arg)
 {
     octd_rec *r = arg;
@@ -527,6 +560,8 @@ static void *writer_main(void *arg)
      * producer and the publisher come first; the queue absorbs the delay */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
     for (;;) {
+        if (prepare_one(r))
+            continue;
         pthread_mutex_lock(&r->mu);
         while (r->count == 0 && !r->stop_req) {
             struct timespec ts;
@@ -635,6 +670,7 @@ static void rec_free(octd_rec *r)
         }
     free(r->q);
     free(r->raw_store);
+    free(r->slot_state);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -733,10 +769,11 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
         if (posix_memalign((void **)&r->raw_store, 2u << 20, bytes) != 0)
             goto oom;
         madvise(r->raw_store, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
-        /* touched here, once (tens of ms for the whole queue), not by the
-         * frame loop's first copy into each buffer (page faults) */
-        if (d->cfg.prefault)
-            memset(r->raw_store, 0, bytes);
+        /* touched by the writer thread, not here: 256 MiB of fresh pages took
+         * 0.7-3.5 s on this project's VM, a stall of the frame loop */
+        if (d->cfg.prefault && !(r->slot_state = calloc(r->cap, 1)))
+            goto oom;
+        r->prep_next = r->cap;
         for (unsigned i = 0; i < r->cap; i++)
             r->q[i].raw = r->raw_store + (size_t)i * stride;
     }
@@ -1002,6 +1039,18 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
     /* the slot past `count` belongs to this thread until count grows */
     uint64_t t0 = oct_time_monotonic_ns();
     rec_entry *e = &r->q[slot];
+    if (r->slot_state && r->want_raw) {
+        uint8_t st = __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE);
+        if (st == REC_SLOT_FRESH &&
+            !__atomic_compare_exchange_n(&r->slot_state[slot], &st, REC_SLOT_LOOP, false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            /* lost the race: st is what the writer set */
+        }
+        if (st == REC_SLOT_PREPARING) { /* the writer is touching it right now */
+            ADD64(r->dropped, 1);
+            return;
+        }
+    }
     if (r->want_raw)
         memcpy(e->raw, f->data, r->frame_bytes);
     if (r->want_prod)
