@@ -283,3 +283,66 @@ def test_record_io_modes(tmp_path, save_ini, shape, want):
                 assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i]), d.frames))
     finally:
         d.stop()
+
+
+def test_record_backlog_disk_full(daemon, tmp_path):
+    """A backlog (writer frozen, then thawed) is written 16 frames per write
+    and runs into a full disk inside a batch: the file keeps exactly the frames
+    completely written, in order, and says why it ended."""
+    fz = "/sys/fs/cgroup/freezer"
+    cg = os.path.join(fz, "octpyb%d" % os.getpid())
+    try:
+        os.mkdir(cg)
+    except OSError as exc:
+        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    # 16 MiB go to the space reserve: about 3 MiB (~190 frames of 16 KiB) for data,
+    # fewer than the 256 the queue holds
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=19m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(cg)
+        pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
+    c = daemon.control
+    try:
+        daemon.save_to(str(mnt))
+        path = c.record()
+        _wait_frames(c, 2)
+        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
+                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
+                == "octd-record"]
+        with open(os.path.join(cg, "tasks"), "w") as f:
+            f.write(tids[0])
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        deadline = time.monotonic() + 30
+        while c.status()["record_dropped"] < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the queue is full
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        with pytest.raises(octd.CommandFailed, match="disk full"):
+            c.wait_record(timeout=60)
+        s = c.status()
+        assert s["record_state"] == "failed" and 20 < s["record_frames"] < 256, s
+        files = os.listdir(mnt)
+        assert files == [os.path.basename(path)], files
+        with octd.read_recording(str(mnt / files[0])) as rec:
+            n = len(rec)
+            assert n == s["record_frames"] and rec.raw.shape[0] == n
+            assert "disk full" in rec.attrs["stop_reason"]
+            fid = rec.frame_id.astype(np.int64)
+            raw = rec.frames()
+            for i in range(n):
+                assert np.array_equal(raw[i], expected_frame(int(fid[i]))), i
+    finally:
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        subprocess.run(["umount", "-l", str(mnt)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
