@@ -48,11 +48,11 @@
 #define REC_WRITER_NICE 19
 #define REC_BATCH 16u                    /* queue entries taken at once */
 
-/* A raw buffer's first touch (page faults, zeroing) is done by the writer
- * thread when it has nothing to write, from the last entry down, while the
+/* A raw buffer's first touch (page faults, zeroing) is done by a helper
+ * thread at nice 19 ("octd-rec-prep"), from the last entry down, while the
  * frame loop fills entries from the first up: whichever comes first claims
  * an untouched buffer (the frame loop then takes the faults, as without
- * prefault).  A frame whose buffer the writer is touching right then is
+ * prefault).  A frame whose buffer the helper is touching right then is
  * left out (counted) rather than waited for. */
 enum { REC_SLOT_FRESH, REC_SLOT_PREPARING, REC_SLOT_READY, REC_SLOT_LOOP };
 
@@ -107,12 +107,13 @@ typedef struct octd_rec {
 
     pthread_t thread;
     bool thread_started;
+    pthread_t prep_thread;
+    bool prep_started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     rec_entry *q;
     uint8_t *raw_store;         /* the entries' raw buffers, one block */
     uint8_t *slot_state;        /* per entry: REC_SLOT_* (atomic), NULL: no prefault */
-    unsigned prep_next;         /* writer: entries from cap-1 down not yet looked at */
     unsigned cap, head, count;
     bool stop_req, finished, failed; /* under mu */
     char message[128];               /* under mu */
@@ -529,27 +530,24 @@ static void finalize(octd_rec *r)
     fsync(r->dirfd);
 }
 
-/* Touches the next untouched raw buffer while nothing waits to be written;
- * true if it did (then look at the queue again). */
-static bool prepare_one(octd_rec *r)
+/* The prefault helper: touches the untouched raw buffers from the last
+ * down until it meets one the frame loop took or the recording stops. */
+static void *prep_main(void *arg)
 {
-    if (!r->slot_state || r->prep_next == 0)
-        return false;
-    pthread_mutex_lock(&r->mu);
-    bool idle = r->count == 0 && !r->stop_req;
-    pthread_mutex_unlock(&r->mu);
-    if (!idle)
-        return false;
-    unsigned i = --r->prep_next;
-    uint8_t expect = REC_SLOT_FRESH;
-    if (__atomic_compare_exchange_n(&r->slot_state[i], &expect, REC_SLOT_PREPARING, false,
-                                    __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    octd_rec *r = arg;
+    setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
+    for (unsigned i = r->cap; i-- > 0;) {
+        pthread_mutex_lock(&r->mu);
+        bool stop = r->stop_req || r->failed;
+        pthread_mutex_unlock(&r->mu);
+        uint8_t expect = REC_SLOT_FRESH;
+        if (stop || !__atomic_compare_exchange_n(&r->slot_state[i], &expect, REC_SLOT_PREPARING,
+                                                 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            break; /* the frame loop has come this far: the rest are its */
         memset(r->q[i].raw, 0, r->frame_bytes);
         __atomic_store_n(&r->slot_state[i], REC_SLOT_READY, __ATOMIC_RELEASE);
-    } else {
-        r->prep_next = 0; /* the frame loop has come this far: the rest are its */
     }
-    return true;
+    return NULL;
 }
 
 static void *writer_main(void *arg)
@@ -560,8 +558,6 @@ static void *writer_main(void *arg)
      * producer and the publisher come first; the queue absorbs the delay */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
     for (;;) {
-        if (prepare_one(r))
-            continue;
         pthread_mutex_lock(&r->mu);
         while (r->count == 0 && !r->stop_req) {
             struct timespec ts;
@@ -769,11 +765,10 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
         if (posix_memalign((void **)&r->raw_store, 2u << 20, bytes) != 0)
             goto oom;
         madvise(r->raw_store, bytes, MADV_HUGEPAGE); /* a hint: fine if refused */
-        /* touched by the writer thread, not here: 256 MiB of fresh pages took
+        /* touched by a helper thread, not here: 256 MiB of fresh pages took
          * 0.7-3.5 s on this project's VM, a stall of the frame loop */
         if (d->cfg.prefault && !(r->slot_state = calloc(r->cap, 1)))
             goto oom;
-        r->prep_next = r->cap;
         for (unsigned i = 0; i < r->cap; i++)
             r->q[i].raw = r->raw_store + (size_t)i * stride;
     }
@@ -865,6 +860,15 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
     }
     r->thread_started = true;
     pthread_setname_np(r->thread, "octd-record"); /* top -H; tests find it by name */
+    if (r->slot_state) {
+        if (pthread_create(&r->prep_thread, NULL, prep_main, r) == 0) {
+            r->prep_started = true;
+            pthread_setname_np(r->prep_thread, "octd-rec-prep");
+        } else { /* no helper: the frame loop touches them all */
+            free(r->slot_state);
+            r->slot_state = NULL;
+        }
+    }
     return r;
 oom:
     snprintf(msg, msg_len, "out of memory for %u frame buffers of %zu bytes", r->cap,
@@ -1083,6 +1087,9 @@ static void join_finished(octd *d, bool wait)
         return;
     pthread_join(r->thread, NULL);
     r->thread_started = false;
+    if (r->prep_started)
+        pthread_join(r->prep_thread, NULL); /* ends at stop_req */
+    r->prep_started = false;
     oct_status_block *b = d->sb;
     __atomic_store_n(&b->record_frames, LOAD64(r->written), __ATOMIC_RELEASE);
     __atomic_store_n(&b->record_dropped, LOAD64(r->dropped), __ATOMIC_RELEASE);
