@@ -346,3 +346,27 @@ def test_record_backlog_disk_full(daemon, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+def test_record_o_direct_refused(daemon, tmp_path):
+    """ramfs refuses O_DIRECT at open: auto falls back to the page cache, the
+    file says why, and the frames are all there."""
+    mnt = tmp_path / "ram"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "ramfs", "ramfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a ramfs: " + r.stderr.strip())
+    try:
+        c = daemon.control
+        daemon.save_to(str(mnt))
+        path = c.record(frames=20, wait=True)
+        with octd.read_recording(path.replace(daemon.save_link, str(mnt))) as rec:
+            assert len(rec) == 20
+            assert rec.attrs["record_io"] == ("buffered (the save directory's file system "
+                                              "refuses O_DIRECT (Invalid argument))")
+            for i in range(20):
+                assert np.array_equal(rec.raw[i], expected_frame(int(rec.frame_id[i])))
+        assert "raw frames buffered: the save directory's file system refuses O_DIRECT" \
+            in daemon.log_text()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])
