@@ -366,7 +366,9 @@ def test_record_o_direct_refused(daemon, tmp_path):
                                               "refuses O_DIRECT (Invalid argument))")
             for i in range(20):
                 assert np.array_equal(rec.raw[i], expected_frame(int(rec.frame_id[i])))
-        assert "raw frames buffered: the save directory's file system refuses O_DIRECT" \
-            in daemon.log_text()
+        daemon.log.flush()
+        with open(os.path.join(daemon.tmp, "octd.log")) as f:
+            assert "raw frames buffered: the save directory's file system refuses O_DIRECT" \
+                in f.read()
     finally:
         subprocess.run(["umount", "-l", str(mnt)])
