@@ -10,7 +10,9 @@
  * cores.  Whatever goes through the page cache (products, HDF5's metadata,
  * raw frames in buffered mode) is written back by the writer thread itself
  * every REC_WB_WINDOW bytes and dropped from the cache, so dirty pages stay
- * bounded.  The writer runs at nice 19: the frame loop comes first. */
+ * bounded.  The writer (up to REC_BATCH frames per pwritev) and the helper
+ * that first touches the queue's buffers run at nice 19: the frame loop
+ * comes first. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_DIRECT, sync_file_range */
 #endif
