@@ -31,6 +31,7 @@ enum ini_key {
     K_CUDA_GRAPH,
     K_REG_WORKERS,
     K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS,
+    K_RECORD_IO,
     K_COUNT
 };
 
@@ -53,6 +54,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_REG_WORKERS] = {"engine", "registration_workers"},
     [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
     [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
+    [K_RECORD_IO] = {"save", "record_io"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -404,6 +406,14 @@ static int set_value(ini_ctx *x, int k, const char *v)
         else if (!strcasecmp(v, "off")) c->zero_copy = OCT_ZERO_COPY_OFF;
         else
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, on or off", sec, key, v), 0;
+        return 1;
+    case K_RECORD_IO:
+        if (!strcasecmp(v, "auto")) c->record_io = OCT_RECORD_IO_AUTO;
+        else if (!strcasecmp(v, "direct")) c->record_io = OCT_RECORD_IO_DIRECT;
+        else if (!strcasecmp(v, "buffered")) c->record_io = OCT_RECORD_IO_BUFFERED;
+        else
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto, direct or buffered", sec,
+                            key, v), 0;
         return 1;
     case K_STALE_MS: {
         int ms;

@@ -84,10 +84,16 @@ typedef struct oct_daemon_config {
     int pub_nice;               /* nice: the publisher and ZeroMQ threads this much nicer
                                  * than octd (0..19) */
     char pub_cpus[128];         /* cpus: CPU list they run on; "" = wherever octd may */
+    /* [save] record_io: how a recording writes its raw frames (README
+     * "Recording at full rate"): auto (O_DIRECT where the file system and
+     * the frame size allow it, else buffered), direct (else the record
+     * command fails), buffered (page cache, dirty pages bounded) */
+    int record_io;              /* OCT_RECORD_IO_AUTO */
 } oct_daemon_config;
 #define OCT_REG_WORKERS_MAX 8
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };
+enum { OCT_RECORD_IO_AUTO = 0, OCT_RECORD_IO_DIRECT = 1, OCT_RECORD_IO_BUFFERED = 2 };
 
 void oct_daemon_config_default(oct_daemon_config *c);
 /* Reads an ini file.  Unknown sections/keys, bad values, a missing file:

@@ -147,6 +147,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_str_eq(c.pub_cpus, "");
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_AUTO);
 
     const char *t = "; octd settings\n"
                     "[engine]\n"
@@ -172,6 +173,7 @@ START_TEST(ini_defaults_and_values)
                     "path = profiles/sys.yaml\n"
                     "[save]\n"
                     "directory = /var/lib/octd\n"
+                    "record_io = Buffered\n"
                     "[log]\n"
                     "level = debug\n";
     ck_assert_msg(oct_daemon_config_parse(&c, t, strlen(t), "/etc/octd/octd.ini", &e) == OCT_OK,
@@ -196,8 +198,12 @@ START_TEST(ini_defaults_and_values)
     ck_assert_str_eq(c.pub_cpus, "0,2-3");
     ck_assert_str_eq(c.profile_path, "/etc/octd/profiles/sys.yaml");
     ck_assert_str_eq(c.save_dir, "/var/lib/octd");
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_BUFFERED);
     ck_assert_int_eq(c.log_level, LOG_DEBUG);
     ck_assert_str_eq(c.source_path, "/etc/octd/octd.ini");
+    t = "[save]\nrecord_io = direct\n";
+    ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e), OCT_OK);
+    ck_assert_int_eq(c.record_io, OCT_RECORD_IO_DIRECT);
 }
 END_TEST
 
@@ -248,6 +254,7 @@ static const ini_case ini_cases[] = {
     {"[publish]\ncpus = a,b\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
     {"[publish]\ncpus = ,2\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
     {"[log]\nlevel = loud\n", OCT_EINVAL, "c.ini:2:", "[log] level"},
+    {"[save]\nrecord_io = odirect\n", OCT_EINVAL, "c.ini:2:", "[save] record_io: 'odirect'"},
     {"backend = cpu\n", OCT_EPARSE, "c.ini:1:", "backend: key outside"},
     {"[engine]\nbackend\n", OCT_EPARSE, "c.ini:2:", "syntax"},
     {"[engine]\nbackend = cpu\n   cuda\n", OCT_EPARSE, "c.ini:3:", "syntax"},

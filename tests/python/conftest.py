@@ -57,7 +57,7 @@ products: [bscan, f32]
 
 
 class Daemon:
-    def __init__(self, tmp, tag="a", profile=PROFILE, shape=(L, N, M)):
+    def __init__(self, tmp, tag="a", profile=PROFILE, shape=(L, N, M), save_ini=""):
         self.tmp = tmp
         self.prefix = "/octpy%d%s" % (os.getpid(), tag)
         self.shape = shape
@@ -86,6 +86,7 @@ sndhwm = 64
 path = {self.profile}
 [save]
 directory = {self.save_link}
+{save_ini}
 [log]
 level = info
 """)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import octd
+from conftest import PROFILE as DEFAULT_PROFILE
 from conftest import Daemon, expected_frame
 from refs import rel_l2
 
@@ -22,6 +23,11 @@ def _wait_frames(c, n, timeout=30):
             return s
         time.sleep(0.02)
     raise TimeoutError("recording did not reach %d frames: %s" % (n, s))
+
+
+def _direct_or_refused(mode):
+    return mode == "direct" or mode.startswith(
+        "buffered (the save directory's file system refuses O_DIRECT")
 
 
 def test_record_raw_and_products(daemon, tmp_path):
@@ -47,6 +53,9 @@ def test_record_raw_and_products(daemon, tmp_path):
         assert "freq_cutoff: 4" in r.profile
         assert r.control["window"].startswith("hann")
         assert r.attrs["octd_version"]
+        # 16 KiB frames: O_DIRECT (tmpfs takes it since Linux 6.6; before, the
+        # fallback says why)
+        assert _direct_or_refused(r.attrs["record_io"]), r.attrs["record_io"]
         raw = r.frames()
         fids = r.frame_id
         assert np.all(np.diff(fids.astype(np.int64)) >= 1)
@@ -129,6 +138,7 @@ def test_record_disk_full(daemon, tmp_path):
             n = len(rec)
             assert n == s["record_frames"] and rec.raw.shape[0] == n
             assert "disk full" in rec.attrs["stop_reason"]
+            assert _direct_or_refused(rec.attrs["record_io"]), rec.attrs["record_io"]
             raw = rec.frames()
             for i in (0, n // 2, n - 1):
                 assert np.array_equal(raw[i], expected_frame(int(rec.frame_id[i])))
@@ -196,6 +206,9 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
                 if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
                 == "octd-record"]
         assert len(tids) == 1, tids
+        # the writer yields to the frame loop: nice 19 (field 19 of stat)
+        stat = open("/proc/%d/task/%s/stat" % (daemon.proc.pid, tids[0])).read()
+        assert int(stat.rsplit(")", 1)[1].split()[16]) == 19, stat
         with open(os.path.join(cg, "tasks"), "w") as f:
             f.write(tids[0])
         with open(os.path.join(cg, "freezer.state"), "w") as f:
@@ -232,3 +245,130 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+ODD_PROFILE = """geometry: {samples: 128, ascans: 30, lines: 1, sample_type: u16, sample_shift: 0}
+methods: [cfd]
+window: {type: hann}
+freq_cutoff: 2
+products: [confocal]
+"""
+
+
+@pytest.mark.parametrize("save_ini,shape,want", [
+    # [save] record_io = buffered: the page cache, dirty pages bounded
+    ("record_io = buffered", (1, 32, 256), "buffered ([save] record_io = buffered)"),
+    # auto, 7680-byte frames: O_DIRECT cannot take them, the fallback says why
+    ("", (1, 30, 128), "buffered (the frame size is not a multiple of 4096 bytes)"),
+    # direct, 7680-byte frames: the command fails, naming the key and why
+    ("record_io = direct", (1, 30, 128), None),
+])
+def test_record_io_modes(tmp_path, save_ini, shape, want):
+    prof = DEFAULT_PROFILE if shape == (1, 32, 256) else ODD_PROFILE
+    d = Daemon(str(tmp_path), tag="io", profile=prof, shape=shape, save_ini=save_ini)
+    try:
+        c = d.control
+        if want is None:
+            with pytest.raises(octd.CommandFailed,
+                               match=r"record_io = direct: the frame size is not a multiple"):
+                c.record(frames=5)
+            assert os.listdir(os.path.join(str(tmp_path), "disk")) == []
+            return
+        path = c.record(frames=30, wait=True)
+        final = path.replace(d.save_link, os.path.join(str(tmp_path), "disk"))
+        with octd.read_recording(final) as r:
+            assert len(r) == 30 and r.raw.shape == (30,) + shape
+            assert r.attrs["record_io"] == want
+            for i in range(30):
+                assert np.array_equal(r.raw[i], expected_frame(int(r.frame_id[i]), d.frames))
+    finally:
+        d.stop()
+
+
+def test_record_backlog_disk_full(daemon, tmp_path):
+    """A backlog (writer frozen, then thawed) is written 16 frames per write
+    and runs into a full disk inside a batch: the file keeps exactly the frames
+    completely written, in order, and says why it ended."""
+    fz = "/sys/fs/cgroup/freezer"
+    cg = os.path.join(fz, "octpyb%d" % os.getpid())
+    try:
+        os.mkdir(cg)
+    except OSError as exc:
+        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    # 16 MiB go to the space reserve: about 3 MiB (~190 frames of 16 KiB) for data,
+    # fewer than the 256 the queue holds
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=19m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(cg)
+        pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
+    c = daemon.control
+    try:
+        daemon.save_to(str(mnt))
+        path = c.record()
+        _wait_frames(c, 2)
+        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
+                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
+                == "octd-record"]
+        with open(os.path.join(cg, "tasks"), "w") as f:
+            f.write(tids[0])
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("FROZEN")
+        deadline = time.monotonic() + 30
+        while c.status()["record_dropped"] < 5 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the queue is full
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        with pytest.raises(octd.CommandFailed, match="disk full"):
+            c.wait_record(timeout=60)
+        s = c.status()
+        assert s["record_state"] == "failed" and 20 < s["record_frames"] < 256, s
+        files = os.listdir(mnt)
+        assert files == [os.path.basename(path)], files
+        with octd.read_recording(str(mnt / files[0])) as rec:
+            n = len(rec)
+            assert n == s["record_frames"] and rec.raw.shape[0] == n
+            assert "disk full" in rec.attrs["stop_reason"]
+            fid = rec.frame_id.astype(np.int64)
+            raw = rec.frames()
+            for i in range(n):
+                assert np.array_equal(raw[i], expected_frame(int(fid[i]))), i
+    finally:
+        with open(os.path.join(cg, "freezer.state"), "w") as f:
+            f.write("THAWED")
+        subprocess.run(["umount", "-l", str(mnt)])
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+def test_record_o_direct_refused(daemon, tmp_path):
+    """ramfs refuses O_DIRECT at open: auto falls back to the page cache, the
+    file says why, and the frames are all there."""
+    mnt = tmp_path / "ram"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "ramfs", "ramfs", str(mnt)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip("cannot mount a ramfs: " + r.stderr.strip())
+    try:
+        c = daemon.control
+        daemon.save_to(str(mnt))
+        path = c.record(frames=20, wait=True)
+        with octd.read_recording(path.replace(daemon.save_link, str(mnt))) as rec:
+            assert len(rec) == 20
+            assert rec.attrs["record_io"] == ("buffered (the save directory's file system "
+                                              "refuses O_DIRECT (Invalid argument))")
+            for i in range(20):
+                assert np.array_equal(rec.raw[i], expected_frame(int(rec.frame_id[i])))
+        daemon.log.flush()
+        with open(os.path.join(daemon.tmp, "octd.log")) as f:
+            assert "raw frames buffered: the save directory's file system refuses O_DIRECT" \
+                in f.read()
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)])

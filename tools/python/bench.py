@@ -5,8 +5,10 @@
               arrays, zero-copy) from a publisher process sending
               octd-image-1 messages over ipc://
   record      octsim -> octd recording raw frames (HDF5) vs `dd` sequential
-              writes of the same size in the same directory, same run;
-              frames octd skipped with and without recording
+              writes of the same size in the same directory, same run
+              (oflag=direct when octd wrote with O_DIRECT, else
+              conv=fdatasync), repeated, medians; octd's processed frames/s
+              with and without recording, back to back
   engine      octd.Engine.process vs octproc's engine time (same profile,
               frames, threads)
   dask        octd.dask.process_recordings on a LocalCluster of 1 vs 2
@@ -14,6 +16,8 @@
 
 usage: PYTHONPATH=tools/python python3 tools/python/bench.py [--bin bin]
        [--dir /tmp] [--only subscriber,record,engine,dask]
+       [--record-fps 250] [--record-io auto|direct|buffered] [--record-repeats 3]
+       [--record-throttle MB/s]
 Prints one line per measurement; numbers depend on the machine (say which).
 """
 import argparse
@@ -22,6 +26,7 @@ import multiprocessing as mp
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -98,20 +103,71 @@ def bench_subscriber(args):
                                                         sum(sub.gaps.values())))
 
 
-def _dd(path, mib):
-    r = subprocess.run(["dd", "if=/dev/zero", "of=" + path, "bs=1M", "count=%d" % mib,
-                        "conv=fdatasync"], capture_output=True, text=True)
+def _throttle(directory, mbps):
+    """A cgroup v1 blkio group limiting writes to the disk under directory to
+    mbps MB/s (a slower disk for octd and dd alike), or None (not available)."""
+    st = os.stat(directory)
+    dev = "%d:%d" % (os.major(st.st_dev), os.minor(st.st_dev))
+    if os.path.exists("/sys/dev/block/%s/partition" % dev):  # throttled per disk
+        dev = open("/sys/dev/block/%s/../dev" % dev).read().strip()
+    cg = "/sys/fs/cgroup/blkio/octbench%d" % os.getpid()
+    try:
+        os.makedirs(cg, exist_ok=True)
+        with open(cg + "/blkio.throttle.write_bps_device", "w") as f:
+            f.write("%s %d" % (dev, int(mbps * 1e6)))
+    except OSError as exc:
+        print("record: no blkio throttle (%s): the disk as it is" % exc)
+        return None
+    return cg
+
+
+def _dd(path, nbytes, direct, bs, cgroup=None):
+    """dd's own rate (bytes/s) writing nbytes of zeros to path: oflag=direct
+    (as the O_DIRECT writer) or conv=fdatasync (as the buffered writer,
+    whose file is fsynced before its rename); in cgroup (throttled) if given."""
+    count = max(1, nbytes // bs)
+    cmd = ["dd", "if=/dev/zero", "of=" + path, "bs=%d" % bs, "count=%d" % count,
+           "oflag=direct" if direct else "conv=fdatasync"]
+    if cgroup:
+        cmd = ["sh", "-c", 'echo $$ > %s/cgroup.procs && exec "$@"' % cgroup, "sh"] + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True)
     os.unlink(path)
     m = re.search(r"([\d.]+) s, ", r.stderr)
-    return mib * 1048576 / float(m.group(1))
+    if r.returncode != 0 or not m:
+        raise RuntimeError("dd failed: " + r.stderr.strip())
+    return count * bs / float(m.group(1))
 
 
 def bench_record(args):
-    for fps in (0, args.record_fps):
+    for fps in ((0,) if args.record_unpaced else ()) + (args.record_fps,):
         _bench_record(args, fps)
 
 
+def _med(xs):
+    return statistics.median(xs) if xs else float("nan")
+
+
+def _runs(xs, fmt="%.0f"):
+    return ", ".join(fmt % x for x in xs)
+
+
+def _cpu_s(path):
+    """utime + stime (s) of /proc/.../stat."""
+    f = open(path).read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _busy_s():
+    """CPU seconds of all cores not idle or waiting for I/O (/proc/stat)."""
+    f = [int(x) for x in open("/proc/stat").readline().split()[1:8]]
+    return (sum(f) - f[3] - f[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _bench_record(args, fps):
+    """Back to back, `--record-repeats` times: octd without recording, octd
+    recording (same length), dd of the recording's size in the same directory
+    with the writer's I/O mode; medians and ratios."""
+    import h5py
     t = tempfile.mkdtemp(dir=args.dir, prefix="octd-bench-rec.")
     M, N, L = 2048, 512, 1  # 2 MiB frames
     frame_bytes = M * N * L * 2
@@ -125,7 +181,8 @@ def _bench_record(args, fps):
     with open(t + "/octd.ini", "w") as f:
         f.write(f"""[engine]\nbackend = {args.backend}\nthreads = 0\n[ring]\nframes = {prefix}-frames
 control = {prefix}-control\nstatus = {prefix}-status\npolicy = all\n[publish]
-endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory = {t}/save\n""")
+endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory = {t}/save
+record_io = {args.record_io}\n""")
     sim = subprocess.Popen([os.path.join(args.bin, "octsim"), "--ring", prefix + "-frames",
                             "--samples", str(M), "--ascans", str(N), "--lines", str(L),
                             "--slots", "32", "--rate", str(fps * N * L)],
@@ -134,6 +191,10 @@ endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory 
     d = subprocess.Popen([os.path.join(args.bin, "octd"), "--config", t + "/octd.ini"],
                          stdout=log, stderr=subprocess.STDOUT)
     c = octd.Control(prefix + "-control", prefix + "-status", timeout=20)
+    cg = _throttle(t, args.record_throttle) if args.record_throttle else None
+    if cg:
+        with open(cg + "/cgroup.procs", "w") as f:
+            f.write(str(d.pid))
     try:
         deadline = time.time() + 30
         while time.time() < deadline:
@@ -145,8 +206,11 @@ endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory 
             time.sleep(0.1)
         secs = args.seconds
 
+        stat = "/proc/%d/stat" % d.pid
+
         def window(record):
             s0 = c.status()
+            c0, b0 = _cpu_s(stat), _busy_s()
             t0 = time.time()
             if record:
                 c.record(seconds=secs, wait=True, timeout=secs + 120)
@@ -154,28 +218,67 @@ endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory 
                 time.sleep(secs)
             s1 = c.status()
             dt = time.time() - t0
-            return s0, s1, dt
-        s0, s1, dt = window(False)
-        base_rate = (s1["frames_processed"] - s0["frames_processed"]) / dt
-        base_skip = (s1["frames_skipped"] - s0["frames_skipped"]) / dt
-        s0, s1, dt = window(True)
-        rec_rate = (s1["frames_processed"] - s0["frames_processed"]) / dt
-        rec_skip = (s1["frames_skipped"] - s0["frames_skipped"]) / dt
-        written = s1["record_frames"]
-        path = s1["record_file"]
-        fsize = os.path.getsize(path)
-        ddr = _dd(t + "/dd.bin", max(64, min(2048, fsize >> 20)))
-        print("record: %dx%dx%d u16 frames (%.1f MiB), %s, products [%s], %s, %.0f s:" %
+            n = max(1, s1["frames_processed"] - s0["frames_processed"])
+            cpu.setdefault(record, []).append(1e3 * (_cpu_s(stat) - c0) / n)
+            busy.setdefault(record, []).append(100 * (_busy_s() - b0) / dt)
+            rate = (s1["frames_processed"] - s0["frames_processed"]) / dt
+            skip = (s1["frames_skipped"] - s0["frames_skipped"]) / dt
+            return s1, dt, rate, skip
+
+        base, base_skip, rec, rec_skip, rec_mbs, dd_mbs, left_out, written = ([] for _ in range(8))
+        modes = set()
+        cpu, busy, writer_us, loop_us = {}, {}, [], []
+        for _ in range(args.record_repeats):
+            _, _, rate, skip = window(False)
+            base.append(rate)
+            base_skip.append(skip)
+            s1, dt, rate, skip = window(True)
+            rec.append(rate)
+            rec_skip.append(skip)
+            path = s1["record_file"]
+            fsize = os.path.getsize(path)
+            with h5py.File(path, "r") as h:
+                mode = h.attrs.get("record_io", "buffered (octd before record_io)")
+                mode = mode.decode() if isinstance(mode, bytes) else mode
+            modes.add(mode)
+            time.sleep(0.2)  # octd logs the writer's CPU time once it joined it
+            m = re.findall(r"writer CPU ([\d.]+) s \((\d+) us per frame\), frame loop (\d+) us",
+                           open(t + "/octd.log").read())
+            writer_us.append(float(m[-1][1]) if m else float("nan"))
+            loop_us.append(float(m[-1][2]) if m else float("nan"))
+            os.unlink(path)
+            rec_mbs.append(fsize / dt / 1e6)
+            written.append(s1["record_frames"])
+            left_out.append(s1["record_dropped"])
+            direct = mode == "direct"
+            dd_mbs.append(_dd(t + "/dd.bin", fsize, direct, frame_bytes if direct else 1 << 20,
+                              cg) / 1e6)
+        ddhow = ("oflag=direct bs=%d" % frame_bytes if modes == {"direct"}
+                 else "bs=1M conv=fdatasync")
+        print("record: %dx%dx%d u16 frames (%.1f MiB), %s, products [%s], %s, %.0f s windows, "
+              "%d repeats (octd, octd recording, dd), record_io %s -> %s%s:" %
               (L, N, M, frame_bytes / 1048576, args.backend, args.record_products,
                "octsim unpaced" if not fps else "octsim at %d frames/s (%.0f MB/s)"
-               % (fps, fps * frame_bytes / 1e6), secs))
-        print("record:   octd without recording: %.1f frames/s processed, %.1f/s skipped" %
-              (base_rate, base_skip))
-        print("record:   octd while recording:   %.1f frames/s processed, %.1f/s skipped; "
-              "%d frames written (%.0f MB/s, fsync at the end included), %d left out (disk)"
-              % (rec_rate, rec_skip, written, fsize / dt / 1e6, s1["record_dropped"]))
-        print("record:   dd bs=1M conv=fdatasync, same directory: %.0f MB/s -> recording at "
-              "%.0f %% of dd" % (ddr / 1e6, 100 * fsize / dt / ddr))
+               % (fps, fps * frame_bytes / 1e6), secs, args.record_repeats, args.record_io,
+               " / ".join(sorted(modes)),
+               ", octd and dd writing through a blkio throttle of %g MB/s" % args.record_throttle
+               if cg else ""))
+        # octd's CPU per frame includes OpenMP's spin-waiting between frames
+        print("record:   octd without recording: median %.1f frames/s processed (%s), "
+              "%.1f/s skipped; octd %.2f ms CPU per frame, machine %.0f %% busy" %
+              (_med(base), _runs(base, "%.1f"), _med(base_skip), _med(cpu[False]),
+               _med(busy[False])))
+        print("record:   octd while recording:   median %.1f frames/s processed (%s), "
+              "%.1f/s skipped -> %.1f %% of without; octd %.2f ms CPU per frame, machine "
+              "%.0f %% busy" % (_med(rec), _runs(rec, "%.1f"), _med(rec_skip),
+                                100 * _med(rec) / _med(base), _med(cpu[True]), _med(busy[True])))
+        print("record:   file: median %.0f MB/s (%s; fsync before the rename included); "
+              "frames written %s, left out (disk) %s; writer thread %s us CPU per frame; "
+              "frame loop %s us per frame taken (the copy into the queue)" %
+              (_med(rec_mbs), _runs(rec_mbs), _runs(written, "%d"), _runs(left_out, "%d"),
+               _runs(writer_us), _runs(loop_us)))
+        print("record:   dd %s, same directory, same size: median %.0f MB/s (%s) -> recording "
+              "at %.0f %% of dd" % (ddhow, _med(dd_mbs), _runs(dd_mbs), 100 * _med(rec_mbs) / _med(dd_mbs)))
     finally:
         d.terminate()
         d.wait(30)
@@ -183,6 +286,13 @@ endpoint = ipc://{t}/pub\n[profile]\npath = {t}/profile.yaml\n[save]\ndirectory 
         sim.wait(10)
         log.close()
         shutil.rmtree(t, ignore_errors=True)
+        if cg:
+            for _ in range(50):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
         for s in ("-control", "-status", "-frames"):
             try:
                 os.unlink("/dev/shm" + prefix + s)
@@ -274,6 +384,15 @@ def main():
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--record-fps", type=int, default=30,
                     help="paced run of the recording benchmark: octsim frames per second")
+    ap.add_argument("--record-io", default="auto", choices=("auto", "direct", "buffered"),
+                    help="[save] record_io of the recording benchmark's octd (default auto)")
+    ap.add_argument("--record-repeats", type=int, default=3,
+                    help="octd / octd recording / dd rounds of the recording benchmark")
+    ap.add_argument("--no-record-unpaced", dest="record_unpaced", action="store_false",
+                    help="the recording benchmark's paced pass only")
+    ap.add_argument("--record-throttle", type=float, default=0,
+                    help="MB/s: octd and dd write through a cgroup v1 blkio throttle (a "
+                         "slower disk than octd's rate, root only); 0 = the disk as it is")
     ap.add_argument("--record-products", default="confocal",
                     help="products of the recording benchmark's profile (default confocal)")
     ap.add_argument("--only", default="subscriber,record,engine,dask")
