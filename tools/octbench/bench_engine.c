@@ -510,15 +510,19 @@ static bool stream_only_name(const char *n)
 const char *const *octbench_only_names(void)
 {
     /* groups and parts, then the workloads: what --only accepts */
-    static const char *names[64 + sizeof workloads / sizeof workloads[0]] = {
+    static const char *const fixed[] = {
         "engine", "ipc", "e2e", "stream", "li", "issue7", "volume", "bscan",
         /* bench_register.c, bench_angio.c */
         "register", "register-512", "register-live", "angio", "angio-bscan", "angio-align", "angio-engine",
         "angio-slab", "angio-volume", "angio-physics",
         /* bench_e2e.c (and a GPU stream workload) */
         "volume-klin-disp"};
-    if (!names[18]) {
-        size_t n = 18;
+    enum { NFIXED = sizeof fixed / sizeof *fixed };
+    static const char *names[NFIXED + 64 + sizeof workloads / sizeof workloads[0]];
+    if (!names[0]) { /* made once: the fixed names, then every workload's */
+        size_t n = 0;
+        for (; n < NFIXED; n++)
+            names[n] = fixed[n];
         for (size_t i = 0; i < sizeof workloads / sizeof workloads[0] && n + 1 < sizeof names / sizeof *names; i++)
             names[n++] = workloads[i].name;
 #ifdef OCT_HAVE_CUDA
