@@ -30,6 +30,45 @@ def _direct_or_refused(mode):
         "buffered (the save directory's file system refuses O_DIRECT")
 
 
+class WriterFreezer:
+    """A cgroup v1 freezer for octd's writer thread alone (a disk that falls
+    behind): skips the test where there is none; remove() thaws and removes."""
+
+    def __init__(self, name):
+        self.cg = os.path.join("/sys/fs/cgroup/freezer", "%s%d" % (name, os.getpid()))
+        try:
+            os.mkdir(self.cg)
+        except OSError as exc:
+            pytest.skip("no cgroup v1 freezer: %s" % exc)
+
+    @staticmethod
+    def writer_tids(pid):
+        return [t for t in os.listdir("/proc/%d/task" % pid)
+                if open("/proc/%d/task/%s/comm" % (pid, t)).read().strip() == "octd-record"]
+
+    def _state(self, state):
+        with open(os.path.join(self.cg, "freezer.state"), "w") as f:
+            f.write(state)
+
+    def freeze(self, tid):
+        with open(os.path.join(self.cg, "tasks"), "w") as f:
+            f.write(tid)
+        self._state("FROZEN")
+
+    def thaw(self):
+        self._state("THAWED")
+
+    def remove(self):
+        self.thaw()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.rmdir(self.cg)
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
 def test_record_raw_and_products(daemon, tmp_path):
     c = daemon.control
     d = tmp_path / "rec"
@@ -189,12 +228,7 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
     """The writer thread frozen (cgroup v1 freezer, that thread only) stands for
     a disk that falls behind: the queue fills, frames are left out and counted,
     processing goes on at the same rate, and the file holds the rest."""
-    fz = "/sys/fs/cgroup/freezer"
-    cg = os.path.join(fz, "octpy%d" % os.getpid())
-    try:
-        os.mkdir(cg)
-    except OSError as exc:
-        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    fz = WriterFreezer("octpy")
     c = daemon.control
     d = tmp_path / "behind"
     d.mkdir()
@@ -202,17 +236,12 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
     try:
         path = c.record()
         _wait_frames(c, 3)
-        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
-                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
-                == "octd-record"]
+        tids = WriterFreezer.writer_tids(daemon.proc.pid)
         assert len(tids) == 1, tids
         # the writer yields to the frame loop: nice 19 (field 19 of stat)
         stat = open("/proc/%d/task/%s/stat" % (daemon.proc.pid, tids[0])).read()
         assert int(stat.rsplit(")", 1)[1].split()[16]) == 19, stat
-        with open(os.path.join(cg, "tasks"), "w") as f:
-            f.write(tids[0])
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("FROZEN")
+        fz.freeze(tids[0])
         s0 = c.status()
         deadline = time.monotonic() + 20
         while c.status()["record_dropped"] < 20 and time.monotonic() < deadline:
@@ -221,8 +250,7 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
         assert s1["record_dropped"] >= 20, s1
         assert s1["frames_processed"] - s0["frames_processed"] >= 100  # not held up
         assert s1["frames_skipped"] == s0["frames_skipped"]
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("THAWED")
+        fz.thaw()
         # the queued frames (at most 256 entries, record.c's REC_ENTRIES_MAX) and
         # then some taken after the left-out ones, so the file has the gap (on a
         # loaded machine the stop could otherwise come before a later frame got in)
@@ -236,15 +264,7 @@ def test_record_disk_behind_frames_left_out(daemon, tmp_path):
             for i in (0, len(r) // 2, len(r) - 1):
                 assert np.array_equal(r.raw[i], expected_frame(int(fid[i])))
     finally:
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("THAWED")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                time.sleep(0.1)
+        fz.remove()
 
 
 ODD_PROFILE = """geometry: {samples: 128, ascans: 30, lines: 1, sample_type: u16, sample_shift: 0}
@@ -289,12 +309,7 @@ def test_record_backlog_disk_full(daemon, tmp_path):
     """A backlog (writer frozen, then thawed) is written 16 frames per write
     and runs into a full disk inside a batch: the file keeps exactly the frames
     completely written, in order, and says why it ended."""
-    fz = "/sys/fs/cgroup/freezer"
-    cg = os.path.join(fz, "octpyb%d" % os.getpid())
-    try:
-        os.mkdir(cg)
-    except OSError as exc:
-        pytest.skip("no cgroup v1 freezer: %s" % exc)
+    fz = WriterFreezer("octpyb")
     mnt = tmp_path / "small"
     mnt.mkdir()
     # 16 MiB go to the space reserve: about 3 MiB (~190 frames of 16 KiB) for data,
@@ -302,25 +317,18 @@ def test_record_backlog_disk_full(daemon, tmp_path):
     r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=19m", "tmpfs", str(mnt)],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        os.rmdir(cg)
+        fz.remove()
         pytest.skip("cannot mount a small tmpfs: " + r.stderr.strip())
     c = daemon.control
     try:
         daemon.save_to(str(mnt))
         path = c.record()
         _wait_frames(c, 2)
-        tids = [t for t in os.listdir("/proc/%d/task" % daemon.proc.pid)
-                if open("/proc/%d/task/%s/comm" % (daemon.proc.pid, t)).read().strip()
-                == "octd-record"]
-        with open(os.path.join(cg, "tasks"), "w") as f:
-            f.write(tids[0])
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("FROZEN")
+        fz.freeze(WriterFreezer.writer_tids(daemon.proc.pid)[0])
         deadline = time.monotonic() + 30
         while c.status()["record_dropped"] < 5 and time.monotonic() < deadline:
             time.sleep(0.05)  # the queue is full
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("THAWED")
+        fz.thaw()
         with pytest.raises(octd.CommandFailed, match="disk full"):
             c.wait_record(timeout=60)
         s = c.status()
@@ -336,16 +344,9 @@ def test_record_backlog_disk_full(daemon, tmp_path):
             for i in range(n):
                 assert np.array_equal(raw[i], expected_frame(int(fid[i]))), i
     finally:
-        with open(os.path.join(cg, "freezer.state"), "w") as f:
-            f.write("THAWED")
+        fz.thaw()
         subprocess.run(["umount", "-l", str(mnt)])
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.rmdir(cg)
-                break
-            except OSError:
-                time.sleep(0.1)
+        fz.remove()
 
 
 def test_record_o_direct_refused(daemon, tmp_path):
