@@ -340,24 +340,6 @@ static void *new_socket(octd_pub *p, int type, const char *what, int sndhwm, int
     return s;
 }
 
-/* Attributes of the fan-out's threads: SCHED_OTHER whatever the caller
- * runs at.  octd_pub_create runs on the frame loop, which [engine] priority
- * may have put at SCHED_FIFO, and threads inherit their creator's policy:
- * ZeroMQ's I/O threads handling a churning crowd at the frame loop's own
- * real-time priority would hold its core until they block (issue 21). */
-static bool fan_out_attr(pthread_attr_t *a)
-{
-    struct sched_param sp = {.sched_priority = 0};
-    if (pthread_attr_init(a) != 0)
-        return false;
-    if (pthread_attr_setinheritsched(a, PTHREAD_EXPLICIT_SCHED) != 0 ||
-        pthread_attr_setschedpolicy(a, SCHED_OTHER) != 0 || pthread_attr_setschedparam(a, &sp) != 0) {
-        pthread_attr_destroy(a);
-        return false;
-    }
-    return true;
-}
-
 typedef struct first_socket {
     octd_pub *p;
     int hwm, nice;
@@ -419,8 +401,6 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
                                                  : (int)(ncpu / 4);
     zmq_ctx_set(p->ctx, ZMQ_IO_THREADS, io); /* before the first socket */
     oct_err bad = OCT_EIO;
-    pthread_attr_t normal;
-    bool have_attr = false;
     if (cfg->pub_cpus[0] && (bad = pin_cpus(p, cfg, e)) != OCT_OK)
         goto fail;
     bad = OCT_EIO;
@@ -438,11 +418,11 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     int hwm = frames * (OCT_METHOD_COUNT * OCT_KIND_COUNT * 2) + 1;
     /* ZeroMQ starts its I/O threads and reaper with the context's first
      * socket, and they inherit the policy and nice value of the thread that
-     * makes it: a short-lived SCHED_OTHER thread, [publish] nice nicer. */
+     * makes it: a short-lived SCHED_OTHER thread (octd_pub_create runs on
+     * the frame loop, maybe at SCHED_FIFO), [publish] nice nicer. */
     first_socket fs = {.p = p, .hwm = hwm, .nice = p->nice};
-    have_attr = fan_out_attr(&normal);
     pthread_t starter;
-    if (have_attr && pthread_create(&starter, &normal, first_socket_main, &fs) == 0) {
+    if (octd_thread_start_normal(&starter, first_socket_main, &fs) == 0) {
         pthread_join(starter, NULL);
     } else {
         octd_log(LOG_WARNING, "publisher: no thread to start ZeroMQ's from: they run at the "
@@ -517,19 +497,15 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     /* nobody subscribed yet: every flag false (calloc) */
     atomic_store(&p->ntopics, STATUS_TOPIC + 1);
     p->known = STATUS_TOPIC + 1;
-    int rc = pthread_create(&p->thread, have_attr ? &normal : NULL, proxy_main, p);
+    int rc = octd_thread_start_normal(&p->thread, proxy_main, p);
     if (rc != 0) {
         oct_error_set(e, OCT_EIO, "publisher: cannot start its thread: %s", strerror(rc));
         goto fail;
     }
     p->thread_started = true;
-    if (have_attr)
-        pthread_attr_destroy(&normal);
     *out = p;
     return OCT_OK;
 fail:
-    if (have_attr)
-        pthread_attr_destroy(&normal);
     octd_pub_destroy(p);
     return bad;
 }

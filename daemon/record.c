@@ -856,14 +856,15 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
     h5_attr_u64(r->file, "control_generation", d->applied_gen);
     snprintf(text, sizeof text, "%s.%03uZ", stamp, (unsigned)(now / 1000000ull % 1000));
     h5_attr_text(r->file, "start_utc", text);
-    if (pthread_create(&r->thread, NULL, writer_main, r) != 0) {
+    /* background threads: never the frame loop's SCHED_FIFO ([engine] priority) */
+    if (octd_thread_start_normal(&r->thread, writer_main, r) != 0) {
         snprintf(msg, msg_len, "cannot start the writer thread");
         goto fail;
     }
     r->thread_started = true;
     pthread_setname_np(r->thread, "octd-record"); /* top -H; tests find it by name */
     if (r->slot_state) {
-        if (pthread_create(&r->prep_thread, NULL, prep_main, r) == 0) {
+        if (octd_thread_start_normal(&r->prep_thread, prep_main, r) == 0) {
             r->prep_started = true;
             pthread_setname_np(r->prep_thread, "octd-rec-prep");
         } else { /* no helper: the frame loop touches them all */

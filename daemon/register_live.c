@@ -348,7 +348,8 @@ static bool start_workers(octd_reglive *g)
     g->started = true;
     for (int w = 0; w < g->workers; w++) {
         g->wk[w].g = g, g->wk[w].w = w;
-        if (pthread_create(&g->wk[w].thread, NULL, reg_worker_main, &g->wk[w]) != 0) {
+        /* never the frame loop's SCHED_FIFO ([engine] priority): they may be busy for long */
+        if (octd_thread_start_normal(&g->wk[w].thread, reg_worker_main, &g->wk[w]) != 0) {
             g->wk[w].g = NULL;
             log_err(g, "no thread for the registration (worker %d of %d)", w + 1, g->workers);
             stop_workers(g);

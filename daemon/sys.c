@@ -442,6 +442,20 @@ void octd_rt_priority(int priority)
         octd_log(LOG_INFO, "frame loop at SCHED_FIFO priority %d", priority);
 }
 
+int octd_thread_start_normal(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t a;
+    struct sched_param sp = {.sched_priority = 0};
+    if (pthread_attr_init(&a) != 0)
+        return pthread_create(t, NULL, fn, arg);
+    bool ok = pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) == 0 &&
+              pthread_attr_setschedpolicy(&a, SCHED_OTHER) == 0 &&
+              pthread_attr_setschedparam(&a, &sp) == 0;
+    int rc = pthread_create(t, ok ? &a : NULL, fn, arg);
+    pthread_attr_destroy(&a);
+    return rc;
+}
+
 void octd_prefault(void *p, size_t bytes)
 {
     volatile uint8_t *b = p;

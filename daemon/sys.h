@@ -124,6 +124,13 @@ void octd_rt_lock_memory(void);
 /* SCHED_FIFO at `priority` (1..99) for the calling thread, SCHED_OTHER for
  * 0; a warning when refused (RLIMIT_RTPRIO, RestrictRealtime=). */
 void octd_rt_priority(int priority);
+/* pthread_create for octd's background threads (the publisher and ZeroMQ's,
+ * the recording writer, the registration workers): SCHED_OTHER whatever the
+ * creator runs at.  Threads inherit their creator's policy, and the frame
+ * loop that starts them may be at SCHED_FIFO ([engine] priority): a busy
+ * background thread at the frame loop's own real-time priority would hold
+ * its core until it blocks (issue 21).  Returns pthread_create's result. */
+int octd_thread_start_normal(pthread_t *t, void *(*fn)(void *), void *arg);
 /* Writes one byte per page of [p, p + bytes) so that the page faults happen
  * now, not in the frame loop. */
 void octd_prefault(void *p, size_t bytes);

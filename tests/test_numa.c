@@ -533,6 +533,39 @@ START_TEST(timer_slack_and_prefault)
 }
 END_TEST
 
+/* Background threads (publisher, recording writer, registration workers)
+ * started from a SCHED_FIFO frame loop run at SCHED_OTHER; a plain
+ * pthread_create beside them inherits SCHED_FIFO (the case it guards). */
+static void *report_policy(void *arg)
+{
+    *(int *)arg = sched_getscheduler(0);
+    return NULL;
+}
+
+START_TEST(background_threads_normal)
+{
+    struct sched_param sp = {.sched_priority = 1};
+    if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) != 0) {
+        printf("SKIP background_threads_normal: SCHED_FIFO is not permitted here\n");
+        return;
+    }
+    int inherited = -1, normal = -1;
+    pthread_t t;
+    int rc1 = pthread_create(&t, NULL, report_policy, &inherited);
+    if (rc1 == 0)
+        pthread_join(t, NULL);
+    int rc2 = octd_thread_start_normal(&t, report_policy, &normal);
+    if (rc2 == 0)
+        pthread_join(t, NULL);
+    sp.sched_priority = 0;
+    ck_assert_int_eq(pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp), 0);
+    ck_assert_int_eq(rc1, 0);
+    ck_assert_int_eq(rc2, 0);
+    ck_assert_int_eq(inherited, SCHED_FIFO);
+    ck_assert_int_eq(normal, SCHED_OTHER);
+}
+END_TEST
+
 START_TEST(ini_keys)
 {
     oct_daemon_config c;
@@ -588,6 +621,7 @@ int main(void)
     TCase *tr = tcase_create("realtime");
     tcase_set_timeout(tr, 60);
     tcase_add_test(tr, timer_slack_and_prefault);
+    tcase_add_test(tr, background_threads_normal);
     tcase_add_test(tr, ini_keys);
     suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
