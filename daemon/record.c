@@ -24,6 +24,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,7 +91,7 @@ typedef struct octd_rec {
     uint64_t start_mono;
 
     /* product layout: set by the main thread at the first frame, before
-     * the writer sees any entry carrying products (the queue lock orders it) */
+     * the writer sees any entry carrying products (the release of tail orders it) */
     rec_topic topics[REC_TOPICS_MAX];
     int ntopics;
     size_t prod_bytes;
@@ -111,13 +112,18 @@ typedef struct octd_rec {
     bool thread_started;
     pthread_t prep_thread;
     bool prep_started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    /* The queue is single-producer (the frame loop), single-consumer (the
+     * writer) and lock-free: the frame loop never takes a lock the nice-19
+     * writer might hold while it waits for a core (priority inversion). */
+    pthread_mutex_t mu;         /* message only */
+    sem_t wake;                 /* posted per entry and at stop: wakes the writer */
     rec_entry *q;
     uint8_t *raw_store;         /* the entries' raw buffers, one block */
     uint8_t *slot_state;        /* per entry: REC_SLOT_* (atomic), NULL: no prefault */
-    unsigned cap, head, count;
-    bool stop_req, finished, failed; /* under mu */
+    unsigned cap;
+    uint64_t head, tail;             /* entries [head, tail) queued; atomic: head the
+                                      * writer's, tail the frame loop's */
+    bool stop_req, finished, failed; /* atomic */
     char message[128];               /* under mu */
 
     bool closing;      /* main thread: no more frames are offered */
@@ -128,6 +134,8 @@ typedef struct octd_rec {
 } octd_rec;
 
 #define LOAD64(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define LOADB(x) __atomic_load_n(&(x), __ATOMIC_ACQUIRE)
+#define SETB(x) __atomic_store_n(&(x), true, __ATOMIC_RELEASE)
 #define ADD64(x, v) __atomic_add_fetch(&(x), (v), __ATOMIC_ACQ_REL)
 
 /* ---------------- HDF5 helpers ---------------- */
@@ -269,12 +277,12 @@ static void set_failed(octd_rec *r, const char *fmt, ...) __attribute__((format(
 static void set_failed(octd_rec *r, const char *fmt, ...)
 {
     pthread_mutex_lock(&r->mu);
-    if (!r->failed) {
+    if (!LOADB(r->failed)) {
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(r->message, sizeof r->message, fmt, ap);
         va_end(ap);
-        r->failed = true;
+        SETB(r->failed);
     }
     pthread_mutex_unlock(&r->mu);
 }
@@ -475,7 +483,7 @@ static void finalize(octd_rec *r)
     /* the reserve goes first: its space is what HDF5's metadata needs */
     unlinkat(r->dirfd, r->reserve, 0);
     bool cut = true;
-    if (r->failed) {
+    if (LOADB(r->failed)) {
         cut = h5_cut(r->raw, n) & h5_cut(r->fid, n) & h5_cut(r->tacq, n);
         for (int i = 0; i < r->ntopics; i++)
             cut &= h5_cut(r->topics[i].dset, n);
@@ -539,9 +547,7 @@ static void *prep_main(void *arg)
     octd_rec *r = arg;
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
     for (unsigned i = r->cap; i-- > 0;) {
-        pthread_mutex_lock(&r->mu);
-        bool stop = r->stop_req || r->failed;
-        pthread_mutex_unlock(&r->mu);
+        bool stop = LOADB(r->stop_req) || LOADB(r->failed);
         uint8_t expect = REC_SLOT_FRESH;
         if (stop || !__atomic_compare_exchange_n(&r->slot_state[i], &expect, REC_SLOT_PREPARING,
                                                  false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
@@ -560,26 +566,35 @@ static void *writer_main(void *arg)
      * producer and the publisher come first; the queue absorbs the delay */
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
     for (;;) {
-        pthread_mutex_lock(&r->mu);
-        while (r->count == 0 && !r->stop_req) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
+        bool stop = LOADB(r->stop_req);
+        uint64_t avail = LOAD64(r->tail) - r->head;
+        if (!avail && !stop) {
+            /* the posts of entries already taken go first, then look again,
+             * then sleep (200 ms at most: the directory is looked at) */
+            while (sem_trywait(&r->wake) == 0)
+                ;
+            stop = LOADB(r->stop_req);
+            avail = LOAD64(r->tail) - r->head;
+            if (!avail && !stop) {
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_nsec += 200000000;
+                if (ts.tv_nsec >= 1000000000) {
+                    ts.tv_sec++;
+                    ts.tv_nsec -= 1000000000;
+                }
+                while (sem_timedwait(&r->wake, &ts) != 0 && errno == EINTR)
+                    ;
+                stop = LOADB(r->stop_req);
+                avail = LOAD64(r->tail) - r->head;
             }
-            pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-            if (r->count == 0 && !r->stop_req)
-                break; /* timed out: look at the directory */
         }
-        bool have = r->count > 0, stop = r->stop_req;
-        /* the entries from head on are this thread's until count shrinks */
-        unsigned k = r->count < REC_BATCH ? r->count : REC_BATCH;
+        bool have = avail > 0;
+        /* the entries from head on are this thread's until head moves */
+        unsigned k = avail < REC_BATCH ? (unsigned)avail : REC_BATCH;
         rec_entry *batch[REC_BATCH];
         for (unsigned i = 0; i < k; i++)
             batch[i] = &r->q[(r->head + i) % r->cap];
-        pthread_mutex_unlock(&r->mu);
         uint64_t now = oct_time_monotonic_ns();
         if (now - last_dir_check > 500000000ull) {
             last_dir_check = now;
@@ -613,10 +628,7 @@ static void *writer_main(void *arg)
                 raw_err = errno;
             else {
                 bound_dirty_pages(r);
-                pthread_mutex_lock(&r->mu);
-                r->head = (r->head + 1) % r->cap;
-                r->count--;
-                pthread_mutex_unlock(&r->mu);
+                __atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
                 ADD64(r->written, 1);
             }
         }
@@ -627,19 +639,14 @@ static void *writer_main(void *arg)
             break;
         }
     }
-    /* frames accepted but not written (after a failure) are left out */
-    pthread_mutex_lock(&r->mu);
-    ADD64(r->dropped, r->count);
-    r->count = 0;
-    pthread_mutex_unlock(&r->mu);
+    /* frames accepted but not written (after a failure) are left out: the
+     * frame loop counts them when it joins this thread (it may add more) */
     finalize(r);
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) == 0)
         r->writer_cpu_s = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
                           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-    pthread_mutex_lock(&r->mu);
-    r->finished = true;
-    pthread_mutex_unlock(&r->mu);
+    SETB(r->finished);
     return NULL;
 }
 
@@ -670,7 +677,7 @@ static void rec_free(octd_rec *r)
     free(r->raw_store);
     free(r->slot_state);
     pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->cv);
+    sem_destroy(&r->wake);
     free(r);
 }
 
@@ -707,7 +714,7 @@ static octd_rec *rec_start(octd *d, uint32_t flags, uint64_t frames, double seco
         return NULL;
     }
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    sem_init(&r->wake, 0, 0);
     r->dirfd = r->direct_fd = r->vfd = -1;
     r->file = r->raw = r->fid = r->tacq = -1;
     r->cc_index = r->cc_fid = r->cc_gen = r->cc_values = -1;
@@ -885,11 +892,11 @@ static void request_stop(octd_rec *r, const char *why)
 {
     r->closing = true;
     pthread_mutex_lock(&r->mu);
-    r->stop_req = true;
     if (why && !r->message[0])
         snprintf(r->message, sizeof r->message, "%s", why);
-    pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
+    SETB(r->stop_req);
+    sem_post(&r->wake);
 }
 
 uint32_t octd_record_command(octd *d, uint32_t cmd, const oct_control_values *a, char *msg,
@@ -1031,10 +1038,8 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
             return;
         }
     }
-    pthread_mutex_lock(&r->mu);
-    bool full = r->count == r->cap, failed = r->failed;
-    unsigned slot = (r->head + r->count) % r->cap;
-    pthread_mutex_unlock(&r->mu);
+    bool full = r->tail - LOAD64(r->head) == r->cap, failed = LOADB(r->failed);
+    unsigned slot = (unsigned)(r->tail % r->cap);
     if (failed) { /* the recording has ended: nothing more is offered */
         r->closing = true;
         return;
@@ -1043,7 +1048,7 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
         ADD64(r->dropped, 1);
         return;
     }
-    /* the slot past `count` belongs to this thread until count grows */
+    /* the entry at tail belongs to this thread until tail moves */
     uint64_t t0 = oct_time_monotonic_ns();
     rec_entry *e = &r->q[slot];
     if (r->slot_state && r->want_raw) {
@@ -1070,10 +1075,8 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
     e->t_acq_ns = f->info.t_acq_ns;
     e->gen = d->applied_gen;
     e->values = d->values;
-    pthread_mutex_lock(&r->mu);
-    r->count++;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    __atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
+    sem_post(&r->wake); /* never blocks */
     r->accepted++;
     r->loop_ns += oct_time_monotonic_ns() - t0;
     if (r->max_frames && r->accepted >= r->max_frames)
@@ -1083,13 +1086,12 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
 static void join_finished(octd *d, bool wait)
 {
     octd_rec *r = d->rec;
-    pthread_mutex_lock(&r->mu);
-    bool fin = r->finished;
-    pthread_mutex_unlock(&r->mu);
-    if (!fin && !wait)
+    if (!LOADB(r->finished) && !wait)
         return;
     pthread_join(r->thread, NULL);
     r->thread_started = false;
+    ADD64(r->dropped, r->tail - r->head); /* accepted, never written (a failure) */
+    r->head = r->tail;
     if (r->prep_started)
         pthread_join(r->prep_thread, NULL); /* ends at stop_req */
     r->prep_started = false;
@@ -1097,10 +1099,11 @@ static void join_finished(octd *d, bool wait)
     __atomic_store_n(&b->record_frames, LOAD64(r->written), __ATOMIC_RELEASE);
     __atomic_store_n(&b->record_dropped, LOAD64(r->dropped), __ATOMIC_RELEASE);
     status_text(d, b->record_message, sizeof b->record_message, r->message);
-    __atomic_store_n(&b->record_state, (uint32_t)(r->failed ? OCT_RECORD_FAILED : OCT_RECORD_DONE),
+    bool failed = LOADB(r->failed);
+    __atomic_store_n(&b->record_state, (uint32_t)(failed ? OCT_RECORD_FAILED : OCT_RECORD_DONE),
                      __ATOMIC_RELEASE);
     uint64_t n = LOAD64(r->written);
-    octd_log(r->failed ? LOG_ERR : LOG_INFO,
+    octd_log(failed ? LOG_ERR : LOG_INFO,
              "recording %s: %" PRIu64 " frames, %" PRIu64 " left out: %s; %s, writer CPU "
              "%.3f s (%.0f us per frame), frame loop %.0f us per frame taken",
              r->final_path, n, LOAD64(r->dropped), r->message, r->io_mode, r->writer_cpu_s,
@@ -1118,10 +1121,7 @@ void octd_record_poll(octd *d)
     if (!r->closing && r->max_seconds > 0 &&
         (double)(oct_time_monotonic_ns() - r->start_mono) * 1e-9 >= r->max_seconds)
         request_stop(r, "duration reached");
-    pthread_mutex_lock(&r->mu);
-    bool failed = r->failed;
-    pthread_mutex_unlock(&r->mu);
-    if (failed)
+    if (LOADB(r->failed))
         r->closing = true;
     __atomic_store_n(&d->sb->record_frames, LOAD64(r->written), __ATOMIC_RELEASE);
     __atomic_store_n(&d->sb->record_dropped, LOAD64(r->dropped), __ATOMIC_RELEASE);
