@@ -104,7 +104,7 @@ typedef struct octd_frames {
     /* binding: valid while frames may be in flight */
     oct_ring_consumer *ring;
     bool bound, in_place;
-    bool recording; /* bound while recording: copied, each frame finished before the next */
+    bool recording; /* bound while recording: frames copied out of the ring (record.c) */
     /* frames are dealt round-robin and published in dealing order */
     octd_reorder *order;
     uint64_t dealt;
@@ -661,10 +661,8 @@ static void publish_in_order(octd_frames *g, octd *d)
         if (lost)
             continue;
         if (!f.torn && !g->no_publish) {
-            /* while recording each frame is finished (and published) before
-             * the next is taken, so d->cur still holds its raw spectra */
-            if (g->recording && d->cur.valid && d->cur.info.seq == f.info.seq)
-                octd_record_frame(d, &d->cur, f.slot->prod);
+            if (g->recording) /* its raw spectra went in when it was taken */
+                octd_record_frame(d, &f.info, f.slot->prod);
             publish(d, f.slot, &f.info, f.params_gen, f.want_f32, false);
             g->lane[f.lane].published++;
         }
@@ -923,7 +921,7 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     octd_frames *g = d->frames;
     if (g->bound && g->recording != (d->rec != NULL)) {
         /* a recording starts or ends: finish the frames in flight, then
-         * bind again (copied frames, one at a time, while recording) */
+         * bind again (copied frames while recording) */
         drain_all(g, d);
         unbind_path(g, d);
     }
@@ -1042,6 +1040,8 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;
     L->count++;
+    if (g->recording) /* d->cur: copied while the engine reads it */
+        octd_record_take(d, &d->cur);
     if (g->in_place && !L->w && live_lanes(g) > 1) {
         /* several GPUs: the next frame's copy starts on the next engine now;
          * this slot is verified when its copy is done (verify_ready) */
@@ -1080,9 +1080,8 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         d->torn++;
         d->torn_since++;
     }
-    /* With a synchronous engine the frame is finished already; a recording
-     * needs it finished (and published) while d->cur holds its raw spectra. */
-    if (L->depth == 1 || g->recording)
+    /* With a synchronous engine the frame is finished already. */
+    if (L->depth == 1)
         complete_one(g, d, L, -1);
     return OCT_OK;
 }

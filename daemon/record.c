@@ -74,6 +74,8 @@ typedef struct rec_topic {
 
 typedef struct rec_entry {
     uint8_t *raw, *prod;
+    uint64_t seq; /* the ring's sequence number of the frame taken into it */
+    bool skip;    /* taken, never published (torn, lost): not written */
     uint64_t frame_id, t_acq_ns, gen;
     oct_control_values values;
 } rec_entry;
@@ -123,6 +125,7 @@ typedef struct octd_rec {
     unsigned cap;
     uint64_t head, tail;             /* entries [head, tail) queued; atomic: head the
                                       * writer's, tail the frame loop's */
+    uint64_t resv;                   /* frame loop: [tail, resv) frames in flight */
     bool stop_req, finished, failed; /* atomic */
     char message[128];               /* under mu */
 
@@ -590,11 +593,18 @@ static void *writer_main(void *arg)
             }
         }
         bool have = avail > 0;
-        /* the entries from head on are this thread's until head moves */
-        unsigned k = avail < REC_BATCH ? (unsigned)avail : REC_BATCH;
+        /* the entries from head on are this thread's until head moves; a
+         * batch ends before a skipped one, which is passed over alone */
+        unsigned k = 0;
         rec_entry *batch[REC_BATCH];
-        for (unsigned i = 0; i < k; i++)
-            batch[i] = &r->q[(r->head + i) % r->cap];
+        while (k < avail && k < REC_BATCH && !r->q[(r->head + k) % r->cap].skip) {
+            batch[k] = &r->q[(r->head + k) % r->cap];
+            k++;
+        }
+        if (have && k == 0) {
+            __atomic_store_n(&r->head, r->head + 1, __ATOMIC_RELEASE);
+            continue;
+        }
         uint64_t now = oct_time_monotonic_ns();
         if (now - last_dir_check > 500000000ull) {
             last_dir_check = now;
@@ -1015,7 +1025,7 @@ static const char *layout_change(const octd_rec *r, const oct_products *p)
     return NULL;
 }
 
-void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *prod)
+void octd_record_take(octd *d, const octd_frame_buf *f)
 {
     octd_rec *r = d->rec;
     if (!r || r->closing)
@@ -1024,6 +1034,45 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
         request_stop(r, "the ring's geometry changed: recording ended");
         return;
     }
+    if (LOADB(r->failed)) { /* the recording has ended: nothing more is offered */
+        r->closing = true;
+        return;
+    }
+    if (r->resv - LOAD64(r->head) == r->cap) {
+        ADD64(r->dropped, 1);
+        return;
+    }
+    /* the entry at resv belongs to this thread until tail passes it */
+    uint64_t t0 = oct_time_monotonic_ns();
+    unsigned slot = (unsigned)(r->resv % r->cap);
+    rec_entry *e = &r->q[slot];
+    if (r->slot_state && r->want_raw) {
+        uint8_t st = __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE);
+        if (st == REC_SLOT_FRESH &&
+            !__atomic_compare_exchange_n(&r->slot_state[slot], &st, REC_SLOT_LOOP, false,
+                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            /* lost the race: st is what the writer set */
+        }
+        if (st == REC_SLOT_PREPARING) { /* the helper is touching it right now */
+            ADD64(r->dropped, 1);
+            return;
+        }
+    }
+    if (r->want_raw)
+        memcpy(e->raw, f->data, r->frame_bytes);
+    e->seq = f->info.seq;
+    e->skip = false;
+    e->frame_id = f->info.frame_id;
+    e->t_acq_ns = f->info.t_acq_ns;
+    r->resv++;
+    r->loop_ns += oct_time_monotonic_ns() - t0;
+}
+
+void octd_record_frame(octd *d, const oct_frame_info *info, const oct_products *prod)
+{
+    octd_rec *r = d->rec;
+    if (!r || r->closing)
+        return;
     if (r->want_prod) {
         if (!r->layout_set && !set_layout(r, prod)) {
             request_stop(r, "out of memory for the products' buffers");
@@ -1038,49 +1087,33 @@ void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *pro
             return;
         }
     }
-    bool full = r->tail - LOAD64(r->head) == r->cap, failed = LOADB(r->failed);
-    unsigned slot = (unsigned)(r->tail % r->cap);
-    if (failed) { /* the recording has ended: nothing more is offered */
-        r->closing = true;
-        return;
-    }
-    if (full) {
-        ADD64(r->dropped, 1);
-        return;
-    }
-    /* the entry at tail belongs to this thread until tail moves */
     uint64_t t0 = oct_time_monotonic_ns();
-    rec_entry *e = &r->q[slot];
-    if (r->slot_state && r->want_raw) {
-        uint8_t st = __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE);
-        if (st == REC_SLOT_FRESH &&
-            !__atomic_compare_exchange_n(&r->slot_state[slot], &st, REC_SLOT_LOOP, false,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            /* lost the race: st is what the writer set */
-        }
-        if (st == REC_SLOT_PREPARING) { /* the writer is touching it right now */
-            ADD64(r->dropped, 1);
-            return;
-        }
+    /* frames are published in the order they were taken: reserved entries
+     * before this frame's are frames that were never published */
+    while (r->tail < r->resv) {
+        rec_entry *e = &r->q[r->tail % r->cap];
+        if (e->seq > info->seq)
+            return; /* this frame found the queue full: counted then */
+        bool mine = e->seq == info->seq;
+        e->skip = !mine;
+        if (mine && r->want_prod)
+            for (int i = 0; i < r->ntopics; i++) {
+                const rec_topic *t = &r->topics[i];
+                const oct_image *img = &prod->img[t->method][t->kind];
+                memcpy(e->prod + t->offset, t->f32 ? (const void *)img->f32 : img->u8, t->bytes);
+            }
+        e->gen = d->applied_gen;
+        e->values = d->values;
+        __atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
+        sem_post(&r->wake); /* never blocks */
+        if (!mine)
+            continue;
+        r->accepted++;
+        r->loop_ns += oct_time_monotonic_ns() - t0;
+        if (r->max_frames && r->accepted >= r->max_frames)
+            request_stop(r, "frame count reached");
+        return;
     }
-    if (r->want_raw)
-        memcpy(e->raw, f->data, r->frame_bytes);
-    if (r->want_prod)
-        for (int i = 0; i < r->ntopics; i++) {
-            const rec_topic *t = &r->topics[i];
-            const oct_image *img = &prod->img[t->method][t->kind];
-            memcpy(e->prod + t->offset, t->f32 ? (const void *)img->f32 : img->u8, t->bytes);
-        }
-    e->frame_id = f->info.frame_id;
-    e->t_acq_ns = f->info.t_acq_ns;
-    e->gen = d->applied_gen;
-    e->values = d->values;
-    __atomic_store_n(&r->tail, r->tail + 1, __ATOMIC_RELEASE);
-    sem_post(&r->wake); /* never blocks */
-    r->accepted++;
-    r->loop_ns += oct_time_monotonic_ns() - t0;
-    if (r->max_frames && r->accepted >= r->max_frames)
-        request_stop(r, "frame count reached");
 }
 
 static void join_finished(octd *d, bool wait)
@@ -1090,8 +1123,8 @@ static void join_finished(octd *d, bool wait)
         return;
     pthread_join(r->thread, NULL);
     r->thread_started = false;
-    ADD64(r->dropped, r->tail - r->head); /* accepted, never written (a failure) */
-    r->head = r->tail;
+    for (; r->head < r->tail; r->head++) /* accepted, never written (a failure) */
+        ADD64(r->dropped, !r->q[r->head % r->cap].skip);
     if (r->prep_started)
         pthread_join(r->prep_thread, NULL); /* ends at stop_req */
     r->prep_started = false;

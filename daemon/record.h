@@ -1,8 +1,9 @@
 /* record.h - full-rate recording into HDF5 (SPEC 10.5).
  *
- * The frame loop hands each processed frame (raw spectra and/or its
- * products) to octd_record_frame(), which copies it into one of a bounded
- * set of preallocated buffers and returns at once; a writer thread appends
+ * The frame loop hands each frame (raw spectra when taken, its products
+ * when published) to octd_record_take() / octd_record_frame(), which copy
+ * them into one of a bounded set of preallocated buffers and return at
+ * once, frames in flight on the engines too; a writer thread appends
  * the buffers to one HDF5 file, written aside (".NAME.part") and renamed
  * when complete.  When every buffer is still waiting for the disk the frame
  * is left out and counted (record_dropped): the frame loop never waits.
@@ -36,8 +37,12 @@
  * the message for the status block. */
 uint32_t octd_record_command(octd *d, uint32_t cmd, const oct_control_values *args, char *msg,
                              size_t msg_len);
-/* Offers a processed ring frame and its products (never blocks on the disk). */
-void octd_record_frame(octd *d, const octd_frame_buf *f, const oct_products *prod);
+/* The frame loop offers each frame it takes (its raw spectra are copied
+ * now, while the engine works on them) and then, once it is processed and
+ * published, its products; frames taken but never published are left out.
+ * Neither call blocks on the disk or takes a lock. */
+void octd_record_take(octd *d, const octd_frame_buf *f);
+void octd_record_frame(octd *d, const oct_frame_info *info, const oct_products *prod);
 /* Called from the loop: limits, status fields, joins a finished writer. */
 void octd_record_poll(octd *d);
 /* At exit (SIGTERM): ends the recording, waits for the file to be complete. */

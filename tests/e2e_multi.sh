@@ -13,6 +13,8 @@
 #  4. failure: [engine] fail_after = 8 (a test knob) makes the last engine fail
 #     after 8 frames: it is taken out with the reason in the log and the status
 #     block's warnings, octd goes on with the other, order stays unbroken
+#  5. recording (if h5py): 40 frames recorded while both engines have frames
+#     in flight: every raw frame equal to the produced one, ids in order
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BIN=${BIN:-bin}
@@ -165,4 +167,22 @@ last=$(tail -1 "$T/fail.jsonl" | sed 's/.*"frame_id": \([0-9]*\).*/\1/')
 [ "$last" -ge 55 ] || fail "failure: the last image is of frame $last: octd did not go on"
 alive || fail "failure: octd died"
 stop_octd
+
+# ---- 5. recording with several engines in flight: every frame's raw --------------------
+# spectra in the file, in order (frames are copied into the queue when taken)
+if "$PYTHON" -c 'import h5py' 2>/dev/null; then
+    ini rec "$DEVICES" ""
+    mkdir -p "$T/save"
+    printf '[save]\ndirectory = %s\n' "$T/save" >>"$T/rec.ini"
+    ( wait_for 60 '[ "$(st frames_processed)" -gt 3 ] 2>/dev/null'
+      "${CTL[@]}" record --frames 40 raw >"$T/rec.out" 2>&1 ) &
+    PIDS+=($!)
+    run rec 80 40
+    wait $SUB
+    "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 40 || fail "recording: $(cat "$T/rec.out")"
+    grep -q "recording .*: 40 frames, 0 left out" "$T/rec.log" || fail "recording: log"
+    stop_octd
+else
+    echo "recording: skipped (no h5py for $PYTHON)"
+fi
 echo "PASS e2e_multi ($DEVICES, $((SECONDS - t_start)) s)"

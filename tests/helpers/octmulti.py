@@ -168,6 +168,42 @@ def cmd_compare(a):
         sys.exit("compare: only %d common frames, want >= %d" % (len(common), a.min))
 
 
+def cmd_check_recording(a):
+    """Waits for the recording in the status block (/dev/shm NAME) to be done,
+    then checks its file: frame_ids increasing, every raw frame equal to the
+    producer's frame of that id (np.random.default_rng(id), as cmd_produce)."""
+    import h5py
+    path = "/dev/shm" + a.status
+    deadline = time.monotonic() + a.timeout
+    while True:
+        b = open(path, "rb").read()
+        state, frames = struct.unpack_from("<I", b, 1104)[0], struct.unpack_from("<Q", b, 1112)[0]
+        if state in (2, 3) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    dropped = struct.unpack_from("<Q", b, 1120)[0]
+    name = b[1128:1128 + 256].split(b"\0")[0].decode()
+    msg = b[1384:1384 + 128].split(b"\0")[0].decode()
+    if state != 2:
+        sys.exit("check-recording: record_state %d (%s), %d frames" % (state, msg, frames))
+    with h5py.File(name, "r") as f:
+        ids = f["frame_id"][:]
+        raw = f["raw"]
+        if len(ids) != frames or f.attrs["frames"] != frames:
+            sys.exit("check-recording: %d ids, attribute %d, status %d frames"
+                     % (len(ids), f.attrs["frames"], frames))
+        if len(ids) < a.min:
+            sys.exit("check-recording: %d frames, want >= %d (%d left out)" % (len(ids), a.min, dropped))
+        if np.any(np.diff(ids.astype(np.int64)) <= 0):
+            sys.exit("check-recording: frame ids not increasing: %s" % ids.tolist())
+        for i, fid in enumerate(ids):
+            want = np.random.default_rng(int(fid)).integers(0, 4000, raw.shape[1:], dtype=np.uint16)
+            if not np.array_equal(raw[i], want):
+                sys.exit("check-recording: row %d (frame %d) is not that frame's spectra" % (i, fid))
+    print("check-recording: %d frames (ids %d..%d) equal to the produced ones, %d left out (%s)"
+          % (len(ids), ids[0], ids[-1], dropped, msg))
+
+
 def main():
     ap = argparse.ArgumentParser()
     sp = ap.add_subparsers(dest="cmd", required=True)
@@ -194,9 +230,13 @@ def main():
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("--min", type=int, default=1)
+    p = sp.add_parser("check-recording")
+    p.add_argument("status", help="the status block's shm name")
+    p.add_argument("--min", type=int, default=1)
+    p.add_argument("--timeout", type=float, default=30)
     a = ap.parse_args()
     {"produce": cmd_produce, "sub": cmd_sub, "check-order": cmd_check_order,
-     "compare": cmd_compare}[a.cmd](a)
+     "compare": cmd_compare, "check-recording": cmd_check_recording}[a.cmd](a)
 
 
 if __name__ == "__main__":
