@@ -12,7 +12,8 @@
 #     (with values set before the first frame: every engine applies them)
 #  4. failure: [engine] fail_after = 8 (a test knob) makes the last engine fail
 #     after 8 frames: it is taken out with the reason in the log and the status
-#     block's warnings, octd goes on with the other, order stays unbroken
+#     block's warnings, octd goes on with the other, order stays unbroken; a
+#     recording across it holds only published frames (if h5py)
 #  5. recording (if h5py): 40 frames recorded while both engines have frames
 #     in flight: every raw frame equal to the produced one, ids in order
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
@@ -156,8 +157,21 @@ done
 
 # ---- 4. an engine fails: taken out, the others go on ----------------------------------
 ini fail "$DEVICES" "fail_after = 8"
+rec_ok=""
+if "$PYTHON" -c 'import h5py' 2>/dev/null; then # a recording across the failure
+    rec_ok=1
+    mkdir -p "$T/save"
+    printf '[save]\ndirectory = %s\n' "$T/save" >>"$T/fail.ini"
+    ( wait_for 60 '[ "$(st frames_processed)" -gt 0 ] 2>/dev/null'
+      "${CTL[@]}" record --frames 30 raw >"$T/failrec.out" 2>&1 ) &
+    PIDS+=($!)
+fi
 run fail 60
 wait $SUB
+if [ -n "$rec_ok" ]; then # the frames lost with the engine are not in the file
+    "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 30 --published "$T/fail.jsonl" ||
+        fail "failure: recording: $(cat "$T/failrec.out")"
+fi
 grep -q "taken out: injected failure after 8 frames" "$T/fail.log" ||
     fail "failure: no 'taken out' in the log"
 w=$(warnings)
@@ -179,7 +193,7 @@ if "$PYTHON" -c 'import h5py' 2>/dev/null; then
     PIDS+=($!)
     run rec 80 40
     wait $SUB
-    "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 40 || fail "recording: $(cat "$T/rec.out")"
+    "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 40 --published "$T/rec.jsonl" || fail "recording: $(cat "$T/rec.out")"
     grep -q "recording .*: 40 frames, 0 left out" "$T/rec.log" || fail "recording: log"
     stop_octd
 else

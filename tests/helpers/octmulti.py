@@ -196,6 +196,11 @@ def cmd_check_recording(a):
             sys.exit("check-recording: %d frames, want >= %d (%d left out)" % (len(ids), a.min, dropped))
         if np.any(np.diff(ids.astype(np.int64)) <= 0):
             sys.exit("check-recording: frame ids not increasing: %s" % ids.tolist())
+        if a.published:  # frames taken but never published are not in the file
+            pub = {r["frame_id"] for r in load(a.published)}
+            extra = sorted(set(ids.tolist()) - pub)
+            if extra:
+                sys.exit("check-recording: frames %s recorded but never published" % extra[:5])
         for i, fid in enumerate(ids):
             want = np.random.default_rng(int(fid)).integers(0, 4000, raw.shape[1:], dtype=np.uint16)
             if not np.array_equal(raw[i], want):
@@ -234,6 +239,7 @@ def main():
     p.add_argument("status", help="the status block's shm name")
     p.add_argument("--min", type=int, default=1)
     p.add_argument("--timeout", type=float, default=30)
+    p.add_argument("--published", help="the subscriber's images (sub --out): recorded ids among them")
     a = ap.parse_args()
     {"produce": cmd_produce, "sub": cmd_sub, "check-order": cmd_check_order,
      "compare": cmd_compare, "check-recording": cmd_check_recording}[a.cmd](a)
