@@ -205,38 +205,15 @@ oct_err oct_ctl_get(const char *control, char *buf, size_t len, oct_error *e)
     return OCT_OK;
 }
 
-struct cmd_arg {
-    uint32_t command, flags, frames;
-    double seconds;
-    uint64_t seq;
-};
-
-static void command_cb(oct_control_values *v, void *arg)
-{
-    struct cmd_arg *a = arg;
-    v->command_seq++;
-    v->command = a->command;
-    v->cmd_flags = a->flags;
-    v->cmd_frames = a->frames;
-    v->cmd_seconds = a->seconds;
-    a->seq = v->command_seq;
-}
-
 oct_err oct_ctl_command(const char *control, uint32_t command, uint32_t flags, uint32_t frames,
                         double seconds, uint64_t *seq, oct_error *e)
 {
-    if (command < OCT_CMD_ONLINE || command > OCT_CMD_REFERENCE)
-        return oct_error_set(e, OCT_EINVAL, "command = %u: must be 1..%u", command,
-                             (unsigned)OCT_CMD_REFERENCE);
     oct_control *c;
     oct_err err = oct_control_open(&c, control, true, e);
     if (err)
         return err;
-    struct cmd_arg a = {command, flags, frames, seconds, 0};
-    err = oct_control_write(c, command_cb, &a, NULL, e);
+    err = oct_control_command_args(c, command, flags, frames, seconds, seq, e);
     oct_control_close(c, false);
-    if (!err && seq)
-        *seq = a.seq;
     return err;
 }
 

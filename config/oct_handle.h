@@ -50,7 +50,8 @@ oct_err oct_ctl_set(const char *control, const char *assignments, uint64_t *gen,
 /* All values, "key=value\n" lines (as octctl get). */
 oct_err oct_ctl_get(const char *control, char *buf, size_t len, oct_error *e);
 /* Issues a command with its arguments (ABI 1.2 cmd_flags, cmd_frames,
- * cmd_seconds) in one generation; *seq = its command_seq. */
+ * cmd_seconds) in one generation, checked as oct_control_command_args;
+ * *seq = its command_seq. */
 oct_err oct_ctl_command(const char *control, uint32_t command, uint32_t flags, uint32_t frames,
                         double seconds, uint64_t *seq, oct_error *e);
 /* A consistent copy of the status block (4096 bytes). */
