@@ -26,21 +26,10 @@
 #include <cstring>
 
 #include "angio_align_cuda.h"
+#include "cuda_check.cuh"
 
-#define ACU(call, what)                                                                      \
-    do {                                                                                     \
-        cudaError_t r_ = (call);                                                             \
-        if (r_ != cudaSuccess)                                                               \
-            return oct_error_set(e, OCT_EDEVICE, "angio.align cuda: %s: %s", what,           \
-                                 cudaGetErrorString(r_));                                    \
-    } while (0)
-#define AFFT(call, what)                                                                     \
-    do {                                                                                     \
-        cufftResult r_ = (call);                                                             \
-        if (r_ != CUFFT_SUCCESS)                                                             \
-            return oct_error_set(e, OCT_EDEVICE, "angio.align cuda: cuFFT %s failed (%d)",   \
-                                 what, (int)r_);                                             \
-    } while (0)
+#define ACU(call, what) OCT_CUDA_TRY(call, "angio.align cuda", what)
+#define AFFT(call, what) OCT_CUFFT_TRY(call, "angio.align cuda", what)
 
 /* padded real values per estimation sub-batch (bounds the FFT buffers) */
 #define ALIGN_PAD_BUDGET ((size_t)32 << 20)

@@ -40,21 +40,10 @@
 #include "angio.h"
 #include "angio_align_cuda.h"
 #include "angio_fused.cuh"
+#include "cuda_check.cuh"
 
-#define ACU(call, what)                                                                      \
-    do {                                                                                     \
-        cudaError_t r_ = (call);                                                             \
-        if (r_ != cudaSuccess)                                                               \
-            return oct_error_set(e, OCT_EDEVICE, "angio cuda: %s: %s", what,                 \
-                                 cudaGetErrorString(r_));                                    \
-    } while (0)
-#define AFFT(call, what)                                                                     \
-    do {                                                                                     \
-        cufftResult r_ = (call);                                                             \
-        if (r_ != CUFFT_SUCCESS)                                                             \
-            return oct_error_set(e, OCT_EDEVICE, "angio cuda: cuFFT %s failed (%d)", what,   \
-                                 (int)r_);                                                   \
-    } while (0)
+#define ACU(call, what) OCT_CUDA_TRY(call, "angio cuda", what)
+#define AFFT(call, what) OCT_CUFFT_TRY(call, "angio cuda", what)
 
 /* A batched R2C plan of M points for `batch` transforms (0: none yet). */
 struct r2c_plan {
