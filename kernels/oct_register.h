@@ -72,11 +72,10 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
-    bool fine_window;    /* CUDA fine stage: only the search window of each surface (a
-                          * strided 1D C2C along x, then a direct sum over z at the searched
-                          * lags) instead of whole 2D C2R surfaces (false, the default).  The
-                          * same results; slower on an H200 as written (its z sum is bound by
-                          * load latency: README "Live registration in octd") */
+    bool fine_full;      /* CUDA fine stage: whole 2D C2R surfaces instead of only their search
+                          * window (a z inversion at the searched lags by one GEMM, then a 1D
+                          * C2C along x; the default, false).  The same sums; the window is
+                          * faster (README "Toward 100 volumes/s") */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);
