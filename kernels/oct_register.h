@@ -76,6 +76,11 @@ typedef struct oct_register_options {
                           * window (a z inversion at the searched lags by one GEMM, then a 1D
                           * C2C along x; the default, false).  The same sums; the window is
                           * faster (README "Toward 100 volumes/s") */
+    bool tf32;           /* CUDA window path: its z-inversion GEMM on TF32 tensor cores (true, the
+                          * default; false: plain fp32).  Its rounding errors are incoherent
+                          * across the 2 Dh terms of a row and the N rows of a lag while a peak
+                          * is coherent: peaks move by ~1e-6 relative (test_cuda_window checks
+                          * 1e-4 against float64) */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);

@@ -24,6 +24,7 @@ void oct_register_options_default(oct_register_options *o)
     o->rel_pnr = 0.7f;
     o->split = 0.5f;
     o->edge = 0.3f;
+    o->tf32 = true;
 }
 
 void oct_register_options_from_params(oct_register_options *o, const oct_params *p)

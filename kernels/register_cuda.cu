@@ -16,7 +16,8 @@
  *    2 sz + 1 lags searched only (a real [2 Dh][2 (2 sz + 1)] matrix of the
  *    Hermitian weights m_k and twiddles, applied to the complex rows as
  *    real pairs), then one strided batched 1D C2C along x of those few
- *    columns, and the peak is read from the real part.  Same sums as the
+ *    columns, and the peak is read from the real part (the GEMM on TF32
+ *    tensor cores unless oct_register_options.tf32 is off).  Same sums as the
  *    C2R; it skips the C2R's z pass over all D lags (and the pre- and post-
  *    processing passes of an odd D), the largest part of the fine stage at
  *    192x200x513.  (An earlier direct z sum, a warp per row, was latency-
@@ -532,46 +533,82 @@ __global__ void __launch_bounds__(RF) k_refine_sums(const cufftComplex *cy, cons
         }
 }
 
-/* it < 0: the start (best[l]); else after the sums of step it */
+/* it < 0: the start (best[l]); else after the sums of step it.  The
+ * overlap derivatives (reg_dlog_overlap, sums over N and D) summed by the
+ * whole block; thread 0 steps. */
 __global__ void k_refine_update(const reg_peak *best, double *rst, const double *part, double *phb,
                                 int it, uint32_t N, uint32_t D, uint32_t Dh, uint32_t rb, double sumw)
 {
-    __shared__ int go;
+    __shared__ int mode; /* 0: done, 1: phasors, 2: a Newton step, then phasors */
+    __shared__ double tot[6], red[4][RB / 32];
     const size_t l = blockIdx.x;
     double *s = rst + 4 * l;
     if (threadIdx.x == 0) {
+        mode = 0;
         if (it < 0) {
             reg_peak b = best[l];
             s[0] = b.x, s[1] = b.z, s[2] = b.y < 0 ? 1 : 0, s[3] = NAN;
+            mode = b.y < 0 ? 0 : 1;
         } else if (s[2] == 0) {
-            double tot[6] = {0, 0, 0, 0, 0, 0};
+            for (int q = 0; q < 6; q++)
+                tot[q] = 0;
             for (uint32_t j = 0; j < rb; j++)
                 for (int q = 0; q < 6; q++)
                     tot[q] += part[(l * rb + j) * 6 + q];
             s[3] = tot[0] / sumw;
-            if (it == REG_NEWTON_STEPS) {
+            if (it == REG_NEWTON_STEPS)
                 s[2] = 1;
-            } else {
-                double gx = tot[1] - tot[0] * reg_dlog_overlap(s[0], (int)N);
-                double gz = tot[2] - tot[0] * reg_dlog_overlap(s[1], (int)D), hxx = tot[3], hxz = tot[4], hzz = tot[5];
-                double det = hxx * hzz - hxz * hxz;
-                if (!(hxx < 0 && det > 0)) {
-                    s[2] = 1;
-                } else {
-                    double dx = -(hzz * gx - hxz * gz) / det, dz = -(hxx * gz - hxz * gx) / det;
-                    dx = dx > 0.5 ? 0.5 : dx < -0.5 ? -0.5 : dx;
-                    dz = dz > 0.5 ? 0.5 : dz < -0.5 ? -0.5 : dz;
-                    s[0] += dx, s[1] += dz;
-                    if (fabs(dx) < 1e-4 && fabs(dz) < 1e-4)
-                        s[2] = 1;
-                }
-            }
+            else
+                mode = 2;
         }
-        go = s[2] == 0;
     }
     __syncthreads();
-    if (!go)
+    if (mode == 0)
         return;
+    if (mode == 2) {
+        const double h = 0.05, sx = s[0], sz = s[1];
+        double acc[4] = {0, 0, 0, 0}; /* overlap at sx + h, sx - h, sz + h, sz - h */
+        for (uint32_t i = threadIdx.x; i < N; i += blockDim.x) {
+            double w = reg_tukey_x(i, (int)N);
+            acc[0] += w * reg_tukey_x(i + sx + h, (int)N), acc[1] += w * reg_tukey_x(i + sx - h, (int)N);
+        }
+        for (uint32_t i = threadIdx.x; i < D; i += blockDim.x) {
+            double w = reg_tukey_x(i, (int)D);
+            acc[2] += w * reg_tukey_x(i + sz + h, (int)D), acc[3] += w * reg_tukey_x(i + sz - h, (int)D);
+        }
+        const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+        for (int q = 0; q < 4; q++) {
+            double v = warp_sum(acc[q]);
+            if (lane == 0)
+                red[q][warp] = v;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            double o[4] = {0, 0, 0, 0};
+            for (int q = 0; q < 4; q++)
+                for (int w = 0; w < (int)blockDim.x / 32; w++)
+                    o[q] += red[q][w];
+            /* reg_dlog_overlap(sx, N), reg_dlog_overlap(sz, D) */
+            double dlx = o[0] > 0 && o[1] > 0 ? (log(o[0]) - log(o[1])) / (2 * h) : 0.0;
+            double dlz = o[2] > 0 && o[3] > 0 ? (log(o[2]) - log(o[3])) / (2 * h) : 0.0;
+            double gx = tot[1] - tot[0] * dlx, gz = tot[2] - tot[0] * dlz;
+            double hxx = tot[3], hxz = tot[4], hzz = tot[5], det = hxx * hzz - hxz * hxz;
+            if (!(hxx < 0 && det > 0)) {
+                s[2] = 1;
+            } else {
+                double dx = -(hzz * gx - hxz * gz) / det, dz = -(hxx * gz - hxz * gx) / det;
+                dx = dx > 0.5 ? 0.5 : dx < -0.5 ? -0.5 : dx;
+                dz = dz > 0.5 ? 0.5 : dz < -0.5 ? -0.5 : dz;
+                s[0] += dx, s[1] += dz;
+                if (fabs(dx) < 1e-4 && fabs(dz) < 1e-4)
+                    s[2] = 1;
+            }
+            mode = s[2] == 0;
+        }
+        __syncthreads();
+        if (mode == 0)
+            return;
+    }
     const double sx = s[0], sz = s[1];
     double *ex = phb + l * 2 * (size_t)(N + Dh), *ez = ex + 2 * (size_t)N;
     for (uint32_t a = threadIdx.x; a < N; a += blockDim.x) {
@@ -755,9 +792,9 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         CU(cudaGetLastError(), "z matrix kernel");
         CB(cublasCreate(&c->blas), "create");
         CB(cublasSetStream(c->blas, c->st), "set stream");
-        /* plain fp32 (the default math mode: no TF32, whose 10-bit mantissa
-         * would move sub-pixel peaks) */
-        CB(cublasSetMathMode(c->blas, CUBLAS_DEFAULT_MATH), "math mode");
+        /* TF32 tensor cores (oct_register_options.tf32), else plain fp32 */
+        CB(cublasSetMathMode(c->blas, r->o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+           "math mode");
     }
     /* the refine: blocks per line to fill the device (>= 4 x 132 blocks at
      * 192 lines), each block >= 4096 elements */

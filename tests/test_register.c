@@ -620,22 +620,26 @@ START_TEST(test_cuda_window)
     motion_traj t;
     motion_traj_make(&t, &sc.c, 5);
     motion_acquire(&sc.s, &t, 7, sc.tg, sc.truth);
-    oct_register_options fo;
+    oct_register_options fo, fp;
     oct_register_options_default(&fo);
-    fo.fine_full = true;
-    oct_register *rc = NULL, *rw = NULL, *rf = NULL;
+    oct_register_options_default(&fp);
+    fo.fine_full = true, fp.tf32 = false;
+    oct_register *rc = NULL, *rw = NULL, *rf = NULL, *rp = NULL;
     ck_assert_int_eq(oct_register_create(&rc, L, N, D, NULL, OCT_BACKEND_CPU, &e), OCT_OK);
     ck_assert_msg(oct_register_create(&rw, L, N, D, NULL, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
     ck_assert_msg(oct_register_create(&rf, L, N, D, &fo, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
-    oct_register *rr[3] = {rc, rw, rf};
-    float sh[3][48 * 4], pnr[3][48];
-    for (int i = 0; i < 3; i++) {
+    ck_assert_msg(oct_register_create(&rp, L, N, D, &fp, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
+    /* CPU; CUDA: window (TF32 GEMM, the default), whole surfaces, window (fp32 GEMM) */
+    oct_register *rr[4] = {rc, rw, rf, rp};
+    static const char *const path[4] = {"cpu", "window", "full", "window fp32"};
+    float sh[4][48 * 4], pnr[4][48], dyp[4][48];
+    for (int i = 0; i < 4; i++) {
         ck_assert_int_eq(oct_register_set_reference(rr[i], sc.ref, &e), OCT_OK);
         ck_assert_msg(oct_register_volume(rr[i], sc.tg, sh[i], &e) == OCT_OK, "%s", e.msg);
-        oct_register_last_details(rr[i], pnr[i], NULL);
+        oct_register_last_details(rr[i], pnr[i], dyp[i]);
     }
     int valid = 0;
-    for (int i = 1; i < 3; i++) {
+    for (int i = 1; i < 4; i++) {
         int diff = 0;
         for (uint32_t l = 0; l < L; l++) {
             if (sh[0][4 * l + 3] != sh[i][4 * l + 3]) {
@@ -646,14 +650,17 @@ START_TEST(test_cuda_window)
             if (sh[0][4 * l + 3] == 1)
                 for (int k = 0; k < 3; k++)
                     ck_assert_msg(fabsf(sh[0][4 * l + k] - sh[i][4 * l + k]) < 0.01f,
-                                  "%s path, line %u axis %d: cpu %g cuda %g", i == 1 ? "window" : "full",
-                                  l, k, sh[0][4 * l + k], sh[i][4 * l + k]);
+                                  "%s path, line %u axis %d: cpu %g cuda %g", path[i], l, k,
+                                  sh[0][4 * l + k], sh[i][4 * l + k]);
             if (pnr[0][l] > 0)
                 ck_assert_msg(fabsf(pnr[i][l] - pnr[0][l]) <= 1e-3f * pnr[0][l],
-                              "%s path, line %u: pnr cpu %g cuda %g", i == 1 ? "window" : "full", l,
-                              pnr[0][l], pnr[i][l]);
+                              "%s path, line %u: pnr cpu %g cuda %g", path[i], l, pnr[0][l], pnr[i][l]);
+            /* the coarse stage's prediction (integer stripe peaks, interpolated) */
+            ck_assert_msg(dyp[i][l] == dyp[0][l] || (isnan(dyp[i][l]) && isnan(dyp[0][l])),
+                          "%s path, line %u: dy prediction cpu %g cuda %g", path[i], l, dyp[0][l],
+                          dyp[i][l]);
         }
-        ck_assert_msg(diff <= 1, "%d lines differ in validity (%s path)", diff, i == 1 ? "window" : "full");
+        ck_assert_msg(diff <= 1, "%d lines differ in validity (%s path)", diff, path[i]);
     }
     ck_assert_msg(valid >= (int)L / 2, "only %d of %u lines valid", valid, L);
     /* float64: the surface's noise RMS (sum of W, DC removed) and the
@@ -670,6 +677,7 @@ START_TEST(test_cuda_window)
     transform64(sc.tg, L, N, D, 1, inv, tt);
     const int sx = (int)floorf(0.25f * (float)N), sz = 15;
     int checked = 0;
+    double worst[4] = {0, 0, 0, 0};
     for (uint32_t l = 0; l < L && checked < 12; l += 3) {
         if (sh[1][4 * l + 3] != 1)
             continue;
@@ -678,16 +686,20 @@ START_TEST(test_cuda_window)
         for (int yy = y0; yy <= y1; yy++)
             if (yy >= 0 && yy < (int)L)
                 h = fmax(h, window_peak64(tr + (size_t)yy * N * D, tt + (size_t)l * N * D, (int)N, (int)D, sx, sz));
-        double got = pnr[1][l] * noise;
-        ck_assert_msg(fabs(got - h) <= 1e-4 * fabs(h) + 1e-6, "line %u: window peak %.7g, float64 %.7g",
-                      l, got, h);
+        for (int i = 1; i < 4; i += 2) { /* the window path, TF32 and fp32 */
+            double got = pnr[i][l] * noise;
+            ck_assert_msg(fabs(got - h) <= 1e-4 * fabs(h) + 1e-6, "%s path, line %u: window peak %.7g, "
+                          "float64 %.7g", path[i], l, got, h);
+            worst[i] = fmax(worst[i], fabs(got - h) / fabs(h));
+        }
         checked++;
     }
     ck_assert_int_ge(checked, 6);
     printf("register cuda window (%s): %d valid lines agree with the CPU and the full path, %d "
-           "window peaks with float64\n", name, valid, checked);
+           "window peaks with float64 (largest relative error: TF32 %.2g, fp32 %.2g)\n", name, valid,
+           checked, worst[1], worst[3]);
     free(tr), free(tt);
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         oct_register_destroy(rr[i]);
     scene_free(&sc);
 }

@@ -180,7 +180,7 @@ typedef struct live_thread {
     const motion_cfg *c;
     const float *ref, *const *tg;
     uint32_t V, count;        /* targets, volumes to register */
-    bool full;                /* oct_register_options.fine_full (A/B) */
+    int variant;              /* 0 default, 1 fine_full, 2 tf32 off (A/B) */
     pthread_barrier_t *bar;
     float *sh;                /* [V][L][4]: the shifts of each target (the last time) */
     double t0, t1;            /* after the barrier, at the end */
@@ -199,7 +199,8 @@ static void *live_main(void *arg)
     oct_register_options ro;
     oct_register_options_default(&ro);
     ro.threads = t->o->threads;
-    ro.fine_full = t->full;
+    ro.fine_full = t->variant == 1;
+    ro.tf32 = t->variant != 2;
     t->rc = oct_register_create(&r, c->L, c->N, c->D, &ro, t->o->backend, &e) ||
             oct_register_set_reference(r, t->ref, &e);
     if (!t->rc) /* warm: the first volume plans cuFFT's work areas */
@@ -267,20 +268,22 @@ static int register_live(const octbench_opts *o)
         printf("  targets in %s host memory\n", pinned == (int)V ? "registered (pinned)" : "pageable");
     }
     float *sh1 = NULL;
-    /* 1..4 handles, then 1 and 4 with the whole-surface fine path (A/B) */
-    static const struct { int W; bool full; } runs[] = {{1, false}, {2, false}, {3, false},
-                                                          {4, false}, {1, true}, {4, true}};
+    /* 1..4 handles, then 1 and 4 with the whole-surface fine path and with a
+     * plain fp32 z GEMM (A/B) */
+    static const struct { int W, variant; } runs[] = {{1, 0}, {2, 0}, {3, 0}, {4, 0},
+                                                       {1, 1}, {4, 1}, {1, 2}, {4, 2}};
     for (size_t ri = 0; ri < sizeof runs / sizeof *runs; ri++) {
         const int W = runs[ri].W;
-        const bool full = runs[ri].full;
-        if (full && o->backend == OCT_BACKEND_CPU)
+        const int variant = runs[ri].variant;
+        static const char *const vname[] = {"", "fine_full: ", "fine_fp32: "}, *const vkey[] = {"", "-full", "-fp32"};
+        if (variant && o->backend == OCT_BACKEND_CPU)
             break; /* a CUDA option */
         live_thread th[4];
         pthread_t id[4];
         pthread_barrier_t bar;
         pthread_barrier_init(&bar, NULL, (unsigned)W);
         for (int w = 0; w < W; w++) {
-            th[w] = (live_thread){o, &c, ref, (const float *const *)tg, V, per, full, &bar,
+            th[w] = (live_thread){o, &c, ref, (const float *const *)tg, V, per, variant, &bar,
                                   calloc((size_t)V * 4 * c.L, sizeof(float)), 0, 0, {0, 0, 0, 0, 0}, 0, 0, {0}};
             if (!th[w].sh || pthread_create(&id[w], NULL, live_main, &th[w])) {
                 fprintf(stderr, "octbench register-live: no thread\n");
@@ -316,11 +319,11 @@ static int register_live(const octbench_opts *o)
         printf("  %s%d handle%s on %d thread%s: %.0f volumes in %.2f s = %.1f volumes/s; per volume "
                "%.1f ms wall (upload %.1f, prep %.1f, coarse %.1f, fine %.1f; stream total %.1f); "
                "shifts differing from one handle's: %d\n",
-               full ? "fine_full: " : "", W, W > 1 ? "s" : "", W, W > 1 ? "s" : "", n, sec, n / sec,
+               vname[variant], W, W > 1 ? "s" : "", W, W > 1 ? "s" : "", n, sec, n / sec,
                wall / n, ts.upload_ms / n,
                ts.prep_ms / n, ts.coarse_ms / n, ts.fine_ms / n, ts.total_ms / n, differ);
         char key[32];
-        snprintf(key, sizeof key, "register-live-w%d%s", W, full ? "-full" : "");
+        snprintf(key, sizeof key, "register-live-w%d%s", W, vkey[variant]);
         json(o, key, n / sec, "volumes/s");
         for (int w = 0; w < W; w++)
             free(th[w].sh);
