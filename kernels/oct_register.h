@@ -72,10 +72,10 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
-    bool fine_full;      /* CUDA fine stage: whole 2D C2R surfaces instead of only their search
-                          * window (a z inversion at the searched lags by one GEMM, then a 1D
-                          * C2C along x; the default, false).  The same sums; the window is
-                          * faster (README "Toward 100 volumes/s") */
+    bool fine_full;      /* CUDA: whole C2R surfaces in both stages (the former path) instead of
+                          * only their search windows (a z inversion at the searched lags by
+                          * one GEMM, then C2C along x (and y); the default, false).  The same
+                          * sums; the windows are faster (README "Toward 100 volumes/s") */
     bool tf32;           /* CUDA window path: its z-inversion GEMM on TF32 tensor cores (true, the
                           * default; false: plain fp32).  Its rounding errors are incoherent
                           * across the 2 Dh terms of a row and the N rows of a lag while a peak

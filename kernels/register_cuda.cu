@@ -93,6 +93,12 @@ struct cuda_reg {
     cufftHandle p1x[1 + REG_TAILS];
     float *tz;                      /* [2 Dh][2 nz]: m_k (cos, sin)(2 pi k z / D) as real 2x2 blocks */
     cufftComplex *fv;               /* [N][fb][nz]: cross powers inverted along z (then x) */
+    /* the coarse stage alike: stripe cross powers [y][a][nsb][k] (sc) times
+     * tz3 [2 Dch][2 nz3] into v3 [L][Nc][nsb][nz3], a 2D C2C along y and x
+     * (p3x) and the peak from the real part */
+    float *tz3;
+    cufftComplex *v3;
+    cufftHandle p3x;
     cublasHandle_t blas;
     /* the refine: cross powers [L][N][Dh] (fy when large enough), per line
      * state (sx, sz, done, h) and per block partial sums [L][rb][6] */
@@ -238,8 +244,11 @@ __global__ void __launch_bounds__(RT) k_transform(const float *v, float *t2, flo
  * moved along y: X(y, a, k) = sum_s e^(-2 pi i y s / L) x3[l0 + s](a, k). */
 __global__ void k_cross3y(const cufftComplex *ref3, const cufftComplex *x3, const int32_t *win,
                           cufftComplex *sc, uint32_t L, uint32_t Nc, uint32_t Dc, uint32_t Dch,
-                          uint32_t S, const float *tab, reg_tabs tb)
+                          uint32_t S, const float *tab, reg_tabs tb, uint32_t il)
 {
+    /* il = 0: sc [b][y][a][k] (the 3D C2R); else [y][a][b][k] of il stripes
+     * (the window path: the z GEMM over rows (y, a, b), the 2D C2C along y
+     * and x batched over (b, z)) */
     const uint32_t plane = Nc * Dch, n = L * plane;
     const size_t b = blockIdx.y;
     const cufftComplex *xs = x3 + (size_t)win[3 * b] * plane;
@@ -258,7 +267,10 @@ __global__ void k_cross3y(const cufftComplex *ref3, const cufftComplex *x3, cons
         reg_cross(r.x, r.y, xr, xi, w, &o.x, &o.y);
         if (i == 0)
             o.x = o.y = 0;
-        sc[b * (size_t)n + i] = o;
+        if (il)
+            sc[((size_t)(i / Dch) * il + b) * Dch + k] = o;
+        else
+            sc[b * (size_t)n + i] = o;
     }
 }
 
@@ -282,8 +294,11 @@ __device__ static void reduce_peak(float *v, long long *ix)
  * steps: block (j, b) the peak of row y = ylo + j (scan index i over the
  * stripe's window, as one block's scan), then k_peak3_fin the first
  * maximum over the rows: the CPU's scan order */
-__global__ void k_peak3_row(const float *sb, const int32_t *win, float *pv, long long *pi,
-                            uint32_t L, uint32_t Nc, uint32_t Dc, int sxc, int szc, float inv_sumw)
+/* (pruned: from the window path's V3 [y][x][nsb][nz] complex, real part) */
+template <bool pruned>
+__global__ void k_peak3_row(const float *sb, const cufftComplex *v3, uint32_t nsb, const int32_t *win,
+                            float *pv, long long *pi, uint32_t L, uint32_t Nc, uint32_t Dc, int sxc,
+                            int szc, float inv_sumw)
 {
     __shared__ float v[RB];
     __shared__ long long ix[RB];
@@ -296,7 +311,9 @@ __global__ void k_peak3_row(const float *sb, const int32_t *win, float *pv, long
     if (y <= yhi)
         for (long long i = threadIdx.x; i < plane; i += blockDim.x) {
             int z = (int)(i % nz) - szc, x = (int)(i / nz) - sxc;
-            float s = sb[b * n3 + ((size_t)y * Nc + wrapi(x, (int)Nc)) * Dc + wrapi(z, (int)Dc)] * inv_sumw;
+            size_t row = (size_t)y * Nc + wrapi(x, (int)Nc);
+            float s = (pruned ? v3[(row * nsb + b) * nz + (z + szc)].x
+                              : sb[b * n3 + row * Dc + wrapi(z, (int)Dc)]) * inv_sumw;
             if (s > best)
                 best = s, bi = (long long)j * plane + i;
         }
@@ -666,7 +683,9 @@ static void cuda_destroy(oct_register *r)
     for (int i = 0; i <= REG_TAILS; i++)
         if (c->p1x[i])
             cufftDestroy(c->p1x[i]);
-    void *m[] = {c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
+    if (c->p3x)
+        cufftDestroy(c->p3x);
+    void *m[] = {c->tz3, c->v3, c->work, c->vol, c->t2, c->t3, c->ref2, c->ref3, c->x2, c->x2h, c->sb, c->sc,
                  c->fy,  c->fs, c->pair, c->pk, c->win, c->sub, c->ph, c->x3, c->bad, c->pv, c->pi, c->tab, c->tz,
                  c->fv,   c->rst, c->rpart, c->cy != c->fy ? c->cy : NULL};
     for (size_t i = 0; i < sizeof m / sizeof *m; i++)
@@ -739,7 +758,7 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         (err = cuda_alloc((void **)&c->fs, c->fb * N * D * 4, "surfaces", e)) ||
         (err = cuda_alloc((void **)&c->pair, c->npair * 2 * 4, "pairs", e)) ||
         (err = cuda_alloc((void **)&c->pk, npk * sizeof(reg_peak), "peaks", e)) ||
-        (err = cuda_alloc((void **)&c->win, c->nsb * 3 * 4, "windows", e)) ||
+        (err = cuda_alloc((void **)&c->win, (L > c->nsb ? L : c->nsb) * 3 * 4, "windows", e)) ||
         (err = cuda_alloc((void **)&c->sub, L * 3 * 4, "sub-pixel shifts", e)) ||
         (err = cuda_alloc((void **)&c->ph, L * 2 * (N + c->Dh) * 8, "phasors", e)) ||
         (err = cuda_alloc((void **)&c->x3, L * Nc * c->Dch * 8, "coarse line spectra", e)) ||
@@ -796,6 +815,29 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         CB(cublasSetMathMode(c->blas, r->o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
            "math mode");
     }
+    /* the coarse stage: z inversion at the 2 szc + 1 searched lags (GEMM
+     * with tz3), then a 2D C2C along y and x batched over (stripe, lag) */
+    {
+        const int nz3 = 2 * r->szc + 1, st3 = (int)c->nsb * nz3;
+        int n2y[2] = {(int)L, (int)Nc};
+        CF(cufftCreate(&c->p3x), "create 2D C2C");
+        CF(cufftSetAutoAllocation(c->p3x, 0), "2D C2C work area");
+        CF(cufftMakePlanMany(c->p3x, 2, n2y, n2y, st3, 1, n2y, st3, 1, CUFFT_C2C, st3, &ws),
+           "plan 2D C2C along y and x");
+        wmax = ws > wmax ? ws : wmax;
+        size_t ntz = (size_t)4 * c->Dch * nz3;
+        if ((err = cuda_alloc((void **)&c->tz3, ntz * 4, "coarse z inversion matrix", e)) ||
+            (err = cuda_alloc((void **)&c->v3, L * Nc * c->nsb * nz3 * 8, "coarse window surfaces", e)))
+            return err;
+        k_tz<<<grid_for(ntz), RB, 0, c->st>>>(c->tz3, (uint32_t)Dc, c->Dch, r->szc);
+        CU(cudaGetLastError(), "coarse z matrix kernel");
+        if (!c->blas) {
+            CB(cublasCreate(&c->blas), "create");
+            CB(cublasSetStream(c->blas, c->st), "set stream");
+            CB(cublasSetMathMode(c->blas, r->o.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+               "math mode");
+        }
+    }
     /* the refine: blocks per line to fill the device (>= 4 x 132 blocks at
      * 192 lines), each block >= 4096 elements */
     {
@@ -821,6 +863,8 @@ static oct_err cuda_create(oct_register *r, oct_error *e)
         CF(cufftSetWorkArea(c->p1x[i], c->work), "1D C2C work area");
         CF(cufftSetStream(c->p1x[i], c->st), "set stream");
     }
+    CF(cufftSetWorkArea(c->p3x, c->work), "2D C2C work area");
+    CF(cufftSetStream(c->p3x, c->st), "set stream");
     int n2c[2] = {(int)Nc, (int)Dc};
     CF(cufftPlanMany(&c->p3f, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_R2C, 1), "plan 3D R2C");
     CF(cufftPlanMany(&c->p3i, 3, n3, NULL, 1, 0, NULL, 1, 0, CUFFT_C2R, (int)c->nsb), "plan 3D C2R");
@@ -884,41 +928,68 @@ static oct_err cuda_prep_target(oct_register *r, const float *vol, oct_error *e)
     return OCT_OK;
 }
 
+/* the whole 3D surfaces of nb stripes (win: device windows) into sb */
 static oct_err cuda_coarse_batch(oct_register *r, uint32_t nb, const int32_t *win, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    CU(cudaMemcpyAsync(c->win, win, nb * 3 * 4, cudaMemcpyHostToDevice, c->st), "upload");
     dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
-    k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, c->win, c->sc, r->L, r->Nc, r->Dc, c->Dch,
-                                    r->o.stripe, c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc));
+    k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, win, c->sc, r->L, r->Nc, r->Dc, c->Dch,
+                                    r->o.stripe, c->tab, tabs_of(r->L, r->N, r->D, r->Nc, r->Dc), 0);
     CF(cufftExecC2R(c->p3i, c->sc, c->sb), "stripe surfaces");
     CU(cudaGetLastError(), "coarse kernels");
     return OCT_OK;
 }
 
+/* every stripe's window up at once, the batches of nsb queued without a
+ * host round trip (the window path: z GEMM, 2D C2C, peaks; fine_full: the
+ * whole 3D C2R surfaces), every peak down */
 static oct_err cuda_coarse(oct_register *r, uint32_t n, const uint32_t *l0, const int32_t *ylo,
                            const int32_t *yhi, reg_peak *out, oct_error *e)
 {
     cuda_reg *c = (cuda_reg *)r->be;
-    int32_t win[3 * 64];
+    if (n > (r->L > c->nsb ? r->L : c->nsb))
+        return oct_error_set(e, OCT_EINVAL, "registration: %u stripes of %u lines", n, r->L);
+    int32_t *win = (int32_t *)malloc(sizeof(int32_t) * 3 * (n ? n : 1));
+    if (!win)
+        return oct_error_set(e, OCT_ENOMEM, "registration: out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        win[3 * i] = (int32_t)l0[i], win[3 * i + 1] = ylo[i], win[3 * i + 2] = yhi[i];
+    cudaError_t ce = cudaMemcpyAsync(c->win, win, (size_t)n * 3 * 4, cudaMemcpyHostToDevice, c->st);
+    free(win); /* pageable: staged before the call returns */
+    CU(ce, "upload");
+    const reg_tabs tb = tabs_of(r->L, r->N, r->D, r->Nc, r->Dc);
+    const int nz3 = 2 * r->szc + 1;
+    const float one = 1.0f, zero = 0.0f;
     for (uint32_t s = 0; s < n; s += c->nsb) {
         uint32_t nb = n - s < c->nsb ? n - s : c->nsb;
         int ny = 1;
-        for (uint32_t i = 0; i < nb; i++) {
-            win[3 * i] = (int32_t)l0[s + i], win[3 * i + 1] = ylo[s + i], win[3 * i + 2] = yhi[s + i];
+        for (uint32_t i = 0; i < nb; i++)
             ny = yhi[s + i] - ylo[s + i] + 1 > ny ? yhi[s + i] - ylo[s + i] + 1 : ny;
+        const int32_t *w = c->win + 3 * s;
+        const float inv = (float)(1.0 / r->sumw3);
+        if (c->wpath) {
+            dim3 g2(grid_for((size_t)r->L * r->Nc * c->Dch), nb);
+            k_cross3y<<<g2, RB, 0, c->st>>>(c->ref3, c->x3, w, c->sc, r->L, r->Nc, r->Dc, c->Dch,
+                                            r->o.stripe, c->tab, tb, c->nsb);
+            CB(cublasSgemm(c->blas, CUBLAS_OP_N, CUBLAS_OP_N, 2 * nz3, (int)(r->L * r->Nc * c->nsb),
+                           2 * (int)c->Dch, &one, c->tz3, 2 * nz3, (const float *)c->sc,
+                           2 * (int)c->Dch, &zero, (float *)c->v3, 2 * nz3),
+               "coarse z inversion");
+            CF(cufftExecC2C(c->p3x, c->v3, c->v3, CUFFT_INVERSE), "coarse surfaces");
+            k_peak3_row<true><<<dim3((unsigned)ny, nb), RB, 0, c->st>>>(
+                c->sb, c->v3, c->nsb, w, c->pv, c->pi, r->L, r->Nc, r->Dc, r->sxc, r->szc, inv);
+        } else { /* fine_full: the whole 3D surfaces */
+            oct_err err = cuda_coarse_batch(r, nb, w, e);
+            if (err)
+                return err;
+            k_peak3_row<false><<<dim3((unsigned)ny, nb), RB, 0, c->st>>>(
+                c->sb, c->v3, c->nsb, w, c->pv, c->pi, r->L, r->Nc, r->Dc, r->sxc, r->szc, inv);
         }
-        oct_err err = cuda_coarse_batch(r, nb, win, e);
-        if (err)
-            return err;
-        k_peak3_row<<<dim3((unsigned)ny, nb), RB, 0, c->st>>>(c->sb, c->win, c->pv, c->pi, r->L, r->Nc,
-                                                            r->Dc, r->sxc, r->szc,
-                                                            (float)(1.0 / r->sumw3));
-        k_peak3_fin<<<nb, RB, 0, c->st>>>(c->pv, c->pi, c->win, c->pk, r->L, r->sxc, r->szc);
-        CU(cudaMemcpyAsync(out + s, c->pk, nb * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st),
-           "download");
-        CU(cudaStreamSynchronize(c->st), "coarse stage");
+        k_peak3_fin<<<nb, RB, 0, c->st>>>(c->pv, c->pi, w, c->pk + s, r->L, r->sxc, r->szc);
+        CU(cudaGetLastError(), "coarse kernels");
     }
+    CU(cudaMemcpyAsync(out, c->pk, n * sizeof(reg_peak), cudaMemcpyDeviceToHost, c->st), "download");
+    CU(cudaStreamSynchronize(c->st), "coarse stage");
     CU(cudaEventRecord(c->ev[2], c->st), "event");
     return OCT_OK;
 }
@@ -1134,7 +1205,8 @@ static oct_err cuda_surface_stripe(oct_register *r, uint32_t l0, float *out, oct
 {
     cuda_reg *c = (cuda_reg *)r->be;
     int32_t win[3] = {(int32_t)l0, 0, 0};
-    oct_err err = cuda_coarse_batch(r, 1, win, e);
+    CU(cudaMemcpyAsync(c->win, win, sizeof win, cudaMemcpyHostToDevice, c->st), "upload");
+    oct_err err = cuda_coarse_batch(r, 1, c->win, e);
     if (err)
         return err;
     size_t n3 = (size_t)r->L * r->Nc * r->Dc;

@@ -640,7 +640,7 @@ START_TEST(test_cuda_window)
     }
     int valid = 0;
     for (int i = 1; i < 4; i++) {
-        int diff = 0;
+        int diff = 0, dsame = 0;
         for (uint32_t l = 0; l < L; l++) {
             if (sh[0][4 * l + 3] != sh[i][4 * l + 3]) {
                 diff++;
@@ -655,12 +655,16 @@ START_TEST(test_cuda_window)
             if (pnr[0][l] > 0)
                 ck_assert_msg(fabsf(pnr[i][l] - pnr[0][l]) <= 1e-3f * pnr[0][l],
                               "%s path, line %u: pnr cpu %g cuda %g", path[i], l, pnr[0][l], pnr[i][l]);
-            /* the coarse stage's prediction (integer stripe peaks, interpolated) */
-            ck_assert_msg(dyp[i][l] == dyp[0][l] || (isnan(dyp[i][l]) && isnan(dyp[0][l])),
+            /* the coarse stage's prediction (integer stripe peaks, interpolated;
+             * a near tie of two stripe peaks may flip: within 1 px) */
+            ck_assert_msg(fabsf(dyp[i][l] - dyp[0][l]) <= 1.0f || (isnan(dyp[i][l]) && isnan(dyp[0][l])),
                           "%s path, line %u: dy prediction cpu %g cuda %g", path[i], l, dyp[0][l],
                           dyp[i][l]);
+            dsame += dyp[i][l] == dyp[0][l] || (isnan(dyp[i][l]) && isnan(dyp[0][l]));
         }
         ck_assert_msg(diff <= 1, "%d lines differ in validity (%s path)", diff, path[i]);
+        ck_assert_msg(dsame >= (int)(9 * L / 10), "%s path: dy predictions equal on %d of %u lines",
+                      path[i], dsame, L);
     }
     ck_assert_msg(valid >= (int)L / 2, "only %d of %u lines valid", valid, L);
     /* float64: the surface's noise RMS (sum of W, DC removed) and the
