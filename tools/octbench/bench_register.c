@@ -41,6 +41,8 @@ typedef struct stats {
     double ms[64];
     double dev_ms[64], up_ms[64];
     int nms;
+    double full_ms[64]; /* scene(full): device time of the fine_full handle (CUDA A/B) */
+    int nfull, full_same; /* its volumes, and those with the same validity flags */
     double snr_one, snr_one_reg, snr_avg, coverage;
 } stats;
 
@@ -62,8 +64,10 @@ static double snr(const float *x, const float *clean, size_t n, double *coverage
     return err > 0 ? sqrt(s / err) : INFINITY;
 }
 
-/* V volumes of configuration c registered against a motion-free reference */
-static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool avg, stats *st)
+/* V volumes of configuration c registered against a motion-free reference
+ * (full, CUDA: each also by a second handle with fine_full, timed apart) */
+static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool avg, bool full,
+                 stats *st)
 {
     memset(st, 0, sizeof *st);
     size_t vol = (size_t)c->L * c->N * c->D;
@@ -71,7 +75,7 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
     float *ref = malloc(sizeof(float) * vol), *clean = malloc(sizeof(float) * vol);
     float *tg = malloc(sizeof(float) * vol), *reg = malloc(sizeof(float) * vol);
     float *truth = malloc(sizeof(float) * 4 * c->L), *sh = malloc(sizeof(float) * 4 * c->L);
-    oct_register *r = NULL;
+    oct_register *r = NULL, *rf = NULL;
     oct_register_avg *a = NULL;
     oct_error e = {{0}};
     int rc = 1;
@@ -91,6 +95,15 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
         fprintf(stderr, "octbench register: %s\n", e.msg);
         goto out;
     }
+    if (full && strcmp(oct_register_backend_name(r), "cuda") == 0) {
+        oct_register_options fo = ro;
+        fo.fine_full = true;
+        if (oct_register_create(&rf, c->L, c->N, c->D, &fo, o->backend, &e) ||
+            oct_register_set_reference(rf, ref, &e)) {
+            fprintf(stderr, "octbench register (fine_full): %s\n", e.msg);
+            goto out;
+        }
+    }
     if (avg)
         st->snr_one = snr(ref, clean, vol, NULL);
     for (uint32_t v = 0; v < V; v++) {
@@ -107,6 +120,19 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
             oct_register_last_times(r, &tm);
             st->dev_ms[st->nms] = tm.total_ms, st->up_ms[st->nms] = tm.upload_ms;
             st->ms[st->nms++] = now_ms() - t0;
+        }
+        if (rf && st->nfull < 64) {
+            float *sf = reg; /* free here: reconstructions come after */
+            if (oct_register_volume(rf, tg, sf, &e)) {
+                fprintf(stderr, "octbench register (fine_full): %s\n", e.msg);
+                goto out;
+            }
+            oct_register_times tm;
+            oct_register_last_times(rf, &tm);
+            int same = 1;
+            for (uint32_t l = 0; l < c->L; l++)
+                same &= sf[4 * l + 3] == sh[4 * l + 3];
+            st->full_ms[st->nfull++] = tm.total_ms, st->full_same += same;
         }
         for (uint32_t l = 0; l < c->L; l++) {
             const float *x = sh + 4 * l, *w = truth + 4 * l;
@@ -147,6 +173,7 @@ out:
     if (s.re)
         motion_sample_free(&s);
     oct_register_destroy(r);
+    oct_register_destroy(rf);
     oct_register_avg_destroy(a);
     free(ref), free(clean), free(tg), free(reg), free(truth), free(sh);
     return rc;
@@ -372,18 +399,21 @@ int octbench_register(const octbench_opts *o)
     printf("octbench register: %u x %u x %u volumes, simulated motion (tools/octsim/motion.h)\n", n, n, n);
     if (big) {
         uint32_t V = o->reps > 0 ? (uint32_t)o->reps : 5;
-        if (scene(o, &c, V, false, &st))
+        if (scene(o, &c, V, false, true, &st))
             return 1;
         double wall = median(st.ms, st.nms), dev = median(st.dev_ms, st.nms), up = median(st.up_ms, st.nms);
         printf("  %u volumes: median %.1f ms per volume wall, %.1f ms device/stream time without the "
                "%.1f ms upload (target GPU <= 100 ms: %s)\n", V, wall, dev, up, mark(dev <= 100));
+        if (st.nfull) /* A/B: the whole-surface path on the same volumes */
+            printf("  fine_full (whole C2R surfaces): median %.1f ms device/stream time; validity flags "
+                   "equal on %d of %d volumes\n", median(st.full_ms, st.nfull), st.full_same, st.nfull);
         json(o, "register-512-wall", wall, "ms");
         json(o, "register-512-device", dev, "ms");
         return 0;
     }
     /* 1. the default motion: drift, tremor, axial pulse, a saccade, noise; 10 volumes averaged */
     uint32_t V = 10;
-    if (scene(o, &c, V, true, &st))
+    if (scene(o, &c, V, true, false, &st))
         return 1;
     int nv = st.lines_valid_both;
     double acc = nv ? (double)st.lines_ok / nv : 0;
@@ -414,7 +444,7 @@ int octbench_register(const octbench_opts *o)
     /* 2. drift only */
     motion_cfg d = c;
     d.tremor = 0, d.axial = 0, d.saccades = 0;
-    if (scene(o, &d, 5, false, &st))
+    if (scene(o, &d, 5, false, false, &st))
         return 1;
     nv = st.lines_valid_both;
     double rx = sqrt(st.se[0] / nv), ry = sqrt(st.se[1] / nv), rz = sqrt(st.se[2] / nv);
@@ -424,7 +454,7 @@ int octbench_register(const octbench_opts *o)
     /* 3. saccades: 3 per volume */
     motion_cfg s = c;
     s.saccades = 3;
-    if (scene(o, &s, 5, false, &st))
+    if (scene(o, &s, 5, false, false, &st))
         return 1;
     fl = st.sacc ? (double)st.sacc_flagged / st.sacc : 1;
     printf("  saccades (3 per volume of %.0f px in %.0f lines), 5 volumes: flagged %d of %d = %.1f %% "
