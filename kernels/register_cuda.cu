@@ -3,7 +3,9 @@
  *
  *  - cuFFT plans made once per handle: batched 2D R2C of all lines (the
  *    reference's line spectra are cached; a target's are computed once),
- *    batched 2D C2R of candidate surfaces, batched 3D C2R of stripes.
+ *    strided C2C along x (fine) and y, x (coarse) of the window surfaces;
+ *    batched 2D / 3D C2R of whole surfaces (fine_full, and the surfaces
+ *    that the tests read).
  *  - a stripe's 3D spectrum is not transformed: its S lines, zero-padded to
  *    L, have the spectrum sum_s e^(-2 pi i ky s / L) X_s(kx, kz) of the
  *    2D spectra X_s of the coarse lines (all made once per target), summed
@@ -21,7 +23,14 @@
  *    C2R; it skips the C2R's z pass over all D lags (and the pre- and post-
  *    processing passes of an odd D), the largest part of the fine stage at
  *    192x200x513.  (An earlier direct z sum, a warp per row, was latency-
- *    bound and slower than the C2R: H200, 2026-11-24.)
+ *    bound and slower than the C2R: H200, 2026-11-24.)  The coarse stage
+ *    alike: the stripe cross powers [y][x][stripe][k], one GEMM to the
+ *    2 szc + 1 lags, a 2D C2C along y and x batched over (stripe, lag).
+ *    (At D = 512 the whole C2R has no odd-length passes and the GEMM's
+ *    flops per row exceed the FFT's: register-512 67.3 vs 58.4 ms device
+ *    on an H200, 2026-11-24; README "Window surfaces".)
+ *  - the split test's parts (halves, end thirds) in one pass: their masked
+ *    lines and spectra back to back (x2h [part][line]), one download.
  *  - the Newton refine: the lines' cross powers made once (not per step),
  *    each step's sums over several blocks per line, a small kernel per
  *    step sums them, steps and makes the next phasors (no host round trip).
