@@ -587,14 +587,15 @@ static bool plan_method(octd *d, octd_reglive *g, int m)
     return true;
 }
 
-/* The workers' number: the config's, else CUDA 3 (several streams keep the
- * device busy through each volume's host steps), CPU 1 (one registration
- * already uses every core). */
+/* The workers' number: the config's, else CUDA 4 (several streams keep the
+ * device busy through each volume's host steps; a worker's host planes
+ * take about as long as its registration: H200, 2026-11-24), CPU 1 (one
+ * registration already uses every core). */
 static int workers_of(const octd *d)
 {
     int w = d->cfg.registration_workers;
     if (w <= 0)
-        w = backend_of(d) == OCT_BACKEND_CUDA ? 3 : 1;
+        w = backend_of(d) == OCT_BACKEND_CUDA ? 4 : 1;
     return w > OCT_REG_WORKERS_MAX ? OCT_REG_WORKERS_MAX : w;
 }
 

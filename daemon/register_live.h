@@ -21,7 +21,7 @@
  * asked for it, and float32 copies only when asked for.  A worker thread
  * registers it where the engine left it (the frame's product buffer, held
  * until then) while the engine makes the next frames; W workers ([engine]
- * registration_workers, 0: CUDA 3, CPU 1) register concurrently and make
+ * registration_workers, 0: CUDA 4, CPU 1) register concurrently and make
  * the planes in the volumes' order; up to 2W volumes wait or run, one more
  * is skipped for registration (status registration_skipped;
  * registration_volumes counts those registered and published).

@@ -72,11 +72,15 @@ typedef struct oct_register_options {
     uint32_t coarse_factor; /* f; 0 = automatic (power of two, N/f, D/f >= 64, f <= 8) */
     int threads;         /* CPU threads, 0 = all */
     int device;          /* CUDA device */
-    bool fine_window;    /* CUDA fine stage: only the search window of each surface (a
-                          * strided 1D C2C along x, then a direct sum over z at the searched
-                          * lags) instead of whole 2D C2R surfaces (false, the default).  The
-                          * same results; slower on an H200 as written (its z sum is bound by
-                          * load latency: README "Live registration in octd") */
+    bool fine_full;      /* CUDA: whole C2R surfaces in both stages (the former path) instead of
+                          * only their search windows (a z inversion at the searched lags by
+                          * one GEMM, then C2C along x (and y); the default, false).  The same
+                          * sums; the windows are faster (README "Toward 100 volumes/s") */
+    bool tf32;           /* CUDA window path: its z-inversion GEMM on TF32 tensor cores (true, the
+                          * default; false: plain fp32).  Its rounding errors are incoherent
+                          * across the 2 Dh terms of a row and the N rows of a lag while a peak
+                          * is coherent: peaks move by ~1e-6 relative (test_cuda_window checks
+                          * 1e-4 against float64) */
 } oct_register_options;
 
 void oct_register_options_default(oct_register_options *o);

@@ -24,6 +24,7 @@ void oct_register_options_default(oct_register_options *o)
     o->rel_pnr = 0.7f;
     o->split = 0.5f;
     o->edge = 0.3f;
+    o->tf32 = true;
 }
 
 void oct_register_options_from_params(oct_register_options *o, const oct_params *p)
@@ -352,9 +353,14 @@ static oct_err split_test(oct_register *r, reg_peak *best, float *parts, oct_err
         parts[i] = NAN;
     if (!candidates(best, L, K, NULL, off, cand))
         goto out;
-    for (int h = 0; h < P; h++)
-        if ((err = r->ops->fine(r, off, cand, h + 1, p[h], e)))
+    if (r->ops->fine_parts) {
+        if ((err = r->ops->fine_parts(r, off, cand, P, p, e)))
             goto out;
+    } else {
+        for (int h = 0; h < P; h++)
+            if ((err = r->ops->fine(r, off, cand, h + 1, p[h], e)))
+                goto out;
+    }
     /* a part carries about its share of the energy: its noise level is the
      * same, its peak about that share; min_pnr x share is its threshold */
     const float share[4] = {0.5f, 0.5f, 1.0f / 3, 1.0f / 3};

@@ -161,6 +161,11 @@ typedef struct reg_ops {
     oct_err (*surface_stripe)(oct_register *r, uint32_t l0, float *out, oct_error *e);
     /* device time of the last target's stages, ms (NULL: host clock) */
     void (*times)(const oct_register *r, oct_register_times *t);
+    /* optional: fine() of parts 1 .. np at once (out[h]: part h + 1), the
+     * same results; a backend with a host round trip per call does all
+     * parts in one (NULL: the common code calls fine per part) */
+    oct_err (*fine_parts)(oct_register *r, const uint32_t *off, const int32_t *cand, int np,
+                          reg_peak *const *out, oct_error *e);
 } reg_ops;
 
 struct oct_register {

@@ -539,6 +539,176 @@ START_TEST(test_bad_input)
 END_TEST
 
 #ifdef OCT_HAVE_CUDA
+/* 2D DFT (forward) of a real [N][D] line, by direct separable sums */
+static void dft2_64(const double *a, int N, int D, double complex *out)
+{
+    double complex *t = malloc(sizeof *t * (size_t)N * D);
+    for (int x = 0; x < N; x++)
+        for (int k = 0; k < D; k++) {
+            double complex s = 0;
+            for (int z = 0; z < D; z++)
+                s += a[(size_t)x * D + z] * cexp(-2 * M_PI * I * (double)((long)k * z % D) / D);
+            t[(size_t)x * D + k] = s;
+        }
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < D; k++) {
+            double complex s = 0;
+            for (int x = 0; x < N; x++)
+                s += t[(size_t)x * D + k] * cexp(-2 * M_PI * I * (double)((long)q * x % N) / N);
+            out[(size_t)q * D + k] = s;
+        }
+    free(t);
+}
+
+/* float64: the peak over lags x in [-sx, sx], z in [-sz, sz] of the 2D
+ * phase-only surface of reference line a against target line b (both
+ * transformed, [N][D]; as poc64, evaluated on the window only) */
+static double window_peak64(const double *a, const double *b, int N, int D, int sx, int sz)
+{
+    size_t n = (size_t)N * D;
+    double complex *A = malloc(sizeof *A * n), *B = malloc(sizeof *B * n);
+    int nz = 2 * sz + 1;
+    double complex *T = malloc(sizeof *T * (size_t)N * nz);
+    dft2_64(a, N, D, A);
+    dft2_64(b, N, D, B);
+    double sumw = 0;
+    for (int q = 0; q < N; q++)
+        for (int k = 0; k < D; k++) {
+            size_t i = (size_t)q * D + k;
+            double complex p = A[i] * conj(B[i]);
+            double w = hann64(q, N) * hann64(k, D);
+            A[i] = (i == 0 || cabs(p) == 0) ? 0 : w * p / cabs(p);
+            sumw += i ? w : 0;
+        }
+    for (int q = 0; q < N; q++)
+        for (int j = 0; j < nz; j++) {
+            double complex s = 0;
+            long z = j - sz;
+            for (int k = 0; k < D; k++)
+                s += A[(size_t)q * D + k] * cexp(2 * M_PI * I * (double)(((long)k * z % D + D) % D) / D);
+            T[(size_t)q * nz + j] = s;
+        }
+    double best = -INFINITY;
+    for (int x = -sx; x <= sx; x++)
+        for (int j = 0; j < nz; j++) {
+            double complex s = 0;
+            for (int q = 0; q < N; q++)
+                s += T[(size_t)q * nz + j] * cexp(2 * M_PI * I * (double)(((long)q * x % N + N) % N) / N);
+            best = fmax(best, creal(s) / sumw);
+        }
+    free(A), free(B), free(T);
+    return best;
+}
+
+/* The window fine path (the CUDA default) at an odd depth count, as the
+ * live shape's 513: each valid line's match strength (pnr x the surface's
+ * noise RMS = the peak of the winning surface) against a float64 window
+ * peak of the reference lines around l + dy, and the shifts, validity and
+ * pnr against the CPU and the whole-surface path. */
+START_TEST(test_cuda_window)
+{
+    char name[128];
+    oct_error e = {{0}};
+    if (oct_cuda_probe(0, name, sizeof name, &e) != OCT_OK) {
+        printf("SKIP register cuda window: %s\n", e.msg);
+        return;
+    }
+    const uint32_t L = 48, N = 40, D = 65;
+    scene sc;
+    scene_make3(&sc, L, N, D, 0.3);
+    sc.c.drift = 2, sc.c.tremor = 0.3, sc.c.axial = 1;
+    motion_traj t;
+    motion_traj_make(&t, &sc.c, 5);
+    motion_acquire(&sc.s, &t, 7, sc.tg, sc.truth);
+    oct_register_options fo, fp;
+    oct_register_options_default(&fo);
+    oct_register_options_default(&fp);
+    fo.fine_full = true, fp.tf32 = false;
+    oct_register *rc = NULL, *rw = NULL, *rf = NULL, *rp = NULL;
+    ck_assert_int_eq(oct_register_create(&rc, L, N, D, NULL, OCT_BACKEND_CPU, &e), OCT_OK);
+    ck_assert_msg(oct_register_create(&rw, L, N, D, NULL, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_register_create(&rf, L, N, D, &fo, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_register_create(&rp, L, N, D, &fp, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
+    /* CPU; CUDA: window (TF32 GEMM, the default), whole surfaces, window (fp32 GEMM) */
+    oct_register *rr[4] = {rc, rw, rf, rp};
+    static const char *const path[4] = {"cpu", "window", "full", "window fp32"};
+    float sh[4][48 * 4], pnr[4][48], dyp[4][48];
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(oct_register_set_reference(rr[i], sc.ref, &e), OCT_OK);
+        ck_assert_msg(oct_register_volume(rr[i], sc.tg, sh[i], &e) == OCT_OK, "%s", e.msg);
+        oct_register_last_details(rr[i], pnr[i], dyp[i]);
+    }
+    int valid = 0;
+    for (int i = 1; i < 4; i++) {
+        int diff = 0, dsame = 0;
+        for (uint32_t l = 0; l < L; l++) {
+            if (sh[0][4 * l + 3] != sh[i][4 * l + 3]) {
+                diff++;
+                continue;
+            }
+            valid += i == 1 && sh[1][4 * l + 3] == 1;
+            if (sh[0][4 * l + 3] == 1)
+                for (int k = 0; k < 3; k++)
+                    ck_assert_msg(fabsf(sh[0][4 * l + k] - sh[i][4 * l + k]) < 0.01f,
+                                  "%s path, line %u axis %d: cpu %g cuda %g", path[i], l, k,
+                                  sh[0][4 * l + k], sh[i][4 * l + k]);
+            if (pnr[0][l] > 0)
+                ck_assert_msg(fabsf(pnr[i][l] - pnr[0][l]) <= 1e-3f * pnr[0][l],
+                              "%s path, line %u: pnr cpu %g cuda %g", path[i], l, pnr[0][l], pnr[i][l]);
+            /* the coarse stage's prediction (integer stripe peaks, interpolated;
+             * a near tie of two stripe peaks may flip: within 1 px) */
+            ck_assert_msg(fabsf(dyp[i][l] - dyp[0][l]) <= 1.0f || (isnan(dyp[i][l]) && isnan(dyp[0][l])),
+                          "%s path, line %u: dy prediction cpu %g cuda %g", path[i], l, dyp[0][l],
+                          dyp[i][l]);
+            dsame += dyp[i][l] == dyp[0][l] || (isnan(dyp[i][l]) && isnan(dyp[0][l]));
+        }
+        ck_assert_msg(diff <= 1, "%d lines differ in validity (%s path)", diff, path[i]);
+        ck_assert_msg(dsame >= (int)(9 * L / 10), "%s path: dy predictions equal on %d of %u lines",
+                      path[i], dsame, L);
+    }
+    ck_assert_msg(valid >= (int)L / 2, "only %d of %u lines valid", valid, L);
+    /* float64: the surface's noise RMS (sum of W, DC removed) and the
+     * window peaks of a dozen valid lines */
+    double s1 = 0, s2 = 0, t1 = 0, t2 = 0;
+    for (uint32_t q = 0; q < N; q++)
+        s1 += hann64((int)q, (int)N), s2 += hann64((int)q, (int)N) * hann64((int)q, (int)N);
+    for (uint32_t k = 0; k < D; k++)
+        t1 += hann64((int)k, (int)D), t2 += hann64((int)k, (int)D) * hann64((int)k, (int)D);
+    double noise = sqrt(s2 * t2 - 1) / (s1 * t1 - 1);
+    double *tr = malloc(sizeof(double) * L * N * D), *tt = malloc(sizeof(double) * L * N * D);
+    double inv = 1.0 / mean_pos(sc.ref, (size_t)L * N * D);
+    transform64(sc.ref, L, N, D, 1, inv, tr);
+    transform64(sc.tg, L, N, D, 1, inv, tt);
+    const int sx = (int)floorf(0.25f * (float)N), sz = 15;
+    int checked = 0;
+    double worst[4] = {0, 0, 0, 0};
+    for (uint32_t l = 0; l < L && checked < 12; l += 3) {
+        if (sh[1][4 * l + 3] != 1)
+            continue;
+        double y = l + sh[1][4 * l + 1], h = -INFINITY;
+        int y0 = (int)floor(y), y1 = (int)ceil(y);
+        for (int yy = y0; yy <= y1; yy++)
+            if (yy >= 0 && yy < (int)L)
+                h = fmax(h, window_peak64(tr + (size_t)yy * N * D, tt + (size_t)l * N * D, (int)N, (int)D, sx, sz));
+        for (int i = 1; i < 4; i += 2) { /* the window path, TF32 and fp32 */
+            double got = pnr[i][l] * noise;
+            ck_assert_msg(fabs(got - h) <= 1e-4 * fabs(h) + 1e-6, "%s path, line %u: window peak %.7g, "
+                          "float64 %.7g", path[i], l, got, h);
+            worst[i] = fmax(worst[i], fabs(got - h) / fabs(h));
+        }
+        checked++;
+    }
+    ck_assert_int_ge(checked, 6);
+    printf("register cuda window (%s): %d valid lines agree with the CPU and the full path, %d "
+           "window peaks with float64 (largest relative error: TF32 %.2g, fp32 %.2g)\n", name, valid,
+           checked, worst[1], worst[3]);
+    free(tr), free(tt);
+    for (int i = 0; i < 4; i++)
+        oct_register_destroy(rr[i]);
+    scene_free(&sc);
+}
+END_TEST
+
 /* CPU and CUDA: the same surfaces (SPEC 7 tolerance) and shifts */
 START_TEST(test_cuda_agrees)
 {
@@ -574,11 +744,11 @@ START_TEST(test_cuda_agrees)
                               l, k, sc_[4 * l + k], sg[4 * l + k]);
     }
     ck_assert_msg(diff <= 1, "%d lines differ in validity", diff);
-    /* the window fine path (oct_register_options.fine_window) agrees too */
+    /* the whole-surface fine path (oct_register_options.fine_full) agrees too */
     {
         oct_register_options fo;
         oct_register_options_default(&fo);
-        fo.fine_window = true;
+        fo.fine_full = true;
         oct_register *rf = NULL;
         float sf[64 * 4];
         ck_assert_msg(oct_register_create(&rf, 64, 64, 64, &fo, OCT_BACKEND_CUDA, &e) == OCT_OK, "%s", e.msg);
@@ -593,9 +763,9 @@ START_TEST(test_cuda_agrees)
             if (sf[4 * l + 3] == 1)
                 for (int k = 0; k < 3; k++)
                     ck_assert_msg(fabsf(sf[4 * l + k] - sg[4 * l + k]) < 0.01f,
-                                  "line %d axis %d: window %g full %g", l, k, sf[4 * l + k], sg[4 * l + k]);
+                                  "line %d axis %d: full %g window %g", l, k, sf[4 * l + k], sg[4 * l + k]);
         }
-        ck_assert_msg(dw <= 1, "%d lines differ in validity (window vs full)", dw);
+        ck_assert_msg(dw <= 1, "%d lines differ in validity (full vs window)", dw);
         oct_register_destroy(rf);
     }
     ck_assert_int_eq(oct_register_surface_line(rc, sc.tg, 10, 12, a, &e), OCT_OK);
@@ -669,6 +839,7 @@ int main(void)
     TCase *tc = tcase_create("cuda");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_cuda_agrees);
+    tcase_add_test(tc, test_cuda_window);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_NOFORK);

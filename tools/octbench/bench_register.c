@@ -41,6 +41,8 @@ typedef struct stats {
     double ms[64];
     double dev_ms[64], up_ms[64];
     int nms;
+    double full_ms[64]; /* scene(full): device time of the fine_full handle (CUDA A/B) */
+    int nfull, full_same; /* its volumes, and those with the same validity flags */
     double snr_one, snr_one_reg, snr_avg, coverage;
 } stats;
 
@@ -62,8 +64,10 @@ static double snr(const float *x, const float *clean, size_t n, double *coverage
     return err > 0 ? sqrt(s / err) : INFINITY;
 }
 
-/* V volumes of configuration c registered against a motion-free reference */
-static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool avg, stats *st)
+/* V volumes of configuration c registered against a motion-free reference
+ * (full, CUDA: each also by a second handle with fine_full, timed apart) */
+static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool avg, bool full,
+                 stats *st)
 {
     memset(st, 0, sizeof *st);
     size_t vol = (size_t)c->L * c->N * c->D;
@@ -71,7 +75,7 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
     float *ref = malloc(sizeof(float) * vol), *clean = malloc(sizeof(float) * vol);
     float *tg = malloc(sizeof(float) * vol), *reg = malloc(sizeof(float) * vol);
     float *truth = malloc(sizeof(float) * 4 * c->L), *sh = malloc(sizeof(float) * 4 * c->L);
-    oct_register *r = NULL;
+    oct_register *r = NULL, *rf = NULL;
     oct_register_avg *a = NULL;
     oct_error e = {{0}};
     int rc = 1;
@@ -91,6 +95,15 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
         fprintf(stderr, "octbench register: %s\n", e.msg);
         goto out;
     }
+    if (full && strcmp(oct_register_backend_name(r), "cuda") == 0) {
+        oct_register_options fo = ro;
+        fo.fine_full = true;
+        if (oct_register_create(&rf, c->L, c->N, c->D, &fo, o->backend, &e) ||
+            oct_register_set_reference(rf, ref, &e)) {
+            fprintf(stderr, "octbench register (fine_full): %s\n", e.msg);
+            goto out;
+        }
+    }
     if (avg)
         st->snr_one = snr(ref, clean, vol, NULL);
     for (uint32_t v = 0; v < V; v++) {
@@ -107,6 +120,19 @@ static int scene(const octbench_opts *o, const motion_cfg *c, uint32_t V, bool a
             oct_register_last_times(r, &tm);
             st->dev_ms[st->nms] = tm.total_ms, st->up_ms[st->nms] = tm.upload_ms;
             st->ms[st->nms++] = now_ms() - t0;
+        }
+        if (rf && st->nfull < 64) {
+            float *sf = reg; /* free here: reconstructions come after */
+            if (oct_register_volume(rf, tg, sf, &e)) {
+                fprintf(stderr, "octbench register (fine_full): %s\n", e.msg);
+                goto out;
+            }
+            oct_register_times tm;
+            oct_register_last_times(rf, &tm);
+            int same = 1;
+            for (uint32_t l = 0; l < c->L; l++)
+                same &= sf[4 * l + 3] == sh[4 * l + 3];
+            st->full_ms[st->nfull++] = tm.total_ms, st->full_same += same;
         }
         for (uint32_t l = 0; l < c->L; l++) {
             const float *x = sh + 4 * l, *w = truth + 4 * l;
@@ -147,6 +173,7 @@ out:
     if (s.re)
         motion_sample_free(&s);
     oct_register_destroy(r);
+    oct_register_destroy(rf);
     oct_register_avg_destroy(a);
     free(ref), free(clean), free(tg), free(reg), free(truth), free(sh);
     return rc;
@@ -180,7 +207,7 @@ typedef struct live_thread {
     const motion_cfg *c;
     const float *ref, *const *tg;
     uint32_t V, count;        /* targets, volumes to register */
-    bool window;              /* oct_register_options.fine_window (A/B) */
+    int variant;              /* 0 default, 1 fine_full, 2 tf32 off (A/B) */
     pthread_barrier_t *bar;
     float *sh;                /* [V][L][4]: the shifts of each target (the last time) */
     double t0, t1;            /* after the barrier, at the end */
@@ -199,7 +226,8 @@ static void *live_main(void *arg)
     oct_register_options ro;
     oct_register_options_default(&ro);
     ro.threads = t->o->threads;
-    ro.fine_window = t->window;
+    ro.fine_full = t->variant == 1;
+    ro.tf32 = t->variant != 2;
     t->rc = oct_register_create(&r, c->L, c->N, c->D, &ro, t->o->backend, &e) ||
             oct_register_set_reference(r, t->ref, &e);
     if (!t->rc) /* warm: the first volume plans cuFFT's work areas */
@@ -267,20 +295,22 @@ static int register_live(const octbench_opts *o)
         printf("  targets in %s host memory\n", pinned == (int)V ? "registered (pinned)" : "pageable");
     }
     float *sh1 = NULL;
-    /* 1..4 handles, then 1 and 4 with the window fine path (A/B) */
-    static const struct { int W; bool window; } runs[] = {{1, false}, {2, false}, {3, false},
-                                                          {4, false}, {1, true}, {4, true}};
+    /* 1..4 handles, then 1 and 4 with the whole-surface fine path and with a
+     * plain fp32 z GEMM (A/B) */
+    static const struct { int W, variant; } runs[] = {{1, 0}, {2, 0}, {3, 0}, {4, 0},
+                                                       {1, 1}, {4, 1}, {1, 2}, {4, 2}};
     for (size_t ri = 0; ri < sizeof runs / sizeof *runs; ri++) {
         const int W = runs[ri].W;
-        const bool window = runs[ri].window;
-        if (window && o->backend == OCT_BACKEND_CPU)
+        const int variant = runs[ri].variant;
+        static const char *const vname[] = {"", "fine_full: ", "fine_fp32: "}, *const vkey[] = {"", "-full", "-fp32"};
+        if (variant && o->backend == OCT_BACKEND_CPU)
             break; /* a CUDA option */
         live_thread th[4];
         pthread_t id[4];
         pthread_barrier_t bar;
         pthread_barrier_init(&bar, NULL, (unsigned)W);
         for (int w = 0; w < W; w++) {
-            th[w] = (live_thread){o, &c, ref, (const float *const *)tg, V, per, window, &bar,
+            th[w] = (live_thread){o, &c, ref, (const float *const *)tg, V, per, variant, &bar,
                                   calloc((size_t)V * 4 * c.L, sizeof(float)), 0, 0, {0, 0, 0, 0, 0}, 0, 0, {0}};
             if (!th[w].sh || pthread_create(&id[w], NULL, live_main, &th[w])) {
                 fprintf(stderr, "octbench register-live: no thread\n");
@@ -316,11 +346,11 @@ static int register_live(const octbench_opts *o)
         printf("  %s%d handle%s on %d thread%s: %.0f volumes in %.2f s = %.1f volumes/s; per volume "
                "%.1f ms wall (upload %.1f, prep %.1f, coarse %.1f, fine %.1f; stream total %.1f); "
                "shifts differing from one handle's: %d\n",
-               window ? "fine_window: " : "", W, W > 1 ? "s" : "", W, W > 1 ? "s" : "", n, sec, n / sec,
+               vname[variant], W, W > 1 ? "s" : "", W, W > 1 ? "s" : "", n, sec, n / sec,
                wall / n, ts.upload_ms / n,
                ts.prep_ms / n, ts.coarse_ms / n, ts.fine_ms / n, ts.total_ms / n, differ);
         char key[32];
-        snprintf(key, sizeof key, "register-live-w%d%s", W, window ? "-window" : "");
+        snprintf(key, sizeof key, "register-live-w%d%s", W, vkey[variant]);
         json(o, key, n / sec, "volumes/s");
         for (int w = 0; w < W; w++)
             free(th[w].sh);
@@ -369,18 +399,21 @@ int octbench_register(const octbench_opts *o)
     printf("octbench register: %u x %u x %u volumes, simulated motion (tools/octsim/motion.h)\n", n, n, n);
     if (big) {
         uint32_t V = o->reps > 0 ? (uint32_t)o->reps : 5;
-        if (scene(o, &c, V, false, &st))
+        if (scene(o, &c, V, false, true, &st))
             return 1;
         double wall = median(st.ms, st.nms), dev = median(st.dev_ms, st.nms), up = median(st.up_ms, st.nms);
         printf("  %u volumes: median %.1f ms per volume wall, %.1f ms device/stream time without the "
                "%.1f ms upload (target GPU <= 100 ms: %s)\n", V, wall, dev, up, mark(dev <= 100));
+        if (st.nfull) /* A/B: the whole-surface path on the same volumes */
+            printf("  fine_full (whole C2R surfaces): median %.1f ms device/stream time; validity flags "
+                   "equal on %d of %d volumes\n", median(st.full_ms, st.nfull), st.full_same, st.nfull);
         json(o, "register-512-wall", wall, "ms");
         json(o, "register-512-device", dev, "ms");
         return 0;
     }
     /* 1. the default motion: drift, tremor, axial pulse, a saccade, noise; 10 volumes averaged */
     uint32_t V = 10;
-    if (scene(o, &c, V, true, &st))
+    if (scene(o, &c, V, true, false, &st))
         return 1;
     int nv = st.lines_valid_both;
     double acc = nv ? (double)st.lines_ok / nv : 0;
@@ -411,7 +444,7 @@ int octbench_register(const octbench_opts *o)
     /* 2. drift only */
     motion_cfg d = c;
     d.tremor = 0, d.axial = 0, d.saccades = 0;
-    if (scene(o, &d, 5, false, &st))
+    if (scene(o, &d, 5, false, false, &st))
         return 1;
     nv = st.lines_valid_both;
     double rx = sqrt(st.se[0] / nv), ry = sqrt(st.se[1] / nv), rz = sqrt(st.se[2] / nv);
@@ -421,7 +454,7 @@ int octbench_register(const octbench_opts *o)
     /* 3. saccades: 3 per volume */
     motion_cfg s = c;
     s.saccades = 3;
-    if (scene(o, &s, 5, false, &st))
+    if (scene(o, &s, 5, false, false, &st))
         return 1;
     fl = st.sacc ? (double)st.sacc_flagged / st.sacc : 1;
     printf("  saccades (3 per volume of %.0f px in %.0f lines), 5 volumes: flagged %d of %d = %.1f %% "
