@@ -53,24 +53,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "cuda_check.cuh"
 #include "register_internal.h"
 
 #define RB 256 /* threads per block */
 
-#define CU(call, what)                                                                     \
-    do {                                                                                   \
-        cudaError_t ce_ = (call);                                                          \
-        if (ce_ != cudaSuccess)                                                            \
-            return oct_error_set(e, OCT_EDEVICE, "registration: %s: %s", what,             \
-                                 cudaGetErrorString(ce_));                                 \
-    } while (0)
-#define CF(call, what)                                                                     \
-    do {                                                                                   \
-        cufftResult cr_ = (call);                                                          \
-        if (cr_ != CUFFT_SUCCESS)                                                          \
-            return oct_error_set(e, OCT_EDEVICE, "registration: cuFFT %s failed (%d)",     \
-                                 what, (int)cr_);                                          \
-    } while (0)
+#define CU(call, what) OCT_CUDA_TRY(call, "registration", what)
+#define CF(call, what) OCT_CUFFT_TRY(call, "registration", what)
 
 #define CB(call, what)                                                                     \
     do {                                                                                   \
