@@ -7,9 +7,19 @@
  *   order -> publish, zero-copy from the pooled product buffer.
  * With a pipelining engine the input of frame n+1 overlaps the compute of n
  * and the download and publishing of n-1; with the synchronous CPU engine
- * submit computes the frame and complete hands it back at once.  Slots are
- * verified one at a time because the ring library verifies the frame handed
- * out by its last peek; the input copies are serial on the device anyway.
+ * submit computes the frame and complete hands it back at once.  Read in
+ * place ([engine] overlap_input, default yes, issue 19), the loop does not
+ * wait for a frame's input copy before it takes the next: the slot is
+ * verified once the copy is done (verify_ready, as with several engines), so
+ * the host's per-frame work is the submit and the publishing, not the submit
+ * plus the copy plus a poll interval.  With overlap_input = no each copy is
+ * waited for before the next frame is taken (the copies are serial on the
+ * device anyway).
+ *
+ * The loop's profile (issue 19): each phase's time (ring, submit, input
+ * checks, completes, publishing, sleeps, main.c's part between steps) is
+ * summed, with its longest call and the calls over STALL_NS, and logged when
+ * the path unbinds (drain, exit): "frame loop: ...".
  */
 #include "frames.h"
 
@@ -44,12 +54,44 @@
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 #define STAGE_MOVE_BYTES (4u << 20)         /* engines on several nodes: frames this large
                                              * are staged from the engine's node */
+#define STALL_NS 500000                     /* a phase's call this long counts as a stall */
+
+/* The frame loop's phases (exclusive times: a complete inside take_frame is
+ * counted as a complete, not as taking). */
+enum {
+    PH_MAIN,     /* main.c between two steps: signals, control block, status, periodic */
+    PH_RING,     /* ring peek/copy and verify */
+    PH_SUBMIT,   /* oct_engine_submit (CUDA: the graph launch and the copies enqueued) */
+    PH_INPUT,    /* oct_engine_input_done queries */
+    PH_COMPLETE, /* oct_engine_complete that returned a frame, and polls of it */
+    PH_WAIT,     /* blocking completes: the pipeline was full */
+    PH_PUBLISH,  /* publish(): headers, ZeroMQ sends, registration hand-off */
+    PH_SLEEP,    /* the poll interval: nothing to do yet */
+    PH_COUNT
+};
+static const char *const ph_name[PH_COUNT] = {"main loop", "ring", "submit", "input checks",
+                                              "complete", "pipeline full", "publish", "sleep"};
+
+/* Where a frame's latency goes: waiting in the ring (t_acq_ns to taken: the
+ * loop was behind) and inside octd (taken to published); frames per bucket. */
+#define LAT_BUCKETS 8
+static const uint32_t lat_edge_us[LAT_BUCKETS - 1] = {50, 100, 200, 500, 1000, 2000, 5000};
+
+typedef struct loop_prof {
+    uint64_t frames;                     /* submitted */
+    uint64_t ring_wait[LAT_BUCKETS], in_octd[LAT_BUCKETS];
+    uint64_t backlog_max;                /* frames committed behind the one taken */
+    uint64_t t_first, t_step_end;        /* first step; when the last step returned */
+    uint64_t steps_ns;                   /* inside octd_frames_step */
+    uint64_t ns[PH_COUNT], max[PH_COUNT], stalls[PH_COUNT];
+} loop_prof;
 
 typedef struct path_frame {
     octd_slot *slot;
     oct_frame_info info;
     uint64_t ticket, params_gen;
     uint64_t seq; /* dispatch number: the publishing order */
+    uint64_t t_take; /* CLOCK_REALTIME when taken (the loop's profile) */
     int lane;     /* the engine it was dealt to */
     bool want_f32, torn;
     bool unverified; /* in place, several engines: its slot is verified once its
@@ -116,7 +158,79 @@ typedef struct octd_frames {
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
     octd_follow follow; /* the frame thread on its engines' NUMA node (issue 20.1) */
+    bool overlap;       /* in place, one pipelining engine: [engine] overlap_input */
+    loop_prof prof;
 } octd_frames;
+
+static uint64_t prof_now(void) { return oct_time_monotonic_ns(); }
+
+/* Adds the time since t0 to phase ph; returns now. */
+static uint64_t prof_add(octd_frames *g, int ph, uint64_t t0)
+{
+    uint64_t t = prof_now(), dt = t - t0;
+    g->prof.ns[ph] += dt;
+    if (dt > g->prof.max[ph])
+        g->prof.max[ph] = dt;
+    g->prof.stalls[ph] += dt >= STALL_NS;
+    return t;
+}
+
+static void lat_count(uint64_t *hist, uint64_t from_ns, uint64_t to_ns)
+{
+    uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
+    int b = 0;
+    while (b < LAT_BUCKETS - 1 && us >= lat_edge_us[b])
+        b++;
+    hist[b]++;
+}
+
+static int lat_print(char *buf, size_t cap, const uint64_t *hist)
+{
+    int n = 0;
+    for (int b = 0; b < LAT_BUCKETS && n < (int)cap; b++)
+        n += snprintf(buf + n, cap - (size_t)n, "%s%s%u: %" PRIu64, b ? ", " : "",
+                      b < LAT_BUCKETS - 1 ? "<" : ">=",
+                      lat_edge_us[b < LAT_BUCKETS - 1 ? b : b - 1], hist[b]);
+    return n;
+}
+
+/* Logs the loop's profile since it was bound (per frame: mean, longest). */
+static void prof_log(octd_frames *g)
+{
+    loop_prof *p = &g->prof;
+    if (p->frames == 0)
+        return;
+    char line[1024], rw[256], io[256];
+    int n = 0;
+    uint64_t known = 0;
+    for (int i = 0; i < PH_COUNT; i++) {
+        known += i == PH_MAIN ? 0 : p->ns[i];
+        if (i == PH_SLEEP) /* idle: its long calls are no stalls */
+            n += snprintf(line + n, sizeof line - (size_t)n, "%s %.1f; ", ph_name[i],
+                          (double)p->ns[i] / 1e3 / (double)p->frames);
+        else
+            n += snprintf(line + n, sizeof line - (size_t)n, "%s %.1f (max %.0f, %" PRIu64
+                          " over %.1f ms); ", ph_name[i], (double)p->ns[i] / 1e3 /
+                          (double)p->frames, (double)p->max[i] / 1e3, p->stalls[i],
+                          STALL_NS / 1e6);
+        if (n >= (int)sizeof line)
+            break;
+    }
+    lat_print(rw, sizeof rw, p->ring_wait);
+    lat_print(io, sizeof io, p->in_octd);
+    uint64_t other = p->steps_ns > known ? p->steps_ns - known : 0;
+    double wall = (double)(p->t_step_end - p->t_first) / 1e9;
+    double busy = (double)(p->steps_ns + p->ns[PH_MAIN] - p->ns[PH_SLEEP] - p->ns[PH_WAIT]) /
+                  1e3 / (double)p->frames;
+    octd_log(LOG_INFO, "frame loop: %" PRIu64 " frames in %.2f s; per frame, us (mean; max us, "
+             "calls over the stall mark): %sother %.1f; busy %.1f us per frame (a host ceiling "
+             "of ~%.0f frames/s)", p->frames, wall, n < (int)sizeof line ? line : "", 
+             (double)other / 1e3 / (double)p->frames, busy, busy > 0 ? 1e6 / busy : 0);
+    octd_log(LOG_INFO, "frame loop: frames by time in the ring before taken, us: %s; taken to "
+             "published, us: %s; at most %" PRIu64 " frames committed behind the one taken",
+             rw, io, p->backlog_max);
+    memset(p, 0, sizeof *p);
+}
 
 static void sleep_ns(long ns)
 {
@@ -434,6 +548,8 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
 /* ---- binding to the engines and a ring ---- */
 static void unbind_path(octd_frames *g, octd *d)
 {
+    if (g->bound)
+        prof_log(g);
     if (g->bound && g->nlanes > 1) /* per-engine counts (issue 20) */
         octd_log(LOG_INFO, "reorder stage: %" PRIu64 " frame(s) finished before an earlier one "
                            "and waited for it", g->held);
@@ -555,6 +671,7 @@ static bool bind_path(octd_frames *g, octd *d)
     g->ring = d->ring;
     g->have_last = false;
     g->in_place = want_in_place(d);
+    memset(&g->prof, 0, sizeof g->prof);
     g->rr = 0;
     octd_reorder_reset(g->order, g->dealt);
     g->held = 0;
@@ -606,6 +723,9 @@ static bool bind_path(octd_frames *g, octd *d)
                                : "read in place",
                  (double)(oct_time_monotonic_ns() - t0) / 1e6);
     }
+    /* one pipelining GPU engine (several overlap anyway) */
+    g->overlap = g->in_place && d->cfg.overlap_input && g->nlanes == 1 && !g->lane[0].w &&
+                 g->lane[0].depth > 1;
     g->bound = true;
     return true;
 }
@@ -665,7 +785,10 @@ static void publish_in_order(octd_frames *g, octd *d)
              * the next is taken, so d->cur still holds its raw spectra */
             if (g->recording && d->cur.valid && d->cur.info.seq == f.info.seq)
                 octd_record_frame(d, &d->cur, f.slot->prod);
+            uint64_t t0 = prof_now();
             publish(d, f.slot, &f.info, f.params_gen, f.want_f32, false);
+            prof_add(g, PH_PUBLISH, t0);
+            lat_count(g->prof.in_octd, f.t_take, oct_time_realtime_ns());
             g->lane[f.lane].published++;
         }
         octd_slot_release(f.slot);
@@ -678,7 +801,10 @@ static void publish_in_order(octd_frames *g, octd *d)
 static bool verify_frame(octd *d, path_lane *L, path_frame *f, int timeout_ms)
 {
     oct_error se;
+    octd_frames *g = d->frames;
+    uint64_t t0 = prof_now();
     oct_err rc = oct_engine_input_done(L->eng, f->ticket, timeout_ms, &se);
+    t0 = prof_add(g, timeout_ms == 0 ? PH_INPUT : PH_WAIT, t0);
     if (rc == OCT_ETIMEDOUT)
         return false;
     f->unverified = false;
@@ -692,6 +818,7 @@ static bool verify_frame(octd *d, path_lane *L, path_frame *f, int timeout_ms)
         d->torn++;
         d->torn_since++;
     }
+    prof_add(g, PH_RING, t0);
     return true;
 }
 
@@ -718,8 +845,10 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         return false;
     oct_products *done = NULL;
     oct_error e;
+    uint64_t t0 = prof_now();
     oct_err rc = L->w ? worker_complete(L->w, &done, timeout_ms, &e)
                       : oct_engine_complete(L->eng, &done, timeout_ms, &e);
+    prof_add(g, timeout_ms == 0 ? PH_COMPLETE : PH_WAIT, t0);
     if (rc == OCT_ETIMEDOUT)
         return false;
     path_frame *f = &L->q[L->head];
@@ -801,6 +930,14 @@ static long poll_ns(const octd_frames *g)
     return WORKER_POLL_NS;
 }
 
+/* One poll interval, counted as the loop's idle time. */
+static void poll_sleep(octd_frames *g)
+{
+    uint64_t t0 = prof_now();
+    sleep_ns(poll_ns(g));
+    prof_add(g, PH_SLEEP, t0);
+}
+
 static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
 {
     path_lane *L = oldest_lane(g);
@@ -859,17 +996,20 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
     for (;;) {
         /* nothing else to do: let the ring library sleep */
         int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
+        uint64_t t0 = prof_now();
         oct_err rc = g->in_place
                          ? oct_ring_consumer_peek(d->ring, pol, wait, ptr, info, e)
                          : oct_ring_consumer_next(d->ring, pol, d->scratch.data, bytes, wait,
                                                   info, e);
+        /* with a wait the ring library sleeps: idle time */
+        prof_add(g, wait ? PH_SLEEP : PH_RING, t0);
         if (rc != OCT_ETIMEDOUT || wait)
             return rc;
         if (complete_ready(g, d, NULL))
             continue;
         if (oct_time_monotonic_ns() >= deadline)
             return rc;
-        sleep_ns(poll_ns(g));
+        poll_sleep(g);
     }
 }
 
@@ -909,7 +1049,26 @@ static path_lane *pick_lane(octd_frames *g)
     return NULL;
 }
 
+static oct_err step(octd *d, oct_error *e);
+
 oct_err octd_frames_step(octd *d, oct_error *e)
+{
+    uint64_t t0 = prof_now();
+    octd_frames *g = d->frames;
+    if (g && g->bound && g->prof.t_step_end)
+        prof_add(g, PH_MAIN, g->prof.t_step_end);
+    oct_err rc = step(d, e);
+    if ((g = d->frames) && g->bound) {
+        uint64_t t = prof_now();
+        if (!g->prof.t_first)
+            g->prof.t_first = t0;
+        g->prof.steps_ns += t - t0;
+        g->prof.t_step_end = t;
+    }
+    return rc;
+}
+
+static oct_err step(octd *d, oct_error *e)
 {
     if (!d->eng || !geom_same(&d->eng_geom, &d->ring_geom)) {
         octd_frames_drain(d);
@@ -945,16 +1104,16 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     /* room for one more frame */
     path_lane *L = NULL;
     verify_ready(g, d);
-    if (g->in_place && live_lanes(g) > 1) {
-        /* poll: blocking on one engine would leave the others' finished
-         * copies unverified while the producer may lap their slots */
+    if (g->in_place && (live_lanes(g) > 1 || g->overlap)) {
+        /* poll: blocking on one engine (or on the oldest frame) would leave
+         * finished copies unverified while the producer may lap their slots */
         uint64_t deadline = oct_time_monotonic_ns() + COMPLETE_WAIT_MS * 1000000ull;
         while (!(L = pick_lane(g))) {
             if (complete_ready(g, d, NULL))
                 continue;
             if (oct_time_monotonic_ns() >= deadline)
                 return OCT_ETIMEDOUT; /* the device is slow: main loop, then again */
-            sleep_ns(poll_ns(g));
+            poll_sleep(g);
         }
     }
     while (!L && !(L = pick_lane(g)))
@@ -1003,6 +1162,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     path_frame *f = &L->q[(L->head + L->count) % OCT_ENGINE_DEPTH_MAX];
     memset(f, 0, sizeof *f);
     f->info = info;
+    f->t_take = oct_time_realtime_ns();
+    lat_count(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
+    uint64_t behind = __atomic_load_n(&oct_ring_consumer_header(d->ring)->write_seq,
+                                      __ATOMIC_RELAXED) - info.seq - 1;
+    if (behind > g->prof.backlog_max && behind < (1ull << 40))
+        g->prof.backlog_max = behind;
     while (!(f->slot = pool_acquire(L, d)) && complete_oldest(g, d, COMPLETE_WAIT_MS))
         ;
     if (!f->slot || L->dead) {
@@ -1021,8 +1186,10 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
     cpu_set_t saved;
     bool moved = stage_enter(g, L, bytes, &saved);
+    uint64_t t_sub = prof_now();
     rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
               : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
+    prof_add(g, PH_SUBMIT, t_sub);
     stage_leave(moved, &saved);
     if (rc != OCT_OK) {
         octd_slot_release(f->slot);
@@ -1042,9 +1209,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;
     L->count++;
-    if (g->in_place && !L->w && live_lanes(g) > 1) {
+    g->prof.frames++;
+    if (g->in_place && !L->w && (live_lanes(g) > 1 || (g->overlap && L->depth > 1))) {
         /* several GPUs: the next frame's copy starts on the next engine now;
-         * this slot is verified when its copy is done (verify_ready) */
+         * one GPU (overlap_input): the next frame is taken and submitted
+         * while this one's copy runs.  This slot is verified when its copy
+         * is done (verify_ready, or before its frame completes). */
         f->unverified = true;
         return OCT_OK;
     }
@@ -1056,11 +1226,13 @@ oct_err octd_frames_step(octd *d, oct_error *e)
             rc = OCT_OK;
             break;
         }
+        uint64_t t0 = prof_now();
         rc = oct_engine_input_done(L->eng, f->ticket, 0, &se);
+        prof_add(g, PH_INPUT, t0);
         if (rc != OCT_ETIMEDOUT)
             break;
         if (!complete_ready(g, d, L))
-            sleep_ns(poll_ns(g));
+            poll_sleep(g);
         if (L->dead) /* taken out meanwhile: the frame is lost already */
             break;
     }

@@ -38,12 +38,14 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -71,6 +73,12 @@ void sleep_ms(double ms)
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -188,7 +196,17 @@ typedef struct producer {
     const _Atomic uint64_t *rx_id; /* unpaced commit: last frame id received, +1 */
     oct_status *st;                /* ... or (--window octd) octd's last published frame */
     uint64_t window;               /* ... and stay at most this far ahead of it */
+    /* paced: how late each commit was against its due time (issue 19) */
+    int cpu;                       /* --producer-cpu (-1: not pinned) */
+    uint32_t *late_us;             /* per frame of the phase, microseconds */
+    size_t nlate, cap_late;
+    uint64_t burst, burst_max;     /* frames committed back to back while overdue */
 } producer;
+
+/* Paced: sleep until this long before a frame is due, then spin: a sleep's
+ * wake-up is late by tens of microseconds (more on a busy host), and a
+ * digitizer is never late. */
+#define PRODUCER_SPIN_NS 100000ull
 
 static void producer_one(producer *p)
 {
@@ -224,20 +242,58 @@ static uint64_t window_base(producer *p)
     return oct_status_read(p->st, &b) == OCT_OK ? b.last_frame_id + 1 : 0;
 }
 
+/* Records how late frame `due` was committed (paced phases). */
+static void producer_late(producer *p, uint64_t due, uint64_t t)
+{
+    uint64_t late = t > due ? t - due : 0;
+    /* overdue by more than a period: committed right after the previous one */
+    if (late * p->rate > 1e9)
+        p->burst++;
+    else
+        p->burst = 0;
+    if (p->burst > p->burst_max)
+        p->burst_max = p->burst;
+    if (p->nlate == p->cap_late) {
+        size_t cap = p->cap_late ? 2 * p->cap_late : 65536;
+        uint32_t *n = realloc(p->late_us, cap * sizeof *n);
+        if (!n)
+            return;
+        p->late_us = n;
+        p->cap_late = cap;
+    }
+    uint64_t us = late / 1000;
+    p->late_us[p->nlate++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
 static void *producer_thread(void *arg)
 {
     producer *p = arg;
+    if (p->cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(p->cpu, &one);
+        int rc = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        if (rc != 0)
+            fprintf(stderr, "octbench e2e: --producer-cpu %d: %s (not pinned)\n", p->cpu,
+                    strerror(rc));
+    }
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* this thread's sleeps end on time */
     uint64_t t0 = now_mono();
     while (!atomic_load(&p->stop)) {
         if (p->rate > 0) {
-            /* absolute schedule: no drift, no catch-up bursts beyond one */
+            /* absolute schedule: no drift; a late frame is committed at once */
             uint64_t due = t0 + (uint64_t)((double)p->produced * 1e9 / p->rate);
             uint64_t t = now_mono();
-            if (due > t) {
-                uint64_t wait = due - t;
+            if (due > t + PRODUCER_SPIN_NS) {
+                uint64_t wait = due - t - PRODUCER_SPIN_NS;
                 sleep_ms(wait > 50000000ull ? 50.0 : (double)wait / 1e6);
                 continue;
             }
+            while ((t = now_mono()) < due)
+                ; /* spin the last stretch */
+            producer_one(p);
+            producer_late(p, due, now_mono());
+            continue;
         } else if (p->commit && p->rx_id) {
             /* as fast as octd takes them, a bounded distance ahead (2 ms at most:
              * octd may skip or drop frames the subscriber then never sees) */
@@ -254,6 +310,8 @@ static void producer_phase_start(producer *p, double rate)
 {
     p->rate = rate;
     p->produced = 0;
+    p->nlate = 0;
+    p->burst = p->burst_max = 0;
     atomic_store(&p->stop, false);
     if (pthread_create(&p->th, NULL, producer_thread, p) != 0) {
         fprintf(stderr, "octbench e2e: cannot start the producer thread\n");
@@ -509,6 +567,16 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     sub->win_hi = t1;
     pthread_mutex_unlock(&sub->mu);
     producer_phase_stop(pr);
+    if (pr->nlate) { /* paced: the producer's own lateness over the phase */
+        double period_us = 1e6 / rate;
+        for (size_t i = 0; i < pr->nlate; i++)
+            r->late_frames += pr->late_us[i] > period_us;
+        qsort(pr->late_us, pr->nlate, sizeof *pr->late_us, cmp_u32);
+        r->late_p50_us = pr->late_us[pr->nlate / 2];
+        r->late_p99_us = pr->late_us[(size_t)((double)(pr->nlate - 1) * 0.99)];
+        r->late_max_us = pr->late_us[pr->nlate - 1];
+        r->late_burst = pr->burst_max;
+    }
     wait_quiet(st, pr, 3000);
     sleep_ms(100); /* the last messages reach the subscriber */
     status_now(st, &b1);
@@ -551,6 +619,11 @@ void print_phase(const workload *w, const char *backend, const char *prod,
            w->name, backend, prod, policy, rate, subs, r->fps, r->ascans_s / 1e6, r->gbs, r->p50,
            r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops, r->gaps,
            r->lost);
+    if (r->rate_asked > 0)
+        printf("# %s at %.0f/s: producer commit - due time p50 / p99 / max %.0f / %.0f / %.0f "
+               "us; %" PRIu64 " frames more than a period late, longest back-to-back burst %"
+               PRIu64 "\n", w->name, r->rate_asked, r->late_p50_us, r->late_p99_us,
+               r->late_max_us, r->late_frames, r->late_burst);
     if (json)
         fprintf(json,
                 "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"producer\":\"%s\","
@@ -558,10 +631,12 @@ void print_phase(const workload *w, const char *backend, const char *prod,
                 "\"rate\":%.1f,\"seconds\":%.3f,\"frames_s\":%.2f,\"ascans_s\":%.0f,\"gb_s\":%.3f,"
                 "\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,\"produced\":%" PRIu64
                 ",\"processed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"torn\":%" PRIu64
-                ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64 "}\n",
+                ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64
+                ",\"producer_late_p99_us\":%.0f,\"producer_late_max_us\":%.0f,"
+                "\"producer_late_frames\":%" PRIu64 ",\"producer_burst\":%" PRIu64 "}\n",
                 w->name, backend, prod, subs, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
                 r->p50, r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops,
-                r->gaps, r->lost);
+                r->gaps, r->lost, r->late_p99_us, r->late_max_us, r->late_frames, r->late_burst);
 }
 
 static bool no_loss(const phase_result *r)
@@ -592,6 +667,21 @@ static double measure_producer(producer *p, const char *name, const oct_ring_con
     p->ring = saved;
     p->next_id = 0;
     return fps;
+}
+
+/* After octd stopped: its frame loop's profile over the run (frames.c logs
+ * it when the path unbinds). */
+static void print_frame_loop(const char *log, const char *wname)
+{
+    FILE *f = fopen(log, "r");
+    char line[2048];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "frame loop: ");
+        if (p)
+            printf("# %s: octd %s", wname, p);
+    }
+    if (f)
+        fclose(f);
 }
 
 /* After octd stopped: the frames each engine published over the whole run
@@ -763,6 +853,9 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         engines += *c == ',';
     oct_ring_config rcfg = {.geom = *g, .slot_count = (fb >= (16u << 20) ? 8 : 32) * engines,
                             .mode = 0600};
+    if (o->ring_slots > 0)
+        rcfg.slot_count = (uint32_t)o->ring_slots;
+    pr.cpu = o->producer_cpu - 1;
     pr.commit = commit;
     pr.window = rcfg.slot_count / 4 > 4 * engines ? rcfg.slot_count / 4 : 4 * engines;
     double alone = measure_producer(&pr, ring_alone, &rcfg, o->quick ? 0.3 : 1.0);
@@ -919,6 +1012,7 @@ out:
         } else if (rc_out) {
             print_log_tail(log);
         }
+        print_frame_loop(log, w->name);
         if (devices)
             print_engine_shares(log, w->name, unpaced_fps);
         if (o->hostile)
@@ -930,6 +1024,7 @@ out:
         oct_ring_producer_close(pr.ring, true);
     copy_pool_stop(&pr.pool);
     free(pr.frames);
+    free(pr.late_us);
     shm_unlink(ctl);
     shm_unlink(stn);
     unlink(ini);

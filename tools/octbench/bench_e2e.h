@@ -40,6 +40,10 @@ typedef struct phase_result {
      * is short of CPU */
     double octd_fps;
     double cpu_thread_s[OCTD_THREAD_GROUPS]; /* octd's CPU by thread group (octd_thread_groups) */
+    /* paced: the producer's lateness, commit time - due time (issue 19), us */
+    double late_p50_us, late_p99_us, late_max_us;
+    uint64_t late_frames; /* frames committed more than a period late */
+    uint64_t late_burst;  /* the longest run of those (committed back to back) */
 } phase_result;
 
 typedef struct producer producer;     /* bench_e2e.c */
