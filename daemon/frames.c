@@ -40,9 +40,15 @@
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
  * POOL_BYTES_* (pinned memory is scarcer), at least depth + 2, at most
- * POOL_MAX.  Beyond that, frames go to copy-only buffers (at most the
- * depth: they are free again once their frame is published). */
-#define POOL_MAX 32
+ * POOL_MAX_LARGE; small products (B-scans) up to POOL_MAX within
+ * POOL_EAGER_BYTES.  Beyond that, frames go to copy-only buffers (at most
+ * the depth: they are free again once their frame is published).  The copy
+ * is the frame loop's: at 10,000 B-scans/s, 2 x 256 KB images copied per
+ * frame took ~55 us of its ~100 us (H200, issue 19), so a subscriber that
+ * lagged 32 frames (3 ms) made octd fall behind for good; 256 buffers
+ * absorb a lag of 25 ms. */
+#define POOL_MAX 256
+#define POOL_MAX_LARGE 32
 #define POOL_BYTES_PINNED (3072ull << 20)
 #define POOL_BYTES_HOST (256ull << 20)
 #define POOL_EAGER_BYTES (256ull << 20)
@@ -81,6 +87,7 @@ typedef struct loop_prof {
     uint64_t frames;                     /* submitted */
     uint64_t ring_wait[LAT_BUCKETS], in_octd[LAT_BUCKETS];
     uint64_t backlog_max;                /* frames committed behind the one taken */
+    uint64_t copied;                     /* frames in copy-only buffers (ZeroMQ copies) */
     uint64_t t_first, t_step_end;        /* first step; when the last step returned */
     uint64_t steps_ns;                   /* inside octd_frames_step */
     uint64_t ns[PH_COUNT], max[PH_COUNT], stalls[PH_COUNT];
@@ -124,6 +131,7 @@ typedef struct path_lane {
     /* product buffers: zero-copy ones, then copy-only ones */
     octd_slot *slots[POOL_MAX + OCT_ENGINE_DEPTH_MAX];
     int nslots, ncopy, pool_max;
+    int cursor; /* where pool_acquire looks first: after the buffer it took last */
     uint64_t slot_bytes; /* host bytes of one products object (largest seen) */
     /* buffers of an earlier key that ZeroMQ still held: freed once released */
     octd_slot *retired[RETIRED_MAX];
@@ -227,8 +235,8 @@ static void prof_log(octd_frames *g)
              "of ~%.0f frames/s)", p->frames, wall, n < (int)sizeof line ? line : "", 
              (double)other / 1e3 / (double)p->frames, busy, busy > 0 ? 1e6 / busy : 0);
     octd_log(LOG_INFO, "frame loop: frames by time in the ring before taken, us: %s; taken to "
-             "published, us: %s; at most %" PRIu64 " frames committed behind the one taken",
-             rw, io, p->backlog_max);
+             "published, us: %s; at most %" PRIu64 " frames committed behind the one taken; %"
+             PRIu64 " frames in copy-only product buffers", rw, io, p->backlog_max, p->copied);
     memset(p, 0, sizeof *p);
 }
 
@@ -389,6 +397,11 @@ static void set_pool_max(path_lane *g, const octd_slot *s)
         return;
     g->slot_bytes = bytes;
     uint64_t n = (s->prod->pinned ? POOL_BYTES_PINNED : POOL_BYTES_HOST) / bytes;
+    if (n > POOL_MAX_LARGE)
+        n = POOL_MAX_LARGE;
+    uint64_t small = POOL_EAGER_BYTES / bytes; /* small products: more, made up front */
+    if (small > n)
+        n = small;
     int lo = g->depth + POOL_EXTRA;
     g->pool_max = n < (uint64_t)lo ? lo : n > POOL_MAX ? POOL_MAX : (int)n;
 }
@@ -438,11 +451,17 @@ static octd_slot *pool_acquire(path_lane *g, octd *d)
 {
     for (int pass = 0; pass < 2; pass++) {
         bool copy_only = pass == 1;
-        for (int i = 0; i < g->nslots; i++) {
+        /* round-robin from the cursor: the buffer there is the one taken
+         * longest ago, so usually free (no scan of the buffers still held) */
+        for (int k = 0; k < g->nslots; k++) {
+            int i = (g->cursor + k) % g->nslots;
             int zero = 0;
             if (g->slots[i]->copy_only == copy_only &&
-                atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1))
+                atomic_load_explicit(&g->slots[i]->refs, memory_order_relaxed) == 0 &&
+                atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1)) {
+                g->cursor = (i + 1) % g->nslots;
                 return g->slots[i];
+            }
         }
         octd_slot *s = pool_grow(g, d, copy_only);
         if (s) {
@@ -1180,6 +1199,7 @@ static oct_err step(octd *d, oct_error *e)
             oct_ring_consumer_verify(d->ring, &info); /* ends the peek */
         return OCT_OK;
     }
+    g->prof.copied += f->slot->copy_only;
     f->params_gen = d->applied_gen;
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
