@@ -40,8 +40,8 @@
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
  * POOL_BYTES_* (pinned memory is scarcer), at least depth + 2, at most
- * POOL_MAX_LARGE; small products (B-scans) up to POOL_MAX within
- * POOL_EAGER_BYTES.  Beyond that, frames go to copy-only buffers (at most
+ * POOL_MAX_LARGE; products of at most POOL_SMALL_BYTES (B-scans) up to
+ * POOL_MAX within POOL_EAGER_BYTES.  Beyond that, frames go to copy-only buffers (at most
  * the depth: they are free again once their frame is published).  The copy
  * is the frame loop's: at 10,000 B-scans/s, 2 x 256 KB images copied per
  * frame took ~55 us of its ~100 us (H200, issue 19), so a subscriber that
@@ -49,6 +49,7 @@
  * absorb a lag of 25 ms. */
 #define POOL_MAX 256
 #define POOL_MAX_LARGE 32
+#define POOL_SMALL_BYTES (1ull << 20)
 #define POOL_BYTES_PINNED (3072ull << 20)
 #define POOL_BYTES_HOST (256ull << 20)
 #define POOL_EAGER_BYTES (256ull << 20)
@@ -399,7 +400,8 @@ static void set_pool_max(path_lane *g, const octd_slot *s)
     uint64_t n = (s->prod->pinned ? POOL_BYTES_PINNED : POOL_BYTES_HOST) / bytes;
     if (n > POOL_MAX_LARGE)
         n = POOL_MAX_LARGE;
-    uint64_t small = POOL_EAGER_BYTES / bytes; /* small products: more, made up front */
+    /* small products: more, all made up front (pool_sync) */
+    uint64_t small = bytes <= POOL_SMALL_BYTES ? POOL_EAGER_BYTES / bytes : 0;
     if (small > n)
         n = small;
     int lo = g->depth + POOL_EXTRA;

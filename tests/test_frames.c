@@ -104,6 +104,37 @@ START_TEST(pool_never_waits)
 }
 END_TEST
 
+/* How many zero-copy buffers a pool may hold: B-scan-sized products (<= 1 MB)
+ * up to POOL_MAX within the 256 MB made up front (a subscriber lagging by 32
+ * frames must not turn 10,000 frames/s into copies, issue 19); larger ones
+ * as before, up to POOL_MAX_LARGE within the host / pinned byte budget. */
+START_TEST(pool_size_by_bytes)
+{
+    static const struct { uint64_t bytes; bool pinned; int want; } c[] = {
+        {512 << 10, true, POOL_MAX},            /* 500 x 513 + 500 x 512 u8 */
+        {512 << 10, false, POOL_MAX},
+        {1 << 20, true, 256},                   /* 256 MB / 1 MB */
+        {(1 << 20) + 4096, true, POOL_MAX_LARGE}, /* larger: the old rule */
+        {3 << 20, true, POOL_MAX_LARGE},
+        {128ull << 20, true, 24},               /* 3 GB / 128 MB */
+        {64ull << 20, false, 5},                /* 256 MB / 64 MB = 4 < depth + 2 */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        oct_products p;
+        memset(&p, 0, sizeof p);
+        p.img[0][0].cap_pixels = c[i].bytes - 1; /* prod_bytes adds 1 */
+        p.pinned = c[i].pinned;
+        octd_slot s = {.prod = &p};
+        path_lane L;
+        memset(&L, 0, sizeof L);
+        L.depth = 3;
+        set_pool_max(&L, &s);
+        ck_assert_msg(L.pool_max == c[i].want, "%zu: %" PRIu64 " bytes %s: pool of %d, want %d", i,
+                      c[i].bytes, c[i].pinned ? "pinned" : "host", L.pool_max, c[i].want);
+    }
+}
+END_TEST
+
 /* A new geometry: idle buffers freed, held ones retired until released. */
 START_TEST(pool_rekey_retires_held)
 {
@@ -728,6 +759,7 @@ int main(void)
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pool_never_waits);
+    tcase_add_test(tc, pool_size_by_bytes);
     tcase_add_test(tc, pool_rekey_retires_held);
     tcase_add_test(tc, pool_trim_keeps_used);
     tcase_add_test(tc, frame_buf_fits);
