@@ -670,13 +670,15 @@ static double measure_producer(producer *p, const char *name, const oct_ring_con
 }
 
 /* After octd stopped: its frame loop's profile over the run (frames.c logs
- * it when the path unbinds). */
+ * it when the path unbinds), and whether its product pool ran out. */
 static void print_frame_loop(const char *log, const char *wname)
 {
     FILE *f = fopen(log, "r");
     char line[2048];
     while (f && fgets(line, sizeof line, f)) {
         const char *p = strstr(line, "frame loop: ");
+        if (!p) /* the pool ran out: images copied in the frame loop */
+            p = strstr(line, "product buffers are held");
         if (p)
             printf("# %s: octd %s", wname, p);
     }
