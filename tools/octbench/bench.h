@@ -52,6 +52,7 @@ typedef struct octbench_opts {
                              * last published frame, not the subscriber's last received one */
     int producer_cpu;       /* --producer-cpu N: N + 1, the producer thread's CPU (0: not pinned) */
     int ring_slots;         /* --ring-slots N: the frame ring's slots (0: the default) */
+    const char *topics;     /* --topics T[,T...]: the subscriber's prefixes (NULL: all) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

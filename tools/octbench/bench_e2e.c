@@ -474,16 +474,24 @@ static void *sub_thread(void *arg)
     return NULL;
 }
 
-static bool sub_start(subscriber *s, const char *endpoint)
+/* topics: comma-separated prefixes (--topics), NULL: everything. */
+static bool sub_start(subscriber *s, const char *endpoint, const char *topics)
 {
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     s->ctx = zmq_ctx_new();
     s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_SUB) : NULL;
     int hwm = 100000, tmo = 100;
-    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo) ||
-        zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(s->sock, endpoint)) {
+    bool ok = s->sock && !zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) &&
+              !zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    for (const char *t = topics ? topics : ""; ok;) {
+        size_t n = strcspn(t, ",");
+        ok = !zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, t, n);
+        if (!t[n])
+            break;
+        t += n + 1;
+    }
+    if (!ok || zmq_connect(s->sock, endpoint)) {
         fprintf(stderr, "octbench e2e: subscriber %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
         return false;
     }
@@ -916,7 +924,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     oct_status_block b;
     status_now(st, &b);
-    if (!sub_start(&sub, endpoint))
+    if (!sub_start(&sub, endpoint, o->topics))
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
