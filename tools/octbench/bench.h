@@ -53,6 +53,7 @@ typedef struct octbench_opts {
     int producer_cpu;       /* --producer-cpu N: N + 1, the producer thread's CPU (0: not pinned) */
     int ring_slots;         /* --ring-slots N: the frame ring's slots (0: the default) */
     const char *topics;     /* --topics T[,T...]: the subscriber's prefixes (NULL: all) */
+    int sub_sockets;        /* --sub-sockets N: the topics dealt to N connections (0: 1) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -346,9 +346,31 @@ static void gen_frames(uint8_t *out, int nsrc, const oct_geometry *g)
 }
 
 /* ---------------- subscriber ---------------- */
-typedef struct subscriber {
-    void *ctx, *sock;
+/* One or more SUB sockets (--sub-sockets N: the --topics are dealt to them,
+ * each a connection of its own, read by a thread of its own), one set of
+ * counters.  A frame is complete when it has one part per topic seen; its
+ * latency is the receive time of its last part - its t_acq_ns. */
+#define MAX_SUB_SOCKETS 8
+#define FRAME_MAP 1024 /* frames being received, by frame_id % FRAME_MAP */
+
+typedef struct rx_frame {
+    uint64_t id, tacq, last_rx;
+    int parts;
+    bool valid;
+} rx_frame;
+
+typedef struct subscriber subscriber;
+typedef struct sub_reader {
+    subscriber *s;
+    void *sock;
     pthread_t th;
+    bool started;
+} sub_reader;
+
+struct subscriber {
+    void *ctx;
+    sub_reader rd[MAX_SUB_SOCKETS];
+    int nrd;
     atomic_bool stop;
     pthread_mutex_t mu;
     /* per topic */
@@ -362,12 +384,9 @@ typedef struct subscriber {
     uint64_t *lat;             /* latencies of measured frames, ns */
     size_t nlat, cap_lat;
     uint64_t frames_in_win, partial_in_win;
-    /* the frame being received */
-    uint64_t cur_id, cur_tacq, cur_last_rx;
-    int cur_parts;
-    bool cur_valid;
+    rx_frame map[FRAME_MAP];   /* the frames being received */
     _Atomic uint64_t rx_id; /* last frame id received + 1 (0: none yet) */
-} subscriber;
+};
 
 static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
 {
@@ -386,15 +405,15 @@ static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
     return true;
 }
 
-static void sub_finish_frame(subscriber *s)
+static void sub_finish_frame(subscriber *s, rx_frame *f)
 {
-    if (!s->cur_valid)
+    if (!f->valid)
         return;
-    s->cur_valid = false;
-    if (s->cur_tacq < s->win_lo || s->cur_tacq >= s->win_hi)
+    f->valid = false;
+    if (f->tacq < s->win_lo || f->tacq >= s->win_hi)
         return;
     s->frames_in_win++;
-    if (s->cur_parts < s->ntopics)
+    if (f->parts < s->ntopics)
         s->partial_in_win++;
     if (s->nlat == s->cap_lat) {
         size_t cap = s->cap_lat ? 2 * s->cap_lat : 4096;
@@ -404,33 +423,41 @@ static void sub_finish_frame(subscriber *s)
         s->lat = p;
         s->cap_lat = cap;
     }
-    s->lat[s->nlat++] = s->cur_last_rx > s->cur_tacq ? s->cur_last_rx - s->cur_tacq : 0;
+    s->lat[s->nlat++] = f->last_rx > f->tacq ? f->last_rx - f->tacq : 0;
+}
+
+/* Every frame still being received (a phase ends). */
+static void sub_finish_all(subscriber *s)
+{
+    for (int i = 0; i < FRAME_MAP; i++)
+        sub_finish_frame(s, &s->map[i]);
 }
 
 static void *sub_thread(void *arg)
 {
-    subscriber *s = arg;
+    sub_reader *r = arg;
+    subscriber *s = r->s;
     char topic[64], hdr[4096];
     zmq_msg_t payload;
     while (!atomic_load(&s->stop)) {
-        int n = zmq_recv(s->sock, topic, sizeof topic - 1, 0);
+        int n = zmq_recv(r->sock, topic, sizeof topic - 1, 0);
         if (n < 0)
             continue; /* timeout: check stop */
         topic[n < (int)sizeof topic - 1 ? n : (int)sizeof topic - 1] = '\0';
         int more = 0;
         size_t ml = sizeof more;
-        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
         if (!more)
             continue;
-        int hl = zmq_recv(s->sock, hdr, sizeof hdr - 1, 0);
+        int hl = zmq_recv(r->sock, hdr, sizeof hdr - 1, 0);
         if (hl < 0)
             continue;
         hdr[hl < (int)sizeof hdr - 1 ? hl : (int)sizeof hdr - 1] = '\0';
         size_t plen = 0;
-        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
+        zmq_getsockopt(r->sock, ZMQ_RCVMORE, &more, &ml);
         if (more) {
             zmq_msg_init(&payload);
-            if (zmq_msg_recv(&payload, s->sock, 0) >= 0)
+            if (zmq_msg_recv(&payload, r->sock, 0) >= 0)
                 plen = zmq_msg_size(&payload);
             zmq_msg_close(&payload);
         }
@@ -458,15 +485,16 @@ static void *sub_thread(void *arg)
             s->seen_topic[t] = true;
             s->last_seq[t] = seq;
         }
-        if (!s->cur_valid || fid != s->cur_id) {
-            sub_finish_frame(s);
-            s->cur_valid = true;
-            s->cur_id = fid;
-            s->cur_tacq = tacq;
-            s->cur_parts = 0;
-        }
-        s->cur_parts++;
-        s->cur_last_rx = rx;
+        rx_frame *f = &s->map[fid % FRAME_MAP];
+        if (f->valid && f->id != fid)
+            sub_finish_frame(s, f); /* FRAME_MAP frames later: it stays partial */
+        if (!f->valid)
+            *f = (rx_frame){.id = fid, .tacq = tacq, .valid = true};
+        f->parts++;
+        if (rx > f->last_rx)
+            f->last_rx = rx;
+        if (f->parts >= s->ntopics)
+            sub_finish_frame(s, f);
         if (fid + 1 > atomic_load(&s->rx_id))
             atomic_store(&s->rx_id, fid + 1);
         pthread_mutex_unlock(&s->mu);
@@ -474,38 +502,58 @@ static void *sub_thread(void *arg)
     return NULL;
 }
 
-/* topics: comma-separated prefixes (--topics), NULL: everything. */
-static bool sub_start(subscriber *s, const char *endpoint, const char *topics)
+static void sub_stop(subscriber *s);
+
+/* topics: comma-separated prefixes (--topics), NULL: everything; dealt to
+ * nsock sockets in turn. */
+static bool sub_start(subscriber *s, const char *endpoint, const char *topics, int nsock)
 {
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     s->ctx = zmq_ctx_new();
-    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_SUB) : NULL;
+    if (nsock < 1)
+        nsock = 1;
+    if (s->ctx)
+        zmq_ctx_set(s->ctx, ZMQ_IO_THREADS, nsock); /* a connection per I/O thread */
     int hwm = 100000, tmo = 100;
-    bool ok = s->sock && !zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) &&
-              !zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
-    for (const char *t = topics ? topics : ""; ok;) {
+    bool ok = s->ctx != NULL;
+    for (int i = 0; ok && i < nsock; i++) {
+        sub_reader *r = &s->rd[s->nrd++];
+        r->s = s;
+        r->sock = zmq_socket(s->ctx, ZMQ_SUB);
+        ok = r->sock && !zmq_setsockopt(r->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) &&
+             !zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    }
+    int k = 0;
+    for (const char *t = topics ? topics : ""; ok; k++) {
         size_t n = strcspn(t, ",");
-        ok = !zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, t, n);
+        ok = !zmq_setsockopt(s->rd[k % nsock].sock, ZMQ_SUBSCRIBE, t, n);
         if (!t[n])
             break;
         t += n + 1;
     }
-    if (!ok || zmq_connect(s->sock, endpoint)) {
+    for (int i = 0; ok && i < nsock; i++)
+        ok = !zmq_connect(s->rd[i].sock, endpoint);
+    if (!ok)
         fprintf(stderr, "octbench e2e: subscriber %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
-        return false;
-    }
-    if (pthread_create(&s->th, NULL, sub_thread, s) != 0)
-        return false;
-    return true;
+    for (int i = 0; ok && i < nsock; i++)
+        ok = s->rd[i].started = pthread_create(&s->rd[i].th, NULL, sub_thread, &s->rd[i]) == 0;
+    if (!ok)
+        sub_stop(s);
+    return ok;
 }
 
 static void sub_stop(subscriber *s)
 {
     atomic_store(&s->stop, true);
-    pthread_join(s->th, NULL);
-    zmq_close(s->sock);
-    zmq_ctx_term(s->ctx);
+    for (int i = 0; i < s->nrd; i++) {
+        if (s->rd[i].started)
+            pthread_join(s->rd[i].th, NULL);
+        if (s->rd[i].sock)
+            zmq_close(s->rd[i].sock);
+    }
+    if (s->ctx)
+        zmq_ctx_term(s->ctx);
     free(s->lat);
     pthread_mutex_destroy(&s->mu);
 }
@@ -590,7 +638,7 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     status_now(st, &b1);
 
     pthread_mutex_lock(&sub->mu);
-    sub_finish_frame(sub);
+    sub_finish_all(sub);
     r->seconds = (double)(t1 - t0) / 1e9;
     r->frames = sub->frames_in_win;
     r->partial = sub->partial_in_win;
@@ -924,7 +972,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     oct_status_block b;
     status_now(st, &b);
-    if (!sub_start(&sub, endpoint, o->topics))
+    if (!sub_start(&sub, endpoint, o->topics, o->sub_sockets))
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
@@ -1176,6 +1224,17 @@ int octbench_e2e(const octbench_opts *o)
         fprintf(stderr, "octbench --e2e: --runs %d needs --frame-rate (the paced rate whose "
                         "latency tails are compared)\n", o->runs);
         return 1;
+    }
+    if (o->sub_sockets > 1) {
+        int n = 1;
+        for (const char *c = o->topics; c && *c; c++)
+            n += *c == ',';
+        if (!o->topics || n < o->sub_sockets) {
+            fprintf(stderr, "octbench --e2e: --sub-sockets %d needs --topics with at least %d "
+                            "topics (they are dealt to the sockets)\n", o->sub_sockets,
+                    o->sub_sockets);
+            return 1;
+        }
     }
     if (o->runs > 1 && o->hostile) {
         fprintf(stderr, "octbench --e2e: --runs and --hostile do not mix\n");

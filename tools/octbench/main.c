@@ -104,6 +104,8 @@ static void usage(FILE *f)
             "                           8 for frames of 16 MB or more)\n"
             "  --topics T[,T...]        --e2e: the subscriber takes only these topic prefixes\n"
             "                           (default all; octd builds no image nobody wants)\n"
+            "  --sub-sockets N          --e2e: the --topics dealt to N SUB sockets, each a\n"
+            "                           connection read by a thread of its own (default 1)\n"
             "  --publish-keys K=V[,K=V] --e2e: more octd.ini [publish] keys for octd\n"
             "                           (sndbuf=65536,cpus=1)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
@@ -142,7 +144,7 @@ int main(int argc, char **argv)
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
-           O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS };
+           O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -175,6 +177,7 @@ int main(int argc, char **argv)
         {"producer-cpu", required_argument, 0, O_PRODUCER_CPU},
         {"ring-slots", required_argument, 0, O_RING_SLOTS},
         {"topics", required_argument, 0, O_TOPICS},
+        {"sub-sockets", required_argument, 0, O_SUB_SOCKETS},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -379,6 +382,15 @@ int main(int argc, char **argv)
             o.window_octd = !strcmp(optarg, "octd");
             break;
         case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
+        case O_SUB_SOCKETS: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || v > 8) {
+                fprintf(stderr, "octbench: --sub-sockets %s: must be 1 to 8\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.sub_sockets = (int)v;
+            break;
+        }
         case O_TOPICS:
             if (!*optarg || strstr(optarg, ",,") || optarg[strlen(optarg) - 1] == ',') {
                 fprintf(stderr, "octbench: --topics %s: must be topic prefixes separated by "
