@@ -16,10 +16,8 @@
  * waited for before the next frame is taken (the copies are serial on the
  * device anyway).
  *
- * The loop's profile (issue 19): each phase's time (ring, submit, input
- * checks, completes, publishing, sleeps, main.c's part between steps) is
- * summed, with its longest call and the calls over STALL_NS, and logged when
- * the path unbinds (drain, exit): "frame loop: ...".
+ * The loop's profile (loop_prof.h, issue 19) is logged when the path unbinds
+ * (drain, exit): "frame loop: ...".
  */
 #include "frames.h"
 
@@ -36,6 +34,7 @@
 #include "reorder.h"
 #include "worker.h"
 #include "register_live.h"
+#include "loop_prof.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
@@ -61,38 +60,6 @@
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 #define STAGE_MOVE_BYTES (4u << 20)         /* engines on several nodes: frames this large
                                              * are staged from the engine's node */
-#define STALL_NS 500000                     /* a phase's call this long counts as a stall */
-
-/* The frame loop's phases (exclusive times: a complete inside take_frame is
- * counted as a complete, not as taking). */
-enum {
-    PH_MAIN,     /* main.c between two steps: signals, control block, status, periodic */
-    PH_RING,     /* ring peek/copy and verify */
-    PH_SUBMIT,   /* oct_engine_submit (CUDA: the graph launch and the copies enqueued) */
-    PH_INPUT,    /* oct_engine_input_done queries */
-    PH_COMPLETE, /* oct_engine_complete that returned a frame, and polls of it */
-    PH_WAIT,     /* blocking completes: the pipeline was full */
-    PH_PUBLISH,  /* publish(): headers, ZeroMQ sends, registration hand-off */
-    PH_SLEEP,    /* the poll interval: nothing to do yet */
-    PH_COUNT
-};
-static const char *const ph_name[PH_COUNT] = {"main loop", "ring", "submit", "input checks",
-                                              "complete", "pipeline full", "publish", "sleep"};
-
-/* Where a frame's latency goes: waiting in the ring (t_acq_ns to taken: the
- * loop was behind) and inside octd (taken to published); frames per bucket. */
-#define LAT_BUCKETS 8
-static const uint32_t lat_edge_us[LAT_BUCKETS - 1] = {50, 100, 200, 500, 1000, 2000, 5000};
-
-typedef struct loop_prof {
-    uint64_t frames;                     /* submitted */
-    uint64_t ring_wait[LAT_BUCKETS], in_octd[LAT_BUCKETS];
-    uint64_t backlog_max;                /* frames committed behind the one taken */
-    uint64_t copied;                     /* frames in copy-only buffers (ZeroMQ copies) */
-    uint64_t t_first, t_step_end;        /* first step; when the last step returned */
-    uint64_t steps_ns;                   /* inside octd_frames_step */
-    uint64_t ns[PH_COUNT], max[PH_COUNT], stalls[PH_COUNT];
-} loop_prof;
 
 typedef struct path_frame {
     octd_slot *slot;
@@ -173,72 +140,10 @@ typedef struct octd_frames {
 
 static uint64_t prof_now(void) { return oct_time_monotonic_ns(); }
 
-/* Adds the time since t0 to phase ph; returns now. */
+/* Adds the time since t0 to phase ph of the loop's profile; returns now. */
 static uint64_t prof_add(octd_frames *g, int ph, uint64_t t0)
 {
-    uint64_t t = prof_now(), dt = t - t0;
-    g->prof.ns[ph] += dt;
-    if (dt > g->prof.max[ph])
-        g->prof.max[ph] = dt;
-    g->prof.stalls[ph] += dt >= STALL_NS;
-    return t;
-}
-
-static void lat_count(uint64_t *hist, uint64_t from_ns, uint64_t to_ns)
-{
-    uint64_t us = to_ns > from_ns ? (to_ns - from_ns) / 1000 : 0;
-    int b = 0;
-    while (b < LAT_BUCKETS - 1 && us >= lat_edge_us[b])
-        b++;
-    hist[b]++;
-}
-
-static int lat_print(char *buf, size_t cap, const uint64_t *hist)
-{
-    int n = 0;
-    for (int b = 0; b < LAT_BUCKETS && n < (int)cap; b++)
-        n += snprintf(buf + n, cap - (size_t)n, "%s%s%u: %" PRIu64, b ? ", " : "",
-                      b < LAT_BUCKETS - 1 ? "<" : ">=",
-                      lat_edge_us[b < LAT_BUCKETS - 1 ? b : b - 1], hist[b]);
-    return n;
-}
-
-/* Logs the loop's profile since it was bound (per frame: mean, longest). */
-static void prof_log(octd_frames *g)
-{
-    loop_prof *p = &g->prof;
-    if (p->frames == 0)
-        return;
-    char line[1024], rw[256], io[256];
-    int n = 0;
-    uint64_t known = 0;
-    for (int i = 0; i < PH_COUNT; i++) {
-        known += i == PH_MAIN ? 0 : p->ns[i];
-        if (i == PH_SLEEP) /* idle: its long calls are no stalls */
-            n += snprintf(line + n, sizeof line - (size_t)n, "%s %.1f; ", ph_name[i],
-                          (double)p->ns[i] / 1e3 / (double)p->frames);
-        else
-            n += snprintf(line + n, sizeof line - (size_t)n, "%s %.1f (max %.0f, %" PRIu64
-                          " over %.1f ms); ", ph_name[i], (double)p->ns[i] / 1e3 /
-                          (double)p->frames, (double)p->max[i] / 1e3, p->stalls[i],
-                          STALL_NS / 1e6);
-        if (n >= (int)sizeof line)
-            break;
-    }
-    lat_print(rw, sizeof rw, p->ring_wait);
-    lat_print(io, sizeof io, p->in_octd);
-    uint64_t other = p->steps_ns > known ? p->steps_ns - known : 0;
-    double wall = (double)(p->t_step_end - p->t_first) / 1e9;
-    double busy = (double)(p->steps_ns + p->ns[PH_MAIN] - p->ns[PH_SLEEP] - p->ns[PH_WAIT]) /
-                  1e3 / (double)p->frames;
-    octd_log(LOG_INFO, "frame loop: %" PRIu64 " frames in %.2f s; per frame, us (mean; max us, "
-             "calls over the stall mark): %sother %.1f; busy %.1f us per frame (a host ceiling "
-             "of ~%.0f frames/s)", p->frames, wall, n < (int)sizeof line ? line : "", 
-             (double)other / 1e3 / (double)p->frames, busy, busy > 0 ? 1e6 / busy : 0);
-    octd_log(LOG_INFO, "frame loop: frames by time in the ring before taken, us: %s; taken to "
-             "published, us: %s; at most %" PRIu64 " frames committed behind the one taken; %"
-             PRIu64 " frames in copy-only product buffers", rw, io, p->backlog_max, p->copied);
-    memset(p, 0, sizeof *p);
+    return loop_prof_add(&g->prof, ph, t0);
 }
 
 static void sleep_ns(long ns)
@@ -570,7 +475,7 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
 static void unbind_path(octd_frames *g, octd *d)
 {
     if (g->bound)
-        prof_log(g);
+        loop_prof_log(&g->prof);
     if (g->bound && g->nlanes > 1) /* per-engine counts (issue 20) */
         octd_log(LOG_INFO, "reorder stage: %" PRIu64 " frame(s) finished before an earlier one "
                            "and waited for it", g->held);
@@ -809,7 +714,7 @@ static void publish_in_order(octd_frames *g, octd *d)
             uint64_t t0 = prof_now();
             publish(d, f.slot, &f.info, f.params_gen, f.want_f32, false);
             prof_add(g, PH_PUBLISH, t0);
-            lat_count(g->prof.in_octd, f.t_take, oct_time_realtime_ns());
+            loop_prof_latency(g->prof.in_octd, f.t_take, oct_time_realtime_ns());
             g->lane[f.lane].published++;
         }
         octd_slot_release(f.slot);
@@ -1184,7 +1089,7 @@ static oct_err step(octd *d, oct_error *e)
     memset(f, 0, sizeof *f);
     f->info = info;
     f->t_take = oct_time_realtime_ns();
-    lat_count(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
+    loop_prof_latency(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
     uint64_t behind = __atomic_load_n(&oct_ring_consumer_header(d->ring)->write_seq,
                                       __ATOMIC_RELAXED) - info.seq - 1;
     if (behind > g->prof.backlog_max && behind < (1ull << 40))

@@ -6,6 +6,7 @@
  * publisher are compiled in here (the daemon is not in liboct.a); the CPU
  * engine is real. */
 #include "../daemon/frames.c"
+#include "../daemon/loop_prof.c"
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
 #include "../daemon/reorder.c"
