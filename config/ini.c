@@ -30,6 +30,7 @@ enum ini_key {
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_CUDA_GRAPH,
     K_REG_WORKERS,
+    K_OVERLAP_INPUT,
     K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS,
     K_RECORD_IO,
     K_COUNT
@@ -55,6 +56,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
     [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
     [K_RECORD_IO] = {"save", "record_io"},
+    [K_OVERLAP_INPUT] = {"engine", "overlap_input"},
 };
 
 static const char *const ini_sections[] = {"engine", "ring", "publish", "profile", "save", "log",
@@ -313,7 +315,10 @@ static int set_value(ini_ctx *x, int k, const char *v)
     }
     case K_LOCK_MEMORY:
     case K_PREFAULT:
-        if (!parse_bool(v, k == K_LOCK_MEMORY ? &c->lock_memory : &c->prefault))
+    case K_OVERLAP_INPUT:
+        if (!parse_bool(v, k == K_LOCK_MEMORY ? &c->lock_memory
+                           : k == K_PREFAULT  ? &c->prefault
+                                              : &c->overlap_input))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not yes or no", sec, key, v), 0;
         return 1;
     case K_PRIORITY:
@@ -547,6 +552,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->numa = true;
     c->timer_slack_ns = 1000;
     c->prefault = true;
+    c->overlap_input = true;
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

@@ -74,6 +74,10 @@ typedef struct oct_daemon_config {
     bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
     int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
     bool prefault;              /* true: buffers' pages touched when allocated */
+    /* [engine] overlap_input (issue 19): a pipelining engine reading the ring in
+     * place gets the next frame before the last one's input copy is done (its
+     * slot is verified once it is); false: each copy is waited for first */
+    bool overlap_input;         /* true */
     /* [engine] registration_workers (issue 17): live registration threads,
      * each with its own plan (CUDA: its own stream); 0 = automatic (CUDA 3, CPU 1) */
     int registration_workers;

@@ -7,9 +7,17 @@
  *   order -> publish, zero-copy from the pooled product buffer.
  * With a pipelining engine the input of frame n+1 overlaps the compute of n
  * and the download and publishing of n-1; with the synchronous CPU engine
- * submit computes the frame and complete hands it back at once.  Slots are
- * verified one at a time because the ring library verifies the frame handed
- * out by its last peek; the input copies are serial on the device anyway.
+ * submit computes the frame and complete hands it back at once.  Read in
+ * place ([engine] overlap_input, default yes, issue 19), the loop does not
+ * wait for a frame's input copy before it takes the next: the slot is
+ * verified once the copy is done (verify_ready, as with several engines), so
+ * the host's per-frame work is the submit and the publishing, not the submit
+ * plus the copy plus a poll interval.  With overlap_input = no each copy is
+ * waited for before the next frame is taken (the copies are serial on the
+ * device anyway).
+ *
+ * The loop's profile (loop_prof.h, issue 19) is logged when the path unbinds
+ * (drain, exit): "frame loop: ...".
  */
 #include "frames.h"
 
@@ -26,13 +34,21 @@
 #include "reorder.h"
 #include "worker.h"
 #include "register_live.h"
+#include "loop_prof.h"
 
 /* Zero-copy buffers: those in flight plus those ZeroMQ still holds (a stalled
  * subscriber keeps up to its high-water mark of them): as many as fit in
  * POOL_BYTES_* (pinned memory is scarcer), at least depth + 2, at most
- * POOL_MAX.  Beyond that, frames go to copy-only buffers (at most the
- * depth: they are free again once their frame is published). */
-#define POOL_MAX 32
+ * POOL_MAX_LARGE; products of at most POOL_SMALL_BYTES (B-scans) up to
+ * POOL_MAX within POOL_EAGER_BYTES.  Beyond that, frames go to copy-only buffers (at most
+ * the depth: they are free again once their frame is published).  The copy
+ * is the frame loop's: at 10,000 B-scans/s, 2 x 256 KB images copied per
+ * frame took ~55 us of its ~100 us (H200, issue 19), so a subscriber that
+ * lagged 32 frames (3 ms) made octd fall behind for good; 256 buffers
+ * absorb a lag of 25 ms. */
+#define POOL_MAX 256
+#define POOL_MAX_LARGE 32
+#define POOL_SMALL_BYTES (1ull << 20)
 #define POOL_BYTES_PINNED (3072ull << 20)
 #define POOL_BYTES_HOST (256ull << 20)
 #define POOL_EAGER_BYTES (256ull << 20)
@@ -50,6 +66,7 @@ typedef struct path_frame {
     oct_frame_info info;
     uint64_t ticket, params_gen;
     uint64_t seq; /* dispatch number: the publishing order */
+    uint64_t t_take; /* CLOCK_REALTIME when taken (the loop's profile) */
     int lane;     /* the engine it was dealt to */
     bool want_f32, torn;
     bool unverified; /* in place, several engines: its slot is verified once its
@@ -82,6 +99,7 @@ typedef struct path_lane {
     /* product buffers: zero-copy ones, then copy-only ones */
     octd_slot *slots[POOL_MAX + OCT_ENGINE_DEPTH_MAX];
     int nslots, ncopy, pool_max;
+    int cursor; /* where pool_acquire looks first: after the buffer it took last */
     uint64_t slot_bytes; /* host bytes of one products object (largest seen) */
     /* buffers of an earlier key that ZeroMQ still held: freed once released */
     octd_slot *retired[RETIRED_MAX];
@@ -116,7 +134,17 @@ typedef struct octd_frames {
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
     octd_follow follow; /* the frame thread on its engines' NUMA node (issue 20.1) */
+    bool overlap;       /* in place, one pipelining engine: [engine] overlap_input */
+    loop_prof prof;
 } octd_frames;
+
+static uint64_t prof_now(void) { return oct_time_monotonic_ns(); }
+
+/* Adds the time since t0 to phase ph of the loop's profile; returns now. */
+static uint64_t prof_add(octd_frames *g, int ph, uint64_t t0)
+{
+    return loop_prof_add(&g->prof, ph, t0);
+}
 
 static void sleep_ns(long ns)
 {
@@ -275,6 +303,12 @@ static void set_pool_max(path_lane *g, const octd_slot *s)
         return;
     g->slot_bytes = bytes;
     uint64_t n = (s->prod->pinned ? POOL_BYTES_PINNED : POOL_BYTES_HOST) / bytes;
+    if (n > POOL_MAX_LARGE)
+        n = POOL_MAX_LARGE;
+    /* small products: more, all made up front (pool_sync) */
+    uint64_t small = bytes <= POOL_SMALL_BYTES ? POOL_EAGER_BYTES / bytes : 0;
+    if (small > n)
+        n = small;
     int lo = g->depth + POOL_EXTRA;
     g->pool_max = n < (uint64_t)lo ? lo : n > POOL_MAX ? POOL_MAX : (int)n;
 }
@@ -324,11 +358,17 @@ static octd_slot *pool_acquire(path_lane *g, octd *d)
 {
     for (int pass = 0; pass < 2; pass++) {
         bool copy_only = pass == 1;
-        for (int i = 0; i < g->nslots; i++) {
+        /* round-robin from the cursor: the buffer there is the one taken
+         * longest ago, so usually free (no scan of the buffers still held) */
+        for (int k = 0; k < g->nslots; k++) {
+            int i = (g->cursor + k) % g->nslots;
             int zero = 0;
             if (g->slots[i]->copy_only == copy_only &&
-                atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1))
+                atomic_load_explicit(&g->slots[i]->refs, memory_order_relaxed) == 0 &&
+                atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1)) {
+                g->cursor = (i + 1) % g->nslots;
                 return g->slots[i];
+            }
         }
         octd_slot *s = pool_grow(g, d, copy_only);
         if (s) {
@@ -434,6 +474,8 @@ static void lane_fail(octd_frames *g, octd *d, path_lane *L, const char *why)
 /* ---- binding to the engines and a ring ---- */
 static void unbind_path(octd_frames *g, octd *d)
 {
+    if (g->bound)
+        loop_prof_log(&g->prof);
     if (g->bound && g->nlanes > 1) /* per-engine counts (issue 20) */
         octd_log(LOG_INFO, "reorder stage: %" PRIu64 " frame(s) finished before an earlier one "
                            "and waited for it", g->held);
@@ -555,6 +597,7 @@ static bool bind_path(octd_frames *g, octd *d)
     g->ring = d->ring;
     g->have_last = false;
     g->in_place = want_in_place(d);
+    memset(&g->prof, 0, sizeof g->prof);
     g->rr = 0;
     octd_reorder_reset(g->order, g->dealt);
     g->held = 0;
@@ -606,6 +649,9 @@ static bool bind_path(octd_frames *g, octd *d)
                                : "read in place",
                  (double)(oct_time_monotonic_ns() - t0) / 1e6);
     }
+    /* one pipelining GPU engine (several overlap anyway) */
+    g->overlap = g->in_place && d->cfg.overlap_input && g->nlanes == 1 && !g->lane[0].w &&
+                 g->lane[0].depth > 1;
     g->bound = true;
     return true;
 }
@@ -663,7 +709,10 @@ static void publish_in_order(octd_frames *g, octd *d)
         if (!f.torn && !g->no_publish) {
             if (g->recording) /* its raw spectra went in when it was taken */
                 octd_record_frame(d, &f.info, f.slot->prod);
+            uint64_t t0 = prof_now();
             publish(d, f.slot, &f.info, f.params_gen, f.want_f32, false);
+            prof_add(g, PH_PUBLISH, t0);
+            loop_prof_latency(g->prof.in_octd, f.t_take, oct_time_realtime_ns());
             g->lane[f.lane].published++;
         }
         octd_slot_release(f.slot);
@@ -676,7 +725,10 @@ static void publish_in_order(octd_frames *g, octd *d)
 static bool verify_frame(octd *d, path_lane *L, path_frame *f, int timeout_ms)
 {
     oct_error se;
+    octd_frames *g = d->frames;
+    uint64_t t0 = prof_now();
     oct_err rc = oct_engine_input_done(L->eng, f->ticket, timeout_ms, &se);
+    t0 = prof_add(g, timeout_ms == 0 ? PH_INPUT : PH_WAIT, t0);
     if (rc == OCT_ETIMEDOUT)
         return false;
     f->unverified = false;
@@ -690,6 +742,7 @@ static bool verify_frame(octd *d, path_lane *L, path_frame *f, int timeout_ms)
         d->torn++;
         d->torn_since++;
     }
+    prof_add(g, PH_RING, t0);
     return true;
 }
 
@@ -716,8 +769,10 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         return false;
     oct_products *done = NULL;
     oct_error e;
+    uint64_t t0 = prof_now();
     oct_err rc = L->w ? worker_complete(L->w, &done, timeout_ms, &e)
                       : oct_engine_complete(L->eng, &done, timeout_ms, &e);
+    prof_add(g, timeout_ms == 0 ? PH_COMPLETE : PH_WAIT, t0);
     if (rc == OCT_ETIMEDOUT)
         return false;
     path_frame *f = &L->q[L->head];
@@ -799,6 +854,14 @@ static long poll_ns(const octd_frames *g)
     return WORKER_POLL_NS;
 }
 
+/* One poll interval, counted as the loop's idle time. */
+static void poll_sleep(octd_frames *g)
+{
+    uint64_t t0 = prof_now();
+    sleep_ns(poll_ns(g));
+    prof_add(g, PH_SLEEP, t0);
+}
+
 static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
 {
     path_lane *L = oldest_lane(g);
@@ -857,17 +920,20 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
     for (;;) {
         /* nothing else to do: let the ring library sleep */
         int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
+        uint64_t t0 = prof_now();
         oct_err rc = g->in_place
                          ? oct_ring_consumer_peek(d->ring, pol, wait, ptr, info, e)
                          : oct_ring_consumer_next(d->ring, pol, d->scratch.data, bytes, wait,
                                                   info, e);
+        /* with a wait the ring library sleeps: idle time */
+        prof_add(g, wait ? PH_SLEEP : PH_RING, t0);
         if (rc != OCT_ETIMEDOUT || wait)
             return rc;
         if (complete_ready(g, d, NULL))
             continue;
         if (oct_time_monotonic_ns() >= deadline)
             return rc;
-        sleep_ns(poll_ns(g));
+        poll_sleep(g);
     }
 }
 
@@ -907,7 +973,26 @@ static path_lane *pick_lane(octd_frames *g)
     return NULL;
 }
 
+static oct_err step(octd *d, oct_error *e);
+
 oct_err octd_frames_step(octd *d, oct_error *e)
+{
+    uint64_t t0 = prof_now();
+    octd_frames *g = d->frames;
+    if (g && g->bound && g->prof.t_step_end)
+        prof_add(g, PH_MAIN, g->prof.t_step_end);
+    oct_err rc = step(d, e);
+    if ((g = d->frames) && g->bound) {
+        uint64_t t = prof_now();
+        if (!g->prof.t_first)
+            g->prof.t_first = t0;
+        g->prof.steps_ns += t - t0;
+        g->prof.t_step_end = t;
+    }
+    return rc;
+}
+
+static oct_err step(octd *d, oct_error *e)
 {
     if (!d->eng || !geom_same(&d->eng_geom, &d->ring_geom)) {
         octd_frames_drain(d);
@@ -943,16 +1028,16 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     /* room for one more frame */
     path_lane *L = NULL;
     verify_ready(g, d);
-    if (g->in_place && live_lanes(g) > 1) {
-        /* poll: blocking on one engine would leave the others' finished
-         * copies unverified while the producer may lap their slots */
+    if (g->in_place && (live_lanes(g) > 1 || g->overlap)) {
+        /* poll: blocking on one engine (or on the oldest frame) would leave
+         * finished copies unverified while the producer may lap their slots */
         uint64_t deadline = oct_time_monotonic_ns() + COMPLETE_WAIT_MS * 1000000ull;
         while (!(L = pick_lane(g))) {
             if (complete_ready(g, d, NULL))
                 continue;
             if (oct_time_monotonic_ns() >= deadline)
                 return OCT_ETIMEDOUT; /* the device is slow: main loop, then again */
-            sleep_ns(poll_ns(g));
+            poll_sleep(g);
         }
     }
     while (!L && !(L = pick_lane(g)))
@@ -1001,6 +1086,12 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     path_frame *f = &L->q[(L->head + L->count) % OCT_ENGINE_DEPTH_MAX];
     memset(f, 0, sizeof *f);
     f->info = info;
+    f->t_take = oct_time_realtime_ns();
+    loop_prof_latency(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
+    uint64_t behind = __atomic_load_n(&oct_ring_consumer_header(d->ring)->write_seq,
+                                      __ATOMIC_RELAXED) - info.seq - 1;
+    if (behind > g->prof.backlog_max && behind < (1ull << 40))
+        g->prof.backlog_max = behind;
     while (!(f->slot = pool_acquire(L, d)) && complete_oldest(g, d, COMPLETE_WAIT_MS))
         ;
     if (!f->slot || L->dead) {
@@ -1013,14 +1104,17 @@ oct_err octd_frames_step(octd *d, oct_error *e)
             oct_ring_consumer_verify(d->ring, &info); /* ends the peek */
         return OCT_OK;
     }
+    g->prof.copied += f->slot->copy_only;
     f->params_gen = d->applied_gen;
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
     size_t bytes = oct_geometry_frame_bytes(&d->ring_geom);
     cpu_set_t saved;
     bool moved = stage_enter(g, L, bytes, &saved);
+    uint64_t t_sub = prof_now();
     rc = L->w ? worker_submit(L->w, ptr, bytes, f->slot->prod, &se)
               : oct_engine_submit(L->eng, ptr, bytes, f->slot->prod, &se);
+    prof_add(g, PH_SUBMIT, t_sub);
     stage_leave(moved, &saved);
     if (rc != OCT_OK) {
         octd_slot_release(f->slot);
@@ -1040,11 +1134,14 @@ oct_err octd_frames_step(octd *d, oct_error *e)
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;
     L->count++;
+    g->prof.frames++;
     if (g->recording) /* d->cur: copied while the engine reads it */
         octd_record_take(d, &d->cur);
-    if (g->in_place && !L->w && live_lanes(g) > 1) {
+    if (g->in_place && !L->w && (live_lanes(g) > 1 || (g->overlap && L->depth > 1))) {
         /* several GPUs: the next frame's copy starts on the next engine now;
-         * this slot is verified when its copy is done (verify_ready) */
+         * one GPU (overlap_input): the next frame is taken and submitted
+         * while this one's copy runs.  This slot is verified when its copy
+         * is done (verify_ready, or before its frame completes). */
         f->unverified = true;
         return OCT_OK;
     }
@@ -1056,11 +1153,13 @@ oct_err octd_frames_step(octd *d, oct_error *e)
             rc = OCT_OK;
             break;
         }
+        uint64_t t0 = prof_now();
         rc = oct_engine_input_done(L->eng, f->ticket, 0, &se);
+        prof_add(g, PH_INPUT, t0);
         if (rc != OCT_ETIMEDOUT)
             break;
         if (!complete_ready(g, d, L))
-            sleep_ns(poll_ns(g));
+            poll_sleep(g);
         if (L->dead) /* taken out meanwhile: the frame is lost already */
             break;
     }

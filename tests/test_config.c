@@ -148,6 +148,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
     ck_assert_int_eq(c.record_io, OCT_RECORD_IO_AUTO);
+    ck_assert(c.overlap_input);
 
     const char *t = "; octd settings\n"
                     "[engine]\n"
@@ -156,6 +157,7 @@ START_TEST(ini_defaults_and_values)
                     "  threads = 3   ; inline comment\n"
                     "precision = tf32\n"
                     "cuda_graph = off\n"
+                    "overlap_input = no\n"
                     "\n"
                     "[ring]\n"
                     "frames = /f1\n"
@@ -183,6 +185,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.threads, 3);
     ck_assert_int_eq(c.precision, OCT_PRECISION_TF32);
     ck_assert_int_eq(c.cuda_graph, OCT_CUDA_GRAPH_OFF);
+    ck_assert(!c.overlap_input);
     ck_assert_str_eq(c.ring_frames, "/f1");
     ck_assert_str_eq(c.ring_control, "/c1");
     ck_assert_str_eq(c.ring_status, "/s1");
@@ -223,6 +226,8 @@ static const ini_case ini_cases[] = {
     {"[engine]\nthreads = 99999999999999999999\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
     {"[engine]\nprecision = fp16\n", OCT_EINVAL, "c.ini:2:", "[engine] precision"},
     {"[engine]\ncuda_graph = yes\n", OCT_EINVAL, "c.ini:2:", "auto, on, off"},
+    {"[engine]\noverlap_input = maybe\n", OCT_EINVAL, "c.ini:2:",
+     "[engine] overlap_input: 'maybe' is not yes or no"},
     {"[engine]\nbackend =\n", OCT_EINVAL, "c.ini:2:", "[engine] backend: empty"},
     {"[engine]\ndevices = 0,,1\n", OCT_EINVAL, "c.ini:2:", "entry 2 is empty"},
     {"[engine]\ndevices = 0,gpu\n", OCT_EINVAL, "c.ini:2:", "entry 2 'gpu' is neither"},

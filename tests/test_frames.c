@@ -6,6 +6,7 @@
  * publisher are compiled in here (the daemon is not in liboct.a); the CPU
  * engine is real. */
 #include "../daemon/frames.c"
+#include "../daemon/loop_prof.c"
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
 #include "../daemon/reorder.c"
@@ -13,9 +14,12 @@
 #include "../daemon/sys.c"
 #include "../daemon/register_live.c"
 
+#include "../kernels/engine_internal.h"
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* record.c's (HDF5, not linked here); these tests never record */
 void octd_record_take(octd *d, const octd_frame_buf *f)
@@ -102,6 +106,37 @@ START_TEST(pool_never_waits)
     for (int i = 0; i < n; i++)
         octd_slot_release(held[i]);
     teardown_octd(&d);
+}
+END_TEST
+
+/* How many zero-copy buffers a pool may hold: B-scan-sized products (<= 1 MB)
+ * up to POOL_MAX within the 256 MB made up front (a subscriber lagging by 32
+ * frames must not turn 10,000 frames/s into copies, issue 19); larger ones
+ * as before, up to POOL_MAX_LARGE within the host / pinned byte budget. */
+START_TEST(pool_size_by_bytes)
+{
+    static const struct { uint64_t bytes; bool pinned; int want; } c[] = {
+        {512 << 10, true, POOL_MAX},            /* 500 x 513 + 500 x 512 u8 */
+        {512 << 10, false, POOL_MAX},
+        {1 << 20, true, 256},                   /* 256 MB / 1 MB */
+        {(1 << 20) + 4096, true, POOL_MAX_LARGE}, /* larger: the old rule */
+        {3 << 20, true, POOL_MAX_LARGE},
+        {128ull << 20, true, 24},               /* 3 GB / 128 MB */
+        {64ull << 20, false, 5},                /* 256 MB / 64 MB = 4 < depth + 2 */
+    };
+    for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
+        oct_products p;
+        memset(&p, 0, sizeof p);
+        p.img[0][0].cap_pixels = c[i].bytes - 1; /* prod_bytes adds 1 */
+        p.pinned = c[i].pinned;
+        octd_slot s = {.prod = &p};
+        path_lane L;
+        memset(&L, 0, sizeof L);
+        L.depth = 3;
+        set_pool_max(&L, &s);
+        ck_assert_msg(L.pool_max == c[i].want, "%zu: %" PRIu64 " bytes %s: pool of %d, want %d", i,
+                      c[i].bytes, c[i].pinned ? "pinned" : "host", L.pool_max, c[i].want);
+    }
 }
 END_TEST
 
@@ -462,6 +497,266 @@ START_TEST(lane_fail_keeps_order)
 }
 END_TEST
 
+/* ---- the in-place path with a pipelining engine (overlap_input, issue 19) ----
+ * A fake pipelining backend over the CPU engine: submit only queues the
+ * frame's pointer into the ring; the "DMA" (a memcpy from the slot) happens
+ * on the second input_done query or when complete needs it, and complete
+ * then computes with the CPU backend.  So the frame loop runs with up to 3
+ * frames in flight whose input is not yet read, as with a GPU. */
+#define PIPE_DEPTH 3
+typedef struct pipe_job {
+    const void *frame;
+    oct_products *out;
+    uint64_t ticket;
+    bool copied;
+    int polls, cpolls;
+    uint8_t *buf;
+} pipe_job;
+
+static struct {
+    pipe_job q[PIPE_DEPTH];
+    int head, count;
+    size_t bytes;
+    oct_err (*process)(oct_engine *, const void *, oct_products *, oct_error *);
+    uint64_t tear_ticket;  /* before this ticket's copy ... */
+    void (*tear)(void);    /* ... this runs (the producer laps the ring) */
+    int max_unread;        /* most frames in flight whose input was not read yet */
+} pipe_eng;
+
+static void pipe_copy(pipe_job *j)
+{
+    if (j->ticket == pipe_eng.tear_ticket && pipe_eng.tear)
+        pipe_eng.tear();
+    memcpy(j->buf, j->frame, pipe_eng.bytes);
+    j->copied = true;
+}
+
+static oct_err pipe_submit(oct_engine *eng, const void *frame, oct_products *out, oct_error *e)
+{
+    (void)eng;
+    if (pipe_eng.count == PIPE_DEPTH)
+        return oct_error_set(e, OCT_EAGAIN, "pipe: full");
+    pipe_job *j = &pipe_eng.q[(pipe_eng.head + pipe_eng.count++) % PIPE_DEPTH];
+    j->frame = frame, j->out = out, j->ticket = out->ticket;
+    j->copied = false, j->polls = j->cpolls = 0;
+    int unread = 0;
+    for (int i = 0; i < pipe_eng.count; i++)
+        unread += !pipe_eng.q[(pipe_eng.head + i) % PIPE_DEPTH].copied;
+    if (unread > pipe_eng.max_unread)
+        pipe_eng.max_unread = unread;
+    return OCT_OK;
+}
+
+static oct_err pipe_input_done(oct_engine *eng, uint64_t ticket, int timeout_ms, oct_error *e)
+{
+    (void)eng, (void)e;
+    for (int i = 0; i < pipe_eng.count; i++) {
+        pipe_job *j = &pipe_eng.q[(pipe_eng.head + i) % PIPE_DEPTH];
+        if (j->ticket != ticket || j->copied)
+            continue;
+        if (timeout_ms == 0 && j->polls++ < 1)
+            return OCT_ETIMEDOUT; /* the copy is still running */
+        for (int k = 0; k <= i; k++) /* copies run in order */
+            if (!pipe_eng.q[(pipe_eng.head + k) % PIPE_DEPTH].copied)
+                pipe_copy(&pipe_eng.q[(pipe_eng.head + k) % PIPE_DEPTH]);
+    }
+    return OCT_OK;
+}
+
+static oct_err pipe_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_error *e)
+{
+    pipe_job *j = &pipe_eng.q[pipe_eng.head];
+    if (timeout_ms == 0 && j->cpolls++ < 1)
+        return OCT_ETIMEDOUT; /* still computing */
+    if (!j->copied)
+        pipe_copy(j);
+    pipe_eng.head = (pipe_eng.head + 1) % PIPE_DEPTH;
+    pipe_eng.count--;
+    *done = j->out;
+    return pipe_eng.process(eng, j->buf, j->out, e);
+}
+
+static int pipe_inflight(const oct_engine *eng)
+{
+    (void)eng;
+    return pipe_eng.count;
+}
+
+/* Frame id k: pseudo-random 12-bit samples from k alone. */
+static void fill_frame(uint16_t *f, size_t n, uint64_t k)
+{
+    uint64_t x = k * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        f[i] = (uint16_t)(x % 4096);
+    }
+}
+
+static oct_ring_producer *pipe_prod;
+static uint64_t pipe_next_id;
+static size_t pipe_samples;
+
+static void produce_one(void)
+{
+    fill_frame(oct_ring_producer_begin(pipe_prod), pipe_samples, pipe_next_id);
+    oct_ring_producer_commit(pipe_prod, pipe_next_id, oct_time_realtime_ns());
+    pipe_next_id++;
+}
+
+static void lap_ring(void) /* 4 slots: the frame being copied is overwritten */
+{
+    for (int i = 0; i < 4; i++)
+        produce_one();
+}
+
+/* Frames read in place by a pipelining engine: with overlap_input the loop
+ * takes the next frame before the last one's input is read (several frames
+ * in flight unread), and still: every published frame's image equals the
+ * synchronous engine's for its frame_id, in order; a frame whose slot the
+ * producer overwrote before its input was read is counted torn and never
+ * published; the counters add up.  Without overlap_input no frame is taken
+ * while another one's input is unread. */
+static void run_in_place(bool overlap)
+{
+    octd d;
+    setup_octd(&d, 256, 32); /* a B-scan of 129 x 32 > 4096 bytes: sent zero-copy */
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = d.eng_geom;
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 1;
+    oct_engine *ref;
+    oct_error e;
+    ck_assert_msg(oct_engine_create(&ref, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
+    static oct_backend_ops ops;
+    ops = *d.eng->ops;
+    ops.depth = PIPE_DEPTH;
+    ops.submit = pipe_submit, ops.complete = pipe_complete, ops.input_done = pipe_input_done;
+    ops.inflight = pipe_inflight, ops.register_host = NULL, ops.unregister_host = NULL;
+    memset(&pipe_eng, 0, sizeof pipe_eng);
+    pipe_eng.process = d.eng->ops->process;
+    pipe_eng.bytes = oct_geometry_frame_bytes(&d.eng_geom);
+    pipe_samples = pipe_eng.bytes / 2;
+    for (int i = 0; i < PIPE_DEPTH; i++)
+        ck_assert_ptr_nonnull(pipe_eng.q[i].buf = malloc(pipe_eng.bytes));
+    const oct_backend_ops *cpu_ops = d.eng->ops;
+    d.eng->ops = &ops;
+
+    char name[64], dir[64] = "/tmp/octd-test-frames-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(name, sizeof name, "/octd-test-frames-%d", (int)getpid());
+    oct_ring_config rc = {.geom = d.eng_geom, .slot_count = 4, .mode = 0600};
+    ck_assert_msg(oct_ring_producer_create(&pipe_prod, name, &rc, &e) == OCT_OK, "%s", e.msg);
+    pipe_next_id = 0;
+    ck_assert_msg(oct_ring_consumer_open(&d.ring, name, &e) == OCT_OK, "%s", e.msg);
+    d.ring_geom = d.eng_geom;
+    d.cfg.zero_copy = OCT_ZERO_COPY_ON;
+    d.cfg.overlap_input = overlap;
+    d.cfg.policy = OCT_POLICY_ALL;
+    d.cfg.sndhwm = 64; /* every frame of the test stays queued for the subscriber */
+    d.cfg.endpoint_count = 1;
+    snprintf(d.cfg.endpoints[0], sizeof d.cfg.endpoints[0], "ipc://%s/pub.sock", dir);
+    snprintf(d.cfg.source_path, sizeof d.cfg.source_path, "test.ini");
+    ck_assert_msg(octd_pub_create(&d.pub, &d.cfg, &e) == OCT_OK, "%s", e.msg);
+    void *zctx = zmq_ctx_new(), *sub = zmq_socket(zctx, ZMQ_SUB);
+    int linger = 0, tmo = 2000;
+    zmq_setsockopt(sub, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_setsockopt(sub, ZMQ_RCVTIMEO, &tmo, sizeof tmo);
+    ck_assert_int_eq(zmq_setsockopt(sub, ZMQ_SUBSCRIBE, "bscan/cfd", 9), 0);
+    ck_assert_int_eq(zmq_connect(sub, d.cfg.endpoints[0]), 0);
+    for (int i = 0; i < 500 && !octd_pub_wanted(d.pub, OCT_METHOD_CFD, OCT_KIND_BSCAN, false); i++)
+        usleep(10000); /* the subscription reaches the publisher thread */
+    ck_assert(octd_pub_wanted(d.pub, OCT_METHOD_CFD, OCT_KIND_BSCAN, false));
+
+    enum { FRAMES = 40, TEAR = 20 };
+    pipe_eng.tear_ticket = TEAR + 1; /* tickets count from 1: frame id TEAR */
+    pipe_eng.tear = lap_ring;
+    /* one frame at a time (a slot is reused only once its frame completed),
+     * except the 4 of lap_ring */
+    const oct_ring_header *h = oct_ring_consumer_header(d.ring);
+    for (int steps = 0; pipe_next_id < FRAMES || h->write_seq > d.seen; steps++) {
+        ck_assert_int_lt(steps, 200);
+        if (h->write_seq == d.seen)
+            produce_one();
+        ck_assert_int_eq(octd_frames_step(&d, &e), OCT_OK);
+        ck_assert_int_le(oct_engine_inflight(d.eng), PIPE_DEPTH);
+    }
+    octd_frames_drain(&d);
+    ck_assert_int_eq(oct_engine_inflight(d.eng), 0);
+    if (overlap)
+        ck_assert_int_ge(pipe_eng.max_unread, 2); /* taken while an earlier copy ran */
+    else
+        ck_assert_int_eq(pipe_eng.max_unread, 1);
+    ck_assert_uint_ge(d.torn, 1); /* frame TEAR's slot was overwritten before its copy */
+    ck_assert_uint_eq(d.seen, pipe_next_id);
+    ck_assert_uint_eq(d.seen, d.processed + d.skipped + d.torn);
+
+    /* what the subscriber got: frame ids increasing, never a torn frame, each
+     * image equal to the synchronous engine's for its frame_id */
+    size_t bytes = pipe_eng.bytes;
+    uint16_t *frame = malloc(bytes);
+    uint8_t *data = malloc(1 << 20);
+    oct_products *want = oct_products_create();
+    ck_assert(frame && data && want);
+    uint64_t got = 0, last_id = 0;
+    bool have_tear = false;
+    char topic[64], hdr[4096];
+    while (got < d.processed) {
+        int n = zmq_recv(sub, topic, sizeof topic - 1, 0);
+        ck_assert_msg(n > 0, "only %" PRIu64 " of %" PRIu64 " frames received", got, d.processed);
+        int hl = zmq_recv(sub, hdr, sizeof hdr - 1, 0);
+        ck_assert_int_gt(hl, 0);
+        hdr[hl] = '\0';
+        int dl = zmq_recv(sub, data, 1 << 20, 0);
+        const char *fid = strstr(hdr, "\"frame_id\":");
+        ck_assert_ptr_nonnull(fid);
+        uint64_t id = strtoull(fid + 11, NULL, 10);
+        ck_assert(got == 0 || id > last_id);
+        have_tear |= id == TEAR;
+        fill_frame(frame, bytes / 2, id);
+        ck_assert_int_eq(oct_engine_process(ref, frame, bytes, want, &e), OCT_OK);
+        const oct_image *w = &want->img[OCT_METHOD_CFD][OCT_KIND_BSCAN];
+        ck_assert_int_eq(dl, (int)w->count);
+        ck_assert_msg(memcmp(data, w->u8, w->count) == 0, "frame %" PRIu64 ": image differs", id);
+        last_id = id;
+        got++;
+    }
+    ck_assert(!have_tear); /* torn: never published */
+    ck_assert_int_lt(zmq_recv(sub, topic, sizeof topic, ZMQ_DONTWAIT), 0); /* nothing more */
+
+    oct_products_destroy(want);
+    free(frame);
+    free(data);
+    zmq_close(sub);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(d.pub);
+    d.pub = NULL;
+    oct_ring_consumer_close(d.ring);
+    d.ring = NULL;
+    oct_ring_producer_close(pipe_prod, true);
+    char sock[96];
+    snprintf(sock, sizeof sock, "%s/pub.sock", dir);
+    unlink(sock);
+    rmdir(dir);
+    d.eng->ops = cpu_ops;
+    teardown_octd(&d);
+    for (int i = 0; i < PIPE_DEPTH; i++)
+        free(pipe_eng.q[i].buf);
+    oct_engine_destroy(ref);
+}
+
+START_TEST(in_place_overlap)
+{
+    run_in_place(true);
+}
+END_TEST
+
+START_TEST(in_place_serial)
+{
+    run_in_place(false);
+}
+END_TEST
+
 int main(void)
 {
     octd_log_set_level(LOG_WARNING);
@@ -469,6 +764,7 @@ int main(void)
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pool_never_waits);
+    tcase_add_test(tc, pool_size_by_bytes);
     tcase_add_test(tc, pool_rekey_retires_held);
     tcase_add_test(tc, pool_trim_keeps_used);
     tcase_add_test(tc, frame_buf_fits);
@@ -480,6 +776,8 @@ int main(void)
     tcase_add_test(tr, lanes_round_robin);
     tcase_add_test(tr, worker_matches_sync);
     tcase_add_test(tr, lane_fail_keeps_order);
+    tcase_add_test(tr, in_place_overlap);
+    tcase_add_test(tr, in_place_serial);
     suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);
     srunner_run_all(r, CK_NORMAL);

@@ -8,6 +8,7 @@
  * keys of octd.ini.  The daemon's sources are compiled in (the daemon is not
  * in liboct.a). */
 #include "../daemon/frames.c"
+#include "../daemon/loop_prof.c"
 #include "../daemon/json.c"
 #include "../daemon/publish.c"
 #include "../daemon/register_live.c"

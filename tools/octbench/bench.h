@@ -50,6 +50,10 @@ typedef struct octbench_opts {
     const char *publish_keys; /* --publish-keys K=V[,K=V...]: more octd.ini [publish] keys */
     bool window_octd;       /* --window octd: the unpaced commit producer stays ahead of octd's
                              * last published frame, not the subscriber's last received one */
+    int producer_cpu;       /* --producer-cpu N: N + 1, the producer thread's CPU (0: not pinned) */
+    int ring_slots;         /* --ring-slots N: the frame ring's slots (0: the default) */
+    const char *topics;     /* --topics T[,T...]: the subscriber's prefixes (NULL: all) */
+    int sub_sockets;        /* --sub-sockets N: the topics dealt to N connections (0: 1) */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -31,6 +31,13 @@
  * the ratios, octd's own rate and its CPU per frame by thread are printed.
  * --window octd: the unpaced commit producer follows octd's last published
  * frame (status block) instead of the subscriber's last received one.
+ * Paced (issue 19), the producer sleeps until PRODUCER_SPIN_NS before a frame
+ * is due and spins the rest (--producer-cpu pins it), and each row is
+ * followed by its lateness (commit - due time), so that a late producer's
+ * burst is not taken for octd's latency; octd's frame-loop profile
+ * (daemon/loop_prof.h) is printed from its log after each run.  The
+ * subscriber (bench_sub.c) takes --topics only, over --sub-sockets
+ * connections.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -38,12 +45,14 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -55,7 +64,6 @@
 #include "oct_config.h"
 #include "oct_ipc.h"
 
-#define MAX_TOPICS 32
 #define MAX_COPY_THREADS 8
 
 /* ---------------- small helpers ---------------- */
@@ -71,6 +79,12 @@ void sleep_ms(double ms)
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return x < y ? -1 : x > y;
 }
 
@@ -188,7 +202,17 @@ typedef struct producer {
     const _Atomic uint64_t *rx_id; /* unpaced commit: last frame id received, +1 */
     oct_status *st;                /* ... or (--window octd) octd's last published frame */
     uint64_t window;               /* ... and stay at most this far ahead of it */
+    /* paced: how late each commit was against its due time (issue 19) */
+    int cpu;                       /* --producer-cpu (-1: not pinned) */
+    uint32_t *late_us;             /* per frame of the phase, microseconds */
+    size_t nlate, cap_late;
+    uint64_t burst, burst_max;     /* frames committed back to back while overdue */
 } producer;
+
+/* Paced: sleep until this long before a frame is due, then spin: a sleep's
+ * wake-up is late by tens of microseconds (more on a busy host), and a
+ * digitizer is never late. */
+#define PRODUCER_SPIN_NS 100000ull
 
 static void producer_one(producer *p)
 {
@@ -224,20 +248,58 @@ static uint64_t window_base(producer *p)
     return oct_status_read(p->st, &b) == OCT_OK ? b.last_frame_id + 1 : 0;
 }
 
+/* Records how late frame `due` was committed (paced phases). */
+static void producer_late(producer *p, uint64_t due, uint64_t t)
+{
+    uint64_t late = t > due ? t - due : 0;
+    /* overdue by more than a period: committed right after the previous one */
+    if (late * p->rate > 1e9)
+        p->burst++;
+    else
+        p->burst = 0;
+    if (p->burst > p->burst_max)
+        p->burst_max = p->burst;
+    if (p->nlate == p->cap_late) {
+        size_t cap = p->cap_late ? 2 * p->cap_late : 65536;
+        uint32_t *n = realloc(p->late_us, cap * sizeof *n);
+        if (!n)
+            return;
+        p->late_us = n;
+        p->cap_late = cap;
+    }
+    uint64_t us = late / 1000;
+    p->late_us[p->nlate++] = us > UINT32_MAX ? UINT32_MAX : (uint32_t)us;
+}
+
 static void *producer_thread(void *arg)
 {
     producer *p = arg;
+    if (p->cpu >= 0) {
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(p->cpu, &one);
+        int rc = pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+        if (rc != 0)
+            fprintf(stderr, "octbench e2e: --producer-cpu %d: %s (not pinned)\n", p->cpu,
+                    strerror(rc));
+    }
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* this thread's sleeps end on time */
     uint64_t t0 = now_mono();
     while (!atomic_load(&p->stop)) {
         if (p->rate > 0) {
-            /* absolute schedule: no drift, no catch-up bursts beyond one */
+            /* absolute schedule: no drift; a late frame is committed at once */
             uint64_t due = t0 + (uint64_t)((double)p->produced * 1e9 / p->rate);
             uint64_t t = now_mono();
-            if (due > t) {
-                uint64_t wait = due - t;
+            if (due > t + PRODUCER_SPIN_NS) {
+                uint64_t wait = due - t - PRODUCER_SPIN_NS;
                 sleep_ms(wait > 50000000ull ? 50.0 : (double)wait / 1e6);
                 continue;
             }
+            while ((t = now_mono()) < due)
+                ; /* spin the last stretch */
+            producer_one(p);
+            producer_late(p, due, now_mono());
+            continue;
         } else if (p->commit && p->rx_id) {
             /* as fast as octd takes them, a bounded distance ahead (2 ms at most:
              * octd may skip or drop frames the subscriber then never sees) */
@@ -254,6 +316,8 @@ static void producer_phase_start(producer *p, double rate)
 {
     p->rate = rate;
     p->produced = 0;
+    p->nlate = 0;
+    p->burst = p->burst_max = 0;
     atomic_store(&p->stop, false);
     if (pthread_create(&p->th, NULL, producer_thread, p) != 0) {
         fprintf(stderr, "octbench e2e: cannot start the producer thread\n");
@@ -285,163 +349,6 @@ static void gen_frames(uint8_t *out, int nsrc, const oct_geometry *g)
             }
         }
     }
-}
-
-/* ---------------- subscriber ---------------- */
-typedef struct subscriber {
-    void *ctx, *sock;
-    pthread_t th;
-    atomic_bool stop;
-    pthread_mutex_t mu;
-    /* per topic */
-    char topics[MAX_TOPICS][48];
-    uint64_t last_seq[MAX_TOPICS];
-    bool seen_topic[MAX_TOPICS];
-    int ntopics;
-    /* counters (under mu) */
-    uint64_t msgs, gaps, bytes;
-    uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
-    uint64_t *lat;             /* latencies of measured frames, ns */
-    size_t nlat, cap_lat;
-    uint64_t frames_in_win, partial_in_win;
-    /* the frame being received */
-    uint64_t cur_id, cur_tacq, cur_last_rx;
-    int cur_parts;
-    bool cur_valid;
-    _Atomic uint64_t rx_id; /* last frame id received + 1 (0: none yet) */
-} subscriber;
-
-static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
-{
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = memmem(j, len, pat, strlen(pat));
-    if (!p)
-        return false;
-    p += strlen(pat);
-    const char *end = j + len;
-    while (p < end && (*p == ' ' || *p == ':'))
-        p++;
-    if (p >= end || *p < '0' || *p > '9')
-        return false;
-    *v = strtoull(p, NULL, 10); /* the header is NUL-terminated by the caller */
-    return true;
-}
-
-static void sub_finish_frame(subscriber *s)
-{
-    if (!s->cur_valid)
-        return;
-    s->cur_valid = false;
-    if (s->cur_tacq < s->win_lo || s->cur_tacq >= s->win_hi)
-        return;
-    s->frames_in_win++;
-    if (s->cur_parts < s->ntopics)
-        s->partial_in_win++;
-    if (s->nlat == s->cap_lat) {
-        size_t cap = s->cap_lat ? 2 * s->cap_lat : 4096;
-        uint64_t *p = realloc(s->lat, cap * sizeof *p);
-        if (!p)
-            return;
-        s->lat = p;
-        s->cap_lat = cap;
-    }
-    s->lat[s->nlat++] = s->cur_last_rx > s->cur_tacq ? s->cur_last_rx - s->cur_tacq : 0;
-}
-
-static void *sub_thread(void *arg)
-{
-    subscriber *s = arg;
-    char topic[64], hdr[4096];
-    zmq_msg_t payload;
-    while (!atomic_load(&s->stop)) {
-        int n = zmq_recv(s->sock, topic, sizeof topic - 1, 0);
-        if (n < 0)
-            continue; /* timeout: check stop */
-        topic[n < (int)sizeof topic - 1 ? n : (int)sizeof topic - 1] = '\0';
-        int more = 0;
-        size_t ml = sizeof more;
-        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
-        if (!more)
-            continue;
-        int hl = zmq_recv(s->sock, hdr, sizeof hdr - 1, 0);
-        if (hl < 0)
-            continue;
-        hdr[hl < (int)sizeof hdr - 1 ? hl : (int)sizeof hdr - 1] = '\0';
-        size_t plen = 0;
-        zmq_getsockopt(s->sock, ZMQ_RCVMORE, &more, &ml);
-        if (more) {
-            zmq_msg_init(&payload);
-            if (zmq_msg_recv(&payload, s->sock, 0) >= 0)
-                plen = zmq_msg_size(&payload);
-            zmq_msg_close(&payload);
-        }
-        uint64_t rx = now_rt();
-        if (!strcmp(topic, "status"))
-            continue;
-        uint64_t fid = 0, seq = 0, tacq = 0;
-        size_t hlen = strlen(hdr);
-        if (!json_u64(hdr, hlen, "frame_id", &fid) || !json_u64(hdr, hlen, "image_seq", &seq) ||
-            !json_u64(hdr, hlen, "t_acq_ns", &tacq))
-            continue;
-        pthread_mutex_lock(&s->mu);
-        s->msgs++;
-        s->bytes += plen;
-        int t = 0;
-        while (t < s->ntopics && strcmp(s->topics[t], topic))
-            t++;
-        if (t == s->ntopics && t < MAX_TOPICS) {
-            snprintf(s->topics[t], sizeof s->topics[t], "%.47s", topic);
-            s->ntopics++;
-        }
-        if (t < MAX_TOPICS) {
-            if (s->seen_topic[t] && seq > s->last_seq[t] + 1)
-                s->gaps += seq - s->last_seq[t] - 1;
-            s->seen_topic[t] = true;
-            s->last_seq[t] = seq;
-        }
-        if (!s->cur_valid || fid != s->cur_id) {
-            sub_finish_frame(s);
-            s->cur_valid = true;
-            s->cur_id = fid;
-            s->cur_tacq = tacq;
-            s->cur_parts = 0;
-        }
-        s->cur_parts++;
-        s->cur_last_rx = rx;
-        if (fid + 1 > atomic_load(&s->rx_id))
-            atomic_store(&s->rx_id, fid + 1);
-        pthread_mutex_unlock(&s->mu);
-    }
-    return NULL;
-}
-
-static bool sub_start(subscriber *s, const char *endpoint)
-{
-    memset(s, 0, sizeof *s);
-    pthread_mutex_init(&s->mu, NULL);
-    s->ctx = zmq_ctx_new();
-    s->sock = s->ctx ? zmq_socket(s->ctx, ZMQ_SUB) : NULL;
-    int hwm = 100000, tmo = 100;
-    if (!s->sock || zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) ||
-        zmq_setsockopt(s->sock, ZMQ_RCVTIMEO, &tmo, sizeof tmo) ||
-        zmq_setsockopt(s->sock, ZMQ_SUBSCRIBE, "", 0) || zmq_connect(s->sock, endpoint)) {
-        fprintf(stderr, "octbench e2e: subscriber %s: %s\n", endpoint, zmq_strerror(zmq_errno()));
-        return false;
-    }
-    if (pthread_create(&s->th, NULL, sub_thread, s) != 0)
-        return false;
-    return true;
-}
-
-static void sub_stop(subscriber *s)
-{
-    atomic_store(&s->stop, true);
-    pthread_join(s->th, NULL);
-    zmq_close(s->sock);
-    zmq_ctx_term(s->ctx);
-    free(s->lat);
-    pthread_mutex_destroy(&s->mu);
 }
 
 /* ---------------- one workload ---------------- */
@@ -509,12 +416,22 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     sub->win_hi = t1;
     pthread_mutex_unlock(&sub->mu);
     producer_phase_stop(pr);
+    if (pr->nlate) { /* paced: the producer's own lateness over the phase */
+        double period_us = 1e6 / rate;
+        for (size_t i = 0; i < pr->nlate; i++)
+            r->late_frames += pr->late_us[i] > period_us;
+        qsort(pr->late_us, pr->nlate, sizeof *pr->late_us, cmp_u32);
+        r->late_p50_us = pr->late_us[pr->nlate / 2];
+        r->late_p99_us = pr->late_us[(size_t)((double)(pr->nlate - 1) * 0.99)];
+        r->late_max_us = pr->late_us[pr->nlate - 1];
+        r->late_burst = pr->burst_max;
+    }
     wait_quiet(st, pr, 3000);
     sleep_ms(100); /* the last messages reach the subscriber */
     status_now(st, &b1);
 
     pthread_mutex_lock(&sub->mu);
-    sub_finish_frame(sub);
+    sub_finish_all(sub);
     r->seconds = (double)(t1 - t0) / 1e9;
     r->frames = sub->frames_in_win;
     r->partial = sub->partial_in_win;
@@ -551,6 +468,11 @@ void print_phase(const workload *w, const char *backend, const char *prod,
            w->name, backend, prod, policy, rate, subs, r->fps, r->ascans_s / 1e6, r->gbs, r->p50,
            r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops, r->gaps,
            r->lost);
+    if (r->rate_asked > 0)
+        printf("# %s at %.0f/s: producer commit - due time p50 / p99 / max %.0f / %.0f / %.0f "
+               "us; %" PRIu64 " frames more than a period late, longest back-to-back burst %"
+               PRIu64 "\n", w->name, r->rate_asked, r->late_p50_us, r->late_p99_us,
+               r->late_max_us, r->late_frames, r->late_burst);
     if (json)
         fprintf(json,
                 "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"producer\":\"%s\","
@@ -558,10 +480,12 @@ void print_phase(const workload *w, const char *backend, const char *prod,
                 "\"rate\":%.1f,\"seconds\":%.3f,\"frames_s\":%.2f,\"ascans_s\":%.0f,\"gb_s\":%.3f,"
                 "\"lat_p50_ms\":%.4f,\"lat_p99_ms\":%.4f,\"lat_max_ms\":%.4f,\"produced\":%" PRIu64
                 ",\"processed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"torn\":%" PRIu64
-                ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64 "}\n",
+                ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64
+                ",\"producer_late_p99_us\":%.0f,\"producer_late_max_us\":%.0f,"
+                "\"producer_late_frames\":%" PRIu64 ",\"producer_burst\":%" PRIu64 "}\n",
                 w->name, backend, prod, subs, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
                 r->p50, r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops,
-                r->gaps, r->lost);
+                r->gaps, r->lost, r->late_p99_us, r->late_max_us, r->late_frames, r->late_burst);
 }
 
 static bool no_loss(const phase_result *r)
@@ -592,6 +516,23 @@ static double measure_producer(producer *p, const char *name, const oct_ring_con
     p->ring = saved;
     p->next_id = 0;
     return fps;
+}
+
+/* After octd stopped: its frame loop's profile over the run (frames.c logs
+ * it when the path unbinds), and whether its product pool ran out. */
+static void print_frame_loop(const char *log, const char *wname)
+{
+    FILE *f = fopen(log, "r");
+    char line[2048];
+    while (f && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "frame loop: ");
+        if (!p) /* the pool ran out: images copied in the frame loop */
+            p = strstr(line, "product buffers are held");
+        if (p)
+            printf("# %s: octd %s", wname, p);
+    }
+    if (f)
+        fclose(f);
 }
 
 /* After octd stopped: the frames each engine published over the whole run
@@ -763,6 +704,9 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         engines += *c == ',';
     oct_ring_config rcfg = {.geom = *g, .slot_count = (fb >= (16u << 20) ? 8 : 32) * engines,
                             .mode = 0600};
+    if (o->ring_slots > 0)
+        rcfg.slot_count = (uint32_t)o->ring_slots;
+    pr.cpu = o->producer_cpu - 1;
     pr.commit = commit;
     pr.window = rcfg.slot_count / 4 > 4 * engines ? rcfg.slot_count / 4 : 4 * engines;
     double alone = measure_producer(&pr, ring_alone, &rcfg, o->quick ? 0.3 : 1.0);
@@ -821,7 +765,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     oct_status_block b;
     status_now(st, &b);
-    if (!sub_start(&sub, endpoint))
+    if (!sub_start(&sub, endpoint, o->topics, o->sub_sockets))
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
@@ -919,6 +863,7 @@ out:
         } else if (rc_out) {
             print_log_tail(log);
         }
+        print_frame_loop(log, w->name);
         if (devices)
             print_engine_shares(log, w->name, unpaced_fps);
         if (o->hostile)
@@ -930,6 +875,7 @@ out:
         oct_ring_producer_close(pr.ring, true);
     copy_pool_stop(&pr.pool);
     free(pr.frames);
+    free(pr.late_us);
     shm_unlink(ctl);
     shm_unlink(stn);
     unlink(ini);
@@ -1071,6 +1017,17 @@ int octbench_e2e(const octbench_opts *o)
         fprintf(stderr, "octbench --e2e: --runs %d needs --frame-rate (the paced rate whose "
                         "latency tails are compared)\n", o->runs);
         return 1;
+    }
+    if (o->sub_sockets > 1) {
+        int n = 1;
+        for (const char *c = o->topics; c && *c; c++)
+            n += *c == ',';
+        if (!o->topics || n < o->sub_sockets) {
+            fprintf(stderr, "octbench --e2e: --sub-sockets %d needs --topics with at least %d "
+                            "topics (they are dealt to the sockets)\n", o->sub_sockets,
+                    o->sub_sockets);
+            return 1;
+        }
     }
     if (o->runs > 1 && o->hostile) {
         fprintf(stderr, "octbench --e2e: --runs and --hostile do not mix\n");

@@ -5,6 +5,8 @@
 #ifndef OCTBENCH_E2E_H
 #define OCTBENCH_E2E_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,10 +42,65 @@ typedef struct phase_result {
      * is short of CPU */
     double octd_fps;
     double cpu_thread_s[OCTD_THREAD_GROUPS]; /* octd's CPU by thread group (octd_thread_groups) */
+    /* paced: the producer's lateness, commit time - due time (issue 19), us */
+    double late_p50_us, late_p99_us, late_max_us;
+    uint64_t late_frames; /* frames committed more than a period late */
+    uint64_t late_burst;  /* the longest run of those (committed back to back) */
 } phase_result;
 
 typedef struct producer producer;     /* bench_e2e.c */
-typedef struct subscriber subscriber; /* bench_e2e.c */
+
+/* bench_sub.c: the subscriber.  One or more SUB sockets (--sub-sockets N:
+ * the --topics are dealt to them, each a connection of its own, read by a
+ * thread of its own), one set of counters.  A frame is complete when it has one part per topic seen; its
+ * latency is the receive time of its last part - its t_acq_ns. */
+#define MAX_TOPICS 32
+#define MAX_SUB_SOCKETS 8
+#define FRAME_MAP 1024 /* frames being received, by frame_id % FRAME_MAP */
+
+typedef struct rx_frame {
+    uint64_t id, tacq, last_rx;
+    int parts;
+    bool valid;
+} rx_frame;
+
+typedef struct subscriber subscriber;
+typedef struct sub_reader {
+    subscriber *s;
+    void *sock;
+    pthread_t th;
+    bool started;
+} sub_reader;
+
+struct subscriber {
+    void *ctx;
+    sub_reader rd[MAX_SUB_SOCKETS];
+    int nrd;
+    atomic_bool stop;
+    pthread_mutex_t mu;
+    /* per topic */
+    char topics[MAX_TOPICS][48];
+    uint64_t last_seq[MAX_TOPICS];
+    bool seen_topic[MAX_TOPICS];
+    int ntopics;
+    /* counters (under mu) */
+    uint64_t msgs, gaps, bytes;
+    uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
+    uint64_t *lat;             /* latencies of measured frames, ns */
+    size_t nlat, cap_lat;
+    uint64_t frames_in_win, partial_in_win;
+    rx_frame map[FRAME_MAP];   /* the frames being received */
+    _Atomic uint64_t rx_id; /* last frame id received + 1 (0: none yet) */
+};
+
+/* topics: comma-separated prefixes (--topics), NULL: everything; dealt to
+ * nsock sockets in turn.  False (said on stderr) when a socket fails. */
+bool sub_start(subscriber *s, const char *endpoint, const char *topics, int nsock);
+void sub_stop(subscriber *s);
+/* Ends every frame still being received (a phase ends): counted, partial
+ * when it lacks a topic. */
+void sub_finish_all(subscriber *s);
+
 
 /* bench_e2e.c */
 void sleep_ms(double ms);

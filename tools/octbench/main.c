@@ -1,6 +1,7 @@
 /* octbench - measures the engine (per stage), the IPC ring and the whole
  * path.  See `octbench --help`. */
 #include <getopt.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,15 @@ static void usage(FILE *f)
             "                           (default), or of the last octd published (its\n"
             "                           status block: the subscriber's delays show as\n"
             "                           latency, not as octd's rate)\n"
+            "  --producer-cpu N         --e2e: pin the producer thread to CPU N (paced, it\n"
+            "                           sleeps until ~100 us before each frame is due, then\n"
+            "                           spins; its lateness is printed per phase)\n"
+            "  --ring-slots N           --e2e: the frame ring's slots (default 32 per engine,\n"
+            "                           8 for frames of 16 MB or more)\n"
+            "  --topics T[,T...]        --e2e: the subscriber takes only these topic prefixes\n"
+            "                           (default all; octd builds no image nobody wants)\n"
+            "  --sub-sockets N          --e2e: the --topics dealt to N SUB sockets, each a\n"
+            "                           connection read by a thread of its own (default 1)\n"
             "  --publish-keys K=V[,K=V] --e2e: more octd.ini [publish] keys for octd\n"
             "                           (sndbuf=65536,cpus=1)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
@@ -134,7 +144,7 @@ int main(int argc, char **argv)
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
-           O_WINDOW, O_GRAPH };
+           O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -164,6 +174,10 @@ int main(int argc, char **argv)
         {"hostile-in-process", no_argument, 0, O_HOSTILE_INPROC},
         {"publish-keys", required_argument, 0, O_PUBLISH_KEYS},
         {"window", required_argument, 0, O_WINDOW},
+        {"producer-cpu", required_argument, 0, O_PRODUCER_CPU},
+        {"ring-slots", required_argument, 0, O_RING_SLOTS},
+        {"topics", required_argument, 0, O_TOPICS},
+        {"sub-sockets", required_argument, 0, O_SUB_SOCKETS},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -368,6 +382,38 @@ int main(int argc, char **argv)
             o.window_octd = !strcmp(optarg, "octd");
             break;
         case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
+        case O_SUB_SOCKETS: {
+            long v = strtol(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 1 || v > 8) {
+                fprintf(stderr, "octbench: --sub-sockets %s: must be 1 to 8\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.sub_sockets = (int)v;
+            break;
+        }
+        case O_TOPICS:
+            if (!*optarg || strstr(optarg, ",,") || optarg[strlen(optarg) - 1] == ',') {
+                fprintf(stderr, "octbench: --topics %s: must be topic prefixes separated by "
+                                "commas (bscan/cfd,bscan/msi)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.topics = optarg;
+            break;
+        case O_PRODUCER_CPU:
+        case O_RING_SLOTS: {
+            long v = strtol(optarg, &end, 10);
+            bool cpu = c == O_PRODUCER_CPU;
+            if (*optarg == '\0' || *end || v < (cpu ? 0 : 4) || v > (cpu ? CPU_SETSIZE - 1 : 65536)) {
+                fprintf(stderr, "octbench: --%s %s: must be %s\n", cpu ? "producer-cpu" : "ring-slots",
+                        optarg, cpu ? "a CPU number" : "a slot count from 4 to 65536");
+                return OCT_EX_USAGE;
+            }
+            if (cpu)
+                o.producer_cpu = (int)v + 1;
+            else
+                o.ring_slots = (int)v;
+            break;
+        }
         case O_HOSTILE_CPUS:
             if (!hostile_check_cpus(optarg)) {
                 fprintf(stderr, "octbench: --hostile-cpus %s: must be a CPU list (0-3,8)\n", optarg);
