@@ -99,6 +99,36 @@ typedef struct pub_topic {
     atomic_bool wanted; /* written by the publisher thread, read by the frame loop */
 } pub_topic;
 
+/* The publisher thread's copies (copies = publisher) live in buffers it
+ * keeps for reuse: memory fresh from malloc page-faults on the copy (H200,
+ * 2026-11-24: 16 faults and ~30 us per 256 KB B-scan image, ~50 % of the
+ * thread at 8,000 frames/s, and with churning subscribers holding hundreds
+ * of images glibc's trimming made every copy fault again).  Buffers come
+ * back from ZeroMQ's threads (the last subscriber's copy gone); those that
+ * stayed unused a whole second beyond COPY_KEEP per size go back to the
+ * system, so the memory a burst of churn took is returned. */
+#define COPY_CLASSES 16              /* image sizes kept at once */
+#define COPY_KEEP 4                  /* idle buffers of a size kept beyond a second */
+#define COPY_IDLE_MAX (512ull << 20) /* idle bytes kept at most */
+
+typedef struct copy_buf {
+    struct copy_buf *next;
+    struct copy_cache *cache;
+    int cls; /* its size class; -1: not kept */
+    uint8_t *data;
+} copy_buf;
+
+typedef struct copy_cache {
+    pthread_mutex_t mu;
+    struct {
+        size_t size;         /* 0: unused */
+        copy_buf *free;
+        int nfree, out, low; /* idle, in messages, least idle since the last trim */
+    } cls[COPY_CLASSES];
+    uint64_t idle_bytes;
+    uint64_t made, freed;    /* buffers allocated / returned to the system */
+} copy_cache;
+
 typedef struct pub_prefix {
     uint8_t *bytes;
     size_t len;
@@ -136,6 +166,7 @@ struct octd_pub {
     int stats_s;
     atomic_uint_fast64_t st_frames, st_send_ns, st_send_max_ns, st_fl_copies, st_flagged;
     uint64_t st_fwd, st_busy_ns, st_pub_copies, st_pub_copy_ns; /* the publisher thread's */
+    copy_cache cache;
 };
 
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
@@ -234,6 +265,150 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void cache_init(copy_cache *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+static void buf_free(copy_buf *b)
+{
+    free(b->data);
+    free(b);
+}
+
+/* A buffer of `size` bytes: an idle one of that size, else a new one. */
+static copy_buf *cache_get(copy_cache *c, size_t size)
+{
+    int cls = -1, unused = -1;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < COPY_CLASSES && cls < 0; i++) {
+        if (c->cls[i].size == size)
+            cls = i;
+        else if (unused < 0 && (c->cls[i].size == 0 || (c->cls[i].out == 0 && c->cls[i].nfree == 0)))
+            unused = i; /* a size nobody uses any more */
+    }
+    if (cls < 0 && unused >= 0) {
+        cls = unused;
+        c->cls[cls].size = size;
+        c->cls[cls].low = 0;
+    }
+    copy_buf *b = NULL;
+    if (cls >= 0 && (b = c->cls[cls].free) != NULL) {
+        c->cls[cls].free = b->next;
+        c->cls[cls].nfree--;
+        c->idle_bytes -= size;
+        if (c->cls[cls].nfree < c->cls[cls].low)
+            c->cls[cls].low = c->cls[cls].nfree;
+    }
+    if (cls >= 0)
+        c->cls[cls].out++;
+    if (!b)
+        c->made++;
+    pthread_mutex_unlock(&c->mu);
+    if (b)
+        return b;
+    b = malloc(sizeof *b);
+    if (b && !(b->data = malloc(size ? size : 1))) {
+        free(b);
+        b = NULL;
+    }
+    if (!b) {
+        pthread_mutex_lock(&c->mu);
+        if (cls >= 0)
+            c->cls[cls].out--;
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    b->cache = c;
+    b->cls = cls;
+    return b;
+}
+
+/* ZeroMQ's free callback of a copy (any of its threads): idle again. */
+static void cache_put_cb(void *data, void *hint)
+{
+    (void)data;
+    copy_buf *b = hint;
+    copy_cache *c = b->cache;
+    pthread_mutex_lock(&c->mu);
+    bool keep = false;
+    if (b->cls >= 0) {
+        size_t size = c->cls[b->cls].size;
+        c->cls[b->cls].out--;
+        keep = c->idle_bytes + size <= COPY_IDLE_MAX;
+        if (keep) {
+            b->next = c->cls[b->cls].free;
+            c->cls[b->cls].free = b;
+            c->cls[b->cls].nfree++;
+            c->idle_bytes += size;
+        }
+    }
+    if (!keep)
+        c->freed++;
+    pthread_mutex_unlock(&c->mu);
+    if (!keep)
+        buf_free(b);
+}
+
+/* Once a second (the publisher thread): buffers idle all the while, beyond
+ * COPY_KEEP per size, go back to the system. */
+static void cache_trim(copy_cache *c)
+{
+    copy_buf *drop = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < COPY_CLASSES; i++) {
+        int n = c->cls[i].low - COPY_KEEP;
+        for (; n > 0 && c->cls[i].free; n--) {
+            copy_buf *b = c->cls[i].free;
+            c->cls[i].free = b->next;
+            c->cls[i].nfree--;
+            c->idle_bytes -= c->cls[i].size;
+            c->freed++;
+            b->next = drop;
+            drop = b;
+        }
+        c->cls[i].low = c->cls[i].nfree;
+    }
+    pthread_mutex_unlock(&c->mu);
+    while (drop) {
+        copy_buf *b = drop;
+        drop = b->next;
+        buf_free(b);
+    }
+}
+
+/* At the end: every message is gone (zmq_ctx_term returned). */
+static void cache_free(copy_cache *c)
+{
+    for (int i = 0; i < COPY_CLASSES; i++)
+        while (c->cls[i].free) {
+            copy_buf *b = c->cls[i].free;
+            c->cls[i].free = b->next;
+            buf_free(b);
+        }
+    pthread_mutex_destroy(&c->mu);
+}
+
+/* Replaces *msg (a payload in the frame loop's buffer) by a copy in a kept
+ * buffer; false (msg unchanged) when out of memory. */
+static bool msg_copy_kept(octd_pub *p, zmq_msg_t *msg)
+{
+    size_t n = zmq_msg_size(msg);
+    copy_buf *b = cache_get(&p->cache, n);
+    if (!b)
+        return false;
+    memcpy(b->data, zmq_msg_data(msg), n);
+    zmq_msg_t c;
+    if (zmq_msg_init_data(&c, b->data, n, cache_put_cb, b) != 0) {
+        cache_put_cb(b->data, b);
+        return false;
+    }
+    zmq_msg_move(msg, &c);
+    zmq_msg_close(&c);
+    return true;
+}
+
 /* Replaces *msg by a copy of its bytes from offset `from` (ZeroMQ's own
  * buffer: whatever it pointed into, a pooled product buffer, is released
  * when *msg closes).  False (msg unchanged) when out of memory. */
@@ -270,7 +445,7 @@ static bool forward_one(octd_pub *p)
             copy = false; /* out of memory: the subscribers see a flagged topic */
         if (copy && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
             uint64_t t0 = p->stats_s ? mono_ns() : 0;
-            if (msg_copy(&msg, 0))
+            if (msg_copy_kept(p, &msg))
                 p->st_pub_copies++;
             if (p->stats_s)
                 p->st_pub_copy_ns += mono_ns() - t0;
@@ -298,14 +473,19 @@ static void log_stats(octd_pub *p, double secs)
     uint64_t frames = stat_take(&p->st_frames), send_ns = stat_take(&p->st_send_ns);
     uint64_t send_max = stat_take(&p->st_send_max_ns), fl_copies = stat_take(&p->st_fl_copies);
     uint64_t flagged = stat_take(&p->st_flagged);
+    pthread_mutex_lock(&p->cache.mu);
+    uint64_t made = p->cache.made, freed = p->cache.freed;
+    double idle = (double)p->cache.idle_bytes;
+    pthread_mutex_unlock(&p->cache.mu);
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
              "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
              "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
-             " copies %.1f us mean; %" PRIu64 " subscription changes in all",
+             " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
+             "idle; %" PRIu64 " subscription changes in all",
              (double)(realtime_ns() / 100000000ull % 100000) / 10, secs, frames, frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies,
              flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
-             (uint64_t)atomic_load(&p->sub_events));
+             made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
     p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = 0;
 }
 
@@ -348,25 +528,27 @@ static void *proxy_main(void *arg)
         octd_log(LOG_WARNING, "publisher thread: [publish] cpus: cannot pin it");
     bool paused = false, busy = false;
     uint64_t stats_ns = (uint64_t)p->stats_s * 1000000000ull, last = mono_ns(), woke = last;
+    uint64_t trimmed = last;
     for (;;) {
         /* The thread sleeps in zmq_poll only after a round that drained the
          * inproc link: a steady stream costs no poll per batch. */
-        if (stats_ns) {
-            uint64_t now = mono_ns();
-            p->st_busy_ns += now - woke;
-            woke = now;
-            if (now - last >= stats_ns) {
-                log_stats(p, (double)(now - last) / 1e9);
-                last = now;
-            }
+        uint64_t now = mono_ns();
+        p->st_busy_ns += now - woke;
+        woke = now;
+        if (now - trimmed >= 1000000000ull) {
+            cache_trim(&p->cache);
+            trimmed = now;
+        }
+        if (stats_ns && now - last >= stats_ns) {
+            log_stats(p, (double)(now - last) / 1e9);
+            last = now;
         }
         if (!busy) {
             zmq_pollitem_t items[3] = {{p->ctl_peer, 0, ZMQ_POLLIN, 0},
                                        {p->xpub, 0, ZMQ_POLLIN, 0},
                                        {p->xsub, 0, ZMQ_POLLIN, 0}};
-            int rc = zmq_poll(items, paused ? 2 : 3, stats_ns ? 1000L * p->stats_s : -1);
-            if (stats_ns)
-                woke = mono_ns();
+            int rc = zmq_poll(items, paused ? 2 : 3, 1000); /* the trim: once a second */
+            woke = mono_ns();
             if (rc < 0) {
                 if (zmq_errno() == EINTR)
                     continue;
@@ -467,8 +649,10 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     octd_pub *p = calloc(1, sizeof *p);
     if (!p)
         return oct_error_set(e, OCT_ENOMEM, "publisher: out of memory");
+    cache_init(&p->cache);
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
+        pthread_mutex_destroy(&p->cache.mu);
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
@@ -630,6 +814,7 @@ void octd_pub_destroy(octd_pub *p)
     for (int k = 0; k < p->nprefix; k++)
         free(p->prefix[k].bytes);
     free(p->prefix);
+    cache_free(&p->cache);
     free(p);
 }
 
