@@ -390,6 +390,29 @@ static void cache_free(copy_cache *c)
     pthread_mutex_destroy(&c->mu);
 }
 
+/* The frame loop's copy of a copy-only buffer's image (copies = publisher:
+ * the publisher thread lags by a whole pool), into a kept buffer too, so
+ * that the frame loop's copy does not page-fault either. */
+static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
+{
+    copy_buf *b = cache_get(&p->cache, len);
+    if (!b)
+        return zmq_send(p->sock, data, len, flags) < 0 ? -1 : 0;
+    memcpy(b->data, data, len);
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, b->data, len, cache_put_cb, b) != 0) {
+        cache_put_cb(b->data, b);
+        return -1;
+    }
+    if (zmq_msg_send(&msg, p->sock, flags) < 0) {
+        int err = zmq_errno();
+        zmq_msg_close(&msg); /* returns the buffer */
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
 /* Replaces *msg (a payload in the frame loop's buffer) by a copy in a kept
  * buffer; false (msg unchanged) when out of memory. */
 static bool msg_copy_kept(octd_pub *p, zmq_msg_t *msg)
@@ -935,8 +958,8 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
      * the buffer at once, so no subscriber's queue holds the pool (issue 21:
      * churning and stalled subscribers held all of it, and the frame loop
      * then copied every image itself).  Copy-only buffers (the publisher
-     * thread lags by a whole pool) are still copied here: a lagging thread
-     * then costs images, never frames. */
+     * thread lags by a whole pool) are still copied here, into kept buffers:
+     * a lagging thread then costs images, never frames. */
     bool pool = !s->copy_only, flag_pool = pool && p->copy_in_thread;
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
@@ -985,7 +1008,9 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     continue;
                 }
                 if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-                    send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT) != 0) {
+                    (!pool && p->copy_in_thread && bytes >= ZERO_COPY_MIN
+                         ? send_kept(p, data, bytes, ZMQ_DONTWAIT)
+                         : send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT)) != 0) {
                     octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic + 1,
                              zmq_strerror(zmq_errno()));
                     (*drops)++;
