@@ -11,6 +11,10 @@
  * writes into slots nobody holds (the pool is frames.c's).  A copy_only
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
+ * With [publish] copies = publisher (the default since r4) the publisher
+ * thread copies every pooled image into a buffer it keeps for reuse before
+ * the fan-out, so subscribers' queues hold those copies and the pool comes
+ * back at once (issue 21: stalled and churning subscribers held all of it).
  *
  * Fan-out runs off the frame loop (issue 21): the frame loop's socket has
  * one peer, an XSUB bound at a private inproc endpoint, and a publisher
@@ -500,13 +504,14 @@ static void log_stats(octd_pub *p, double secs)
     uint64_t made = p->cache.made, freed = p->cache.freed;
     double idle = (double)p->cache.idle_bytes;
     pthread_mutex_unlock(&p->cache.mu);
+    /* t: the realtime clock's seconds mod 10,000, to line up with a benchmark's phases */
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
              "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
              "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
              " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
              "idle; %" PRIu64 " subscription changes in all",
-             (double)(realtime_ns() / 100000000ull % 100000) / 10, secs, frames, frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies,
-             flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
+             (double)(realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
+             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
              made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
     p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = 0;
@@ -952,7 +957,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
     unsigned sent = 0;
     int images = 0;
     char header[2048], topic[64];
-    uint64_t t0 = mono_ns();
+    uint64_t t0 = p->stats_s ? mono_ns() : 0;
     /* [publish] copies = publisher: pooled images go to the publisher thread
      * zero-copy and flagged; it copies them before the fan-out and releases
      * the buffer at once, so no subscriber's queue holds the pool (issue 21:

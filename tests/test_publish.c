@@ -8,7 +8,9 @@
  * never a wait, shutdown with a stalled subscriber releases every
  * reference and does not hang, a bad endpoint is named, and [publish]
  * io_threads / nice / cpus reach the publisher's threads and only those,
- * which never inherit the frame loop's real-time policy.
+ * which never inherit the frame loop's real-time policy; with [publish]
+ * copies = publisher no subscriber holds the frame loop's buffers and the
+ * publisher's copy buffers are reused, then returned (r4).
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
