@@ -4,7 +4,10 @@
  * of the S:C list, the publisher's counts from octd's log, and the phases
  * per item (unpaced and paced at 90 %, without and with them) with their
  * ratios, run through bench_e2e.c's phase runner.  The subscribers run in a
- * child process (octbench --hostile-child) unless --hostile-in-process. */
+ * child process (octbench --hostile-child) unless --hostile-in-process.
+ * Per item it also prints octd's page faults and context switches per frame
+ * by thread group and the machine's TLB shootdowns (r4: where the frame
+ * loop loses its time), and octd's `[publish] stats` lines when asked. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
