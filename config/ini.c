@@ -31,7 +31,7 @@ enum ini_key {
     K_CUDA_GRAPH,
     K_REG_WORKERS,
     K_OVERLAP_INPUT,
-    K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS,
+    K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS, K_PUB_COPIES, K_PUB_STATS,
     K_RECORD_IO,
     K_COUNT
 };
@@ -55,6 +55,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_REG_WORKERS] = {"engine", "registration_workers"},
     [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
     [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
+    [K_PUB_COPIES] = {"publish", "copies"}, [K_PUB_STATS] = {"publish", "stats"},
     [K_RECORD_IO] = {"save", "record_io"},
     [K_OVERLAP_INPUT] = {"engine", "overlap_input"},
 };
@@ -458,6 +459,20 @@ static int set_value(ini_ctx *x, int k, const char *v)
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not a CPU list such as 2-3 or "
                             "1,3,5-7 (empty: not pinned)", sec, key, v), 0;
         snprintf(c->pub_cpus, sizeof c->pub_cpus, "%s", v);
+        return 1;
+    case K_PUB_COPIES:
+        if (!strcmp(v, "publisher"))
+            c->pub_copies = OCT_PUB_COPIES_PUBLISHER;
+        else if (!strcmp(v, "frame"))
+            c->pub_copies = OCT_PUB_COPIES_FRAME;
+        else
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not publisher or frame", sec, key,
+                            v), 0;
+        return 1;
+    case K_PUB_STATS:
+        if (!parse_int(v, 0, 3600, &c->pub_stats_s))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (off) or a number of seconds "
+                            "from 1 to 3600", sec, key, v), 0;
         return 1;
     case K_SNDHWM:
         if (!parse_int(v, 1, 1000000, &c->sndhwm))

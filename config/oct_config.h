@@ -88,12 +88,21 @@ typedef struct oct_daemon_config {
     int pub_nice;               /* nice: the publisher and ZeroMQ threads this much nicer
                                  * than octd (0..19) */
     char pub_cpus[128];         /* cpus: CPU list they run on; "" = wherever octd may */
+    int pub_copies;             /* copies: who copies images when subscribers hold every
+                                 * pooled buffer: OCT_PUB_COPIES_* */
+    int pub_stats_s;            /* stats: the publisher's timing line every N s; 0 = off */
     /* [save] record_io: how a recording writes its raw frames (README
      * "Recording at full rate"): auto (O_DIRECT where the file system and
      * the frame size allow it, else buffered), direct (else the record
      * command fails), buffered (page cache, dirty pages bounded) */
     int record_io;              /* OCT_RECORD_IO_AUTO */
 } oct_daemon_config;
+
+/* [publish] copies (issue 21): with every pooled product buffer held by
+ * subscribers' queued messages, images are copied by the publisher thread
+ * (which then releases the buffer at once: the pool refills) or, as before
+ * r4, by the frame loop itself. */
+enum { OCT_PUB_COPIES_PUBLISHER = 0, OCT_PUB_COPIES_FRAME = 1 };
 #define OCT_REG_WORKERS_MAX 8
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };

@@ -582,7 +582,8 @@ static void do_reload(octd *d)
     }
     bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count ||
                        cfg.pub_sndbuf != d->cfg.pub_sndbuf || cfg.pub_io_threads != d->cfg.pub_io_threads ||
-                       cfg.pub_nice != d->cfg.pub_nice || strcmp(cfg.pub_cpus, d->cfg.pub_cpus) != 0;
+                       cfg.pub_nice != d->cfg.pub_nice || strcmp(cfg.pub_cpus, d->cfg.pub_cpus) != 0 ||
+                       cfg.pub_copies != d->cfg.pub_copies || cfg.pub_stats_s != d->cfg.pub_stats_s;
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {

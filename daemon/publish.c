@@ -11,6 +11,10 @@
  * writes into slots nobody holds (the pool is frames.c's).  A copy_only
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
+ * With [publish] copies = publisher (the default since r4) the publisher
+ * thread copies every pooled image into a buffer it keeps for reuse before
+ * the fan-out, so subscribers' queues hold those copies and the pool comes
+ * back at once (issue 21: stalled and churning subscribers held all of it).
  *
  * Fan-out runs off the frame loop (issue 21): the frame loop's socket has
  * one peer, an XSUB bound at a private inproc endpoint, and a publisher
@@ -85,12 +89,49 @@
 /* Messages forwarded per wake-up before the thread looks at its other
  * sockets again (subscriptions, control). */
 #define FORWARD_BATCH 256
+/* [publish] copies = publisher: the first byte of a topic on the inproc
+ * link that asks the publisher thread to copy the message's payload (no
+ * topic begins with it; it never reaches a subscriber), and the largest
+ * payload it copies (a volume product of tens of MB stays zero-copy: one
+ * thread's memcpy would not keep up with a GPU's volume rate). */
+#define COPY_FLAG '\x01'
+#define COPY_MAX (8u << 20)
 
 typedef struct pub_topic {
     char name[TOPIC_CAP];
     size_t len;
     atomic_bool wanted; /* written by the publisher thread, read by the frame loop */
 } pub_topic;
+
+/* The publisher thread's copies (copies = publisher) live in buffers it
+ * keeps for reuse: memory fresh from malloc page-faults on the copy (H200,
+ * 2026-11-24: 16 faults and ~30 us per 256 KB B-scan image, ~50 % of the
+ * thread at 8,000 frames/s, and with churning subscribers holding hundreds
+ * of images glibc's trimming made every copy fault again).  Buffers come
+ * back from ZeroMQ's threads (the last subscriber's copy gone); those that
+ * stayed unused a whole second beyond COPY_KEEP per size go back to the
+ * system, so the memory a burst of churn took is returned. */
+#define COPY_CLASSES 16              /* image sizes kept at once */
+#define COPY_KEEP 4                  /* idle buffers of a size kept beyond a second */
+#define COPY_IDLE_MAX (512ull << 20) /* idle bytes kept at most */
+
+typedef struct copy_buf {
+    struct copy_buf *next;
+    struct copy_cache *cache;
+    int cls; /* its size class; -1: not kept */
+    uint8_t *data;
+} copy_buf;
+
+typedef struct copy_cache {
+    pthread_mutex_t mu;
+    struct {
+        size_t size;         /* 0: unused */
+        copy_buf *free;
+        int nfree, out, low; /* idle, in messages, least idle since the last trim */
+    } cls[COPY_CLASSES];
+    uint64_t idle_bytes;
+    uint64_t made, freed;    /* buffers allocated / returned to the system */
+} copy_cache;
 
 typedef struct pub_prefix {
     uint8_t *bytes;
@@ -124,6 +165,12 @@ struct octd_pub {
     int nice;
     bool pin;
     cpu_set_t cpus;
+    bool copy_in_thread; /* [publish] copies = publisher */
+    /* [publish] stats: what each side did since the last line */
+    int stats_s;
+    atomic_uint_fast64_t st_frames, st_send_ns, st_send_max_ns, st_fl_copies, st_flagged;
+    uint64_t st_fwd, st_busy_ns, st_pub_copies, st_pub_copy_ns; /* the publisher thread's */
+    copy_cache cache;
 };
 
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
@@ -215,9 +262,200 @@ static void on_subscription(octd_pub *p, const uint8_t *d, size_t n)
     }
 }
 
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void cache_init(copy_cache *c)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+}
+
+static void buf_free(copy_buf *b)
+{
+    free(b->data);
+    free(b);
+}
+
+/* A buffer of `size` bytes: an idle one of that size, else a new one. */
+static copy_buf *cache_get(copy_cache *c, size_t size)
+{
+    int cls = -1, unused = -1;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < COPY_CLASSES && cls < 0; i++) {
+        if (c->cls[i].size == size)
+            cls = i;
+        else if (unused < 0 && (c->cls[i].size == 0 || (c->cls[i].out == 0 && c->cls[i].nfree == 0)))
+            unused = i; /* a size nobody uses any more */
+    }
+    if (cls < 0 && unused >= 0) {
+        cls = unused;
+        c->cls[cls].size = size;
+        c->cls[cls].low = 0;
+    }
+    copy_buf *b = NULL;
+    if (cls >= 0 && (b = c->cls[cls].free) != NULL) {
+        c->cls[cls].free = b->next;
+        c->cls[cls].nfree--;
+        c->idle_bytes -= size;
+        if (c->cls[cls].nfree < c->cls[cls].low)
+            c->cls[cls].low = c->cls[cls].nfree;
+    }
+    if (cls >= 0)
+        c->cls[cls].out++;
+    if (!b)
+        c->made++;
+    pthread_mutex_unlock(&c->mu);
+    if (b)
+        return b;
+    b = malloc(sizeof *b);
+    if (b && !(b->data = malloc(size ? size : 1))) {
+        free(b);
+        b = NULL;
+    }
+    if (!b) {
+        pthread_mutex_lock(&c->mu);
+        if (cls >= 0)
+            c->cls[cls].out--;
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    b->cache = c;
+    b->cls = cls;
+    return b;
+}
+
+/* ZeroMQ's free callback of a copy (any of its threads): idle again. */
+static void cache_put_cb(void *data, void *hint)
+{
+    (void)data;
+    copy_buf *b = hint;
+    copy_cache *c = b->cache;
+    pthread_mutex_lock(&c->mu);
+    bool keep = false;
+    if (b->cls >= 0) {
+        size_t size = c->cls[b->cls].size;
+        c->cls[b->cls].out--;
+        keep = c->idle_bytes + size <= COPY_IDLE_MAX;
+        if (keep) {
+            b->next = c->cls[b->cls].free;
+            c->cls[b->cls].free = b;
+            c->cls[b->cls].nfree++;
+            c->idle_bytes += size;
+        }
+    }
+    if (!keep)
+        c->freed++;
+    pthread_mutex_unlock(&c->mu);
+    if (!keep)
+        buf_free(b);
+}
+
+/* Once a second (the publisher thread): buffers idle all the while, beyond
+ * COPY_KEEP per size, go back to the system. */
+static void cache_trim(copy_cache *c)
+{
+    copy_buf *drop = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int i = 0; i < COPY_CLASSES; i++) {
+        int n = c->cls[i].low - COPY_KEEP;
+        for (; n > 0 && c->cls[i].free; n--) {
+            copy_buf *b = c->cls[i].free;
+            c->cls[i].free = b->next;
+            c->cls[i].nfree--;
+            c->idle_bytes -= c->cls[i].size;
+            c->freed++;
+            b->next = drop;
+            drop = b;
+        }
+        c->cls[i].low = c->cls[i].nfree;
+    }
+    pthread_mutex_unlock(&c->mu);
+    while (drop) {
+        copy_buf *b = drop;
+        drop = b->next;
+        buf_free(b);
+    }
+}
+
+/* At the end: every message is gone (zmq_ctx_term returned). */
+static void cache_free(copy_cache *c)
+{
+    for (int i = 0; i < COPY_CLASSES; i++)
+        while (c->cls[i].free) {
+            copy_buf *b = c->cls[i].free;
+            c->cls[i].free = b->next;
+            buf_free(b);
+        }
+    pthread_mutex_destroy(&c->mu);
+}
+
+/* The frame loop's copy of a copy-only buffer's image (copies = publisher:
+ * the publisher thread lags by a whole pool), into a kept buffer too, so
+ * that the frame loop's copy does not page-fault either. */
+static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
+{
+    copy_buf *b = cache_get(&p->cache, len);
+    if (!b)
+        return zmq_send(p->sock, data, len, flags) < 0 ? -1 : 0;
+    memcpy(b->data, data, len);
+    zmq_msg_t msg;
+    if (zmq_msg_init_data(&msg, b->data, len, cache_put_cb, b) != 0) {
+        cache_put_cb(b->data, b);
+        return -1;
+    }
+    if (zmq_msg_send(&msg, p->sock, flags) < 0) {
+        int err = zmq_errno();
+        zmq_msg_close(&msg); /* returns the buffer */
+        errno = err;
+        return -1;
+    }
+    return 0;
+}
+
+/* Replaces *msg (a payload in the frame loop's buffer) by a copy in a kept
+ * buffer; false (msg unchanged) when out of memory. */
+static bool msg_copy_kept(octd_pub *p, zmq_msg_t *msg)
+{
+    size_t n = zmq_msg_size(msg);
+    copy_buf *b = cache_get(&p->cache, n);
+    if (!b)
+        return false;
+    memcpy(b->data, zmq_msg_data(msg), n);
+    zmq_msg_t c;
+    if (zmq_msg_init_data(&c, b->data, n, cache_put_cb, b) != 0) {
+        cache_put_cb(b->data, b);
+        return false;
+    }
+    zmq_msg_move(msg, &c);
+    zmq_msg_close(&c);
+    return true;
+}
+
+/* Replaces *msg by a copy of its bytes from offset `from` (ZeroMQ's own
+ * buffer: whatever it pointed into, a pooled product buffer, is released
+ * when *msg closes).  False (msg unchanged) when out of memory. */
+static bool msg_copy(zmq_msg_t *msg, size_t from)
+{
+    size_t n = zmq_msg_size(msg) - from;
+    zmq_msg_t c;
+    if (zmq_msg_init_size(&c, n) != 0)
+        return false;
+    memcpy(zmq_msg_data(&c), (const char *)zmq_msg_data(msg) + from, n);
+    zmq_msg_move(msg, &c); /* closes *msg's content first */
+    zmq_msg_close(&c);
+    return true;
+}
+
 /* Moves one whole message (all its parts) from the XSUB to the XPUB; false
  * when none was waiting.  The XPUB drops per subscriber at its HWM and
- * never blocks. */
+ * never blocks.  A topic flagged COPY_FLAG: the flag is dropped and the
+ * payload copied, so that no subscriber's queue holds the frame loop's
+ * buffer. */
 static bool forward_one(octd_pub *p)
 {
     zmq_msg_t msg;
@@ -226,8 +464,19 @@ static bool forward_one(octd_pub *p)
         zmq_msg_close(&msg);
         return false;
     }
-    for (;;) {
-        int more = zmq_msg_more(&msg);
+    p->st_fwd++;
+    bool copy = zmq_msg_size(&msg) > 0 && *(const char *)zmq_msg_data(&msg) == COPY_FLAG;
+    for (bool first = true;; first = false) {
+        int more = zmq_msg_more(&msg); /* a copy has no MORE flag: read first */
+        if (copy && first && !msg_copy(&msg, 1))
+            copy = false; /* out of memory: the subscribers see a flagged topic */
+        if (copy && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
+            uint64_t t0 = p->stats_s ? mono_ns() : 0;
+            if (msg_copy_kept(p, &msg))
+                p->st_pub_copies++;
+            if (p->stats_s)
+                p->st_pub_copy_ns += mono_ns() - t0;
+        }
         if (zmq_msg_send(&msg, p->xpub, more ? ZMQ_SNDMORE : 0) < 0)
             zmq_msg_close(&msg);
         if (!more)
@@ -239,6 +488,33 @@ static bool forward_one(octd_pub *p)
             return true;
         }
     }
+}
+
+static uint64_t realtime_ns(void);
+
+static uint64_t stat_take(atomic_uint_fast64_t *a) { return atomic_exchange_explicit(a, 0, memory_order_relaxed); }
+
+/* [publish] stats: one line of what both sides did since the last one. */
+static void log_stats(octd_pub *p, double secs)
+{
+    uint64_t frames = stat_take(&p->st_frames), send_ns = stat_take(&p->st_send_ns);
+    uint64_t send_max = stat_take(&p->st_send_max_ns), fl_copies = stat_take(&p->st_fl_copies);
+    uint64_t flagged = stat_take(&p->st_flagged);
+    pthread_mutex_lock(&p->cache.mu);
+    uint64_t made = p->cache.made, freed = p->cache.freed;
+    double idle = (double)p->cache.idle_bytes;
+    pthread_mutex_unlock(&p->cache.mu);
+    /* t: the realtime clock's seconds mod 10,000, to line up with a benchmark's phases */
+    octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
+             "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
+             "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
+             " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
+             "idle; %" PRIu64 " subscription changes in all",
+             (double)(realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
+             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
+             p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
+             made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
+    p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = 0;
 }
 
 /* The control pair's commands: TERMINATE, PAUSE, RESUME (the tests' way to
@@ -279,14 +555,29 @@ static void *proxy_main(void *arg)
     if (p->pin && pthread_setaffinity_np(pthread_self(), sizeof p->cpus, &p->cpus) != 0)
         octd_log(LOG_WARNING, "publisher thread: [publish] cpus: cannot pin it");
     bool paused = false, busy = false;
+    uint64_t stats_ns = (uint64_t)p->stats_s * 1000000000ull, last = mono_ns(), woke = last;
+    uint64_t trimmed = last;
     for (;;) {
         /* The thread sleeps in zmq_poll only after a round that drained the
          * inproc link: a steady stream costs no poll per batch. */
+        uint64_t now = mono_ns();
+        p->st_busy_ns += now - woke;
+        woke = now;
+        if (now - trimmed >= 1000000000ull) {
+            cache_trim(&p->cache);
+            trimmed = now;
+        }
+        if (stats_ns && now - last >= stats_ns) {
+            log_stats(p, (double)(now - last) / 1e9);
+            last = now;
+        }
         if (!busy) {
             zmq_pollitem_t items[3] = {{p->ctl_peer, 0, ZMQ_POLLIN, 0},
                                        {p->xpub, 0, ZMQ_POLLIN, 0},
                                        {p->xsub, 0, ZMQ_POLLIN, 0}};
-            if (zmq_poll(items, paused ? 2 : 3, -1) < 0) {
+            int rc = zmq_poll(items, paused ? 2 : 3, 1000); /* the trim: once a second */
+            woke = mono_ns();
+            if (rc < 0) {
                 if (zmq_errno() == EINTR)
                     continue;
                 if (zmq_errno() != ETERM)
@@ -386,8 +677,10 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     octd_pub *p = calloc(1, sizeof *p);
     if (!p)
         return oct_error_set(e, OCT_ENOMEM, "publisher: out of memory");
+    cache_init(&p->cache);
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
+        pthread_mutex_destroy(&p->cache.mu);
         free(p);
         return oct_error_set(e, OCT_EIO, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
     }
@@ -405,6 +698,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         goto fail;
     bad = OCT_EIO;
     p->nice = cfg->pub_nice;
+    p->copy_in_thread = cfg->pub_copies == OCT_PUB_COPIES_PUBLISHER;
+    p->stats_s = cfg->pub_stats_s;
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
      * per-message HWM of 4 would drop most of every burst even for a fast
@@ -547,6 +842,7 @@ void octd_pub_destroy(octd_pub *p)
     for (int k = 0; k < p->nprefix; k++)
         free(p->prefix[k].bytes);
     free(p->prefix);
+    cache_free(&p->cache);
     free(p);
 }
 
@@ -661,6 +957,15 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
     unsigned sent = 0;
     int images = 0;
     char header[2048], topic[64];
+    uint64_t t0 = p->stats_s ? mono_ns() : 0;
+    /* [publish] copies = publisher: pooled images go to the publisher thread
+     * zero-copy and flagged; it copies them before the fan-out and releases
+     * the buffer at once, so no subscriber's queue holds the pool (issue 21:
+     * churning and stalled subscribers held all of it, and the frame loop
+     * then copied every image itself).  Copy-only buffers (the publisher
+     * thread lags by a whole pool) are still copied here, into kept buffers:
+     * a lagging thread then costs images, never frames. */
+    bool pool = !s->copy_only, flag_pool = pool && p->copy_in_thread;
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
             const oct_image *img = &s->prod->img[method][kind];
@@ -682,14 +987,16 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     *last_sent_ns = realtime_ns();
                     continue;
                 }
-                snprintf(topic, sizeof topic, "%s/%s%s", oct_kind_name(kind),
+                /* topic + 1: the topic; topic[0]: the copy flag on the inproc link */
+                topic[0] = COPY_FLAG;
+                snprintf(topic + 1, sizeof topic - 1, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
-                size_t hlen = image_header(header, sizeof header, topic, method, kind, NULL, f32, seq,
-                                           img, m, p->spacing_um);
+                size_t hlen = image_header(header, sizeof header, topic + 1, method, kind, NULL,
+                                           f32, seq, img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
                 if (hlen == 0) {
-                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", topic,
+                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", topic + 1,
                              sizeof header);
                     (*drops)++;
                     continue;
@@ -697,23 +1004,38 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 /* The first part decides: PUB does not fail later parts of
                  * a message whose first part was accepted. */
                 p->counts.handed++;
-                if (send_part(p->sock, topic, strlen(topic), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
+                bool flag = flag_pool && bytes <= COPY_MAX;
+                const char *t = flag ? topic : topic + 1;
+                if (send_part(p->sock, t, strlen(t), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
                     if (zmq_errno() != EAGAIN)
-                        octd_log(LOG_WARNING, "%s: send: %s", topic, zmq_strerror(zmq_errno()));
+                        octd_log(LOG_WARNING, "%s: send: %s", topic + 1, zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
                 if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-                    send_part(p->sock, data, bytes, s->copy_only ? NULL : s, ZMQ_DONTWAIT) != 0) {
-                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic,
+                    (!pool && p->copy_in_thread && bytes >= ZERO_COPY_MIN
+                         ? send_kept(p, data, bytes, ZMQ_DONTWAIT)
+                         : send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT)) != 0) {
+                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic + 1,
                              zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
+                if (flag)
+                    atomic_fetch_add_explicit(&p->st_flagged, 1, memory_order_relaxed);
+                else if (!pool && bytes >= ZERO_COPY_MIN)
+                    atomic_fetch_add_explicit(&p->st_fl_copies, 1, memory_order_relaxed);
                 sent++;
                 *last_sent_ns = realtime_ns();
             }
         }
+    }
+    if (p->stats_s) {
+        uint64_t dt = mono_ns() - t0;
+        atomic_fetch_add_explicit(&p->st_frames, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&p->st_send_ns, dt, memory_order_relaxed);
+        if (dt > atomic_load_explicit(&p->st_send_max_ns, memory_order_relaxed))
+            atomic_store_explicit(&p->st_send_max_ns, dt, memory_order_relaxed);
     }
     return sent;
 }

@@ -145,6 +145,8 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.pub_io_threads, 0);
     ck_assert_int_eq(c.pub_nice, 0);
     ck_assert_str_eq(c.pub_cpus, "");
+    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_PUBLISHER);
+    ck_assert_int_eq(c.pub_stats_s, 0);
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
     ck_assert_int_eq(c.record_io, OCT_RECORD_IO_AUTO);
@@ -171,6 +173,8 @@ START_TEST(ini_defaults_and_values)
                     "io_threads = 1\n"
                     "nice = 10\n"
                     "cpus = 0,2-3\n"
+                    "copies = frame\n"
+                    "stats = 5\n"
                     "[profile]\n"
                     "path = profiles/sys.yaml\n"
                     "[save]\n"
@@ -199,6 +203,8 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.pub_io_threads, 1);
     ck_assert_int_eq(c.pub_nice, 10);
     ck_assert_str_eq(c.pub_cpus, "0,2-3");
+    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_FRAME);
+    ck_assert_int_eq(c.pub_stats_s, 5);
     ck_assert_str_eq(c.profile_path, "/etc/octd/profiles/sys.yaml");
     ck_assert_str_eq(c.save_dir, "/var/lib/octd");
     ck_assert_int_eq(c.record_io, OCT_RECORD_IO_BUFFERED);
@@ -254,6 +260,9 @@ static const ini_case ini_cases[] = {
     {"[publish]\nio_threads = 65\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads: '65'"},
     {"[publish]\nio_threads = -1\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads"},
     {"[publish]\nnice = 20\n", OCT_EINVAL, "c.ini:2:", "[publish] nice: '20'"},
+    {"[publish]\ncopies = ZeroMQ\n", OCT_EINVAL, "c.ini:2:", "[publish] copies: 'ZeroMQ' is not publisher or frame"},
+    {"[publish]\nstats = 3601\n", OCT_EINVAL, "c.ini:2:", "[publish] stats: '3601'"},
+    {"[publish]\nstats = -1\n", OCT_EINVAL, "c.ini:2:", "[publish] stats: '-1'"},
     {"[publish]\nnice = -5\n", OCT_EINVAL, "c.ini:2:", "[publish] nice"},
     {"[publish]\ncpus = 1-\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus: '1-'"},
     {"[publish]\ncpus = a,b\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},

@@ -8,7 +8,9 @@
  * never a wait, shutdown with a stalled subscriber releases every
  * reference and does not hang, a bad endpoint is named, and [publish]
  * io_threads / nice / cpus reach the publisher's threads and only those,
- * which never inherit the frame loop's real-time policy.
+ * which never inherit the frame loop's real-time policy; with [publish]
+ * copies = publisher no subscriber holds the frame loop's buffers and the
+ * publisher's copy buffers are reused, then returned (r4).
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
@@ -560,6 +562,164 @@ START_TEST(lagging_thread_counts_drops)
 }
 END_TEST
 
+/* Issue 21: subscribers that never read hold the zero-copy messages queued
+ * for them, i.e. the pool's buffers.  With [publish] copies = publisher the
+ * publisher thread copies each pooled image before the fan-out and releases
+ * the buffer at once: the buffers come back although a stalled subscriber
+ * is still connected, and a reading subscriber gets each image byte for
+ * byte under its own topic (the inproc flag never shows).  A copy-only
+ * buffer is copied by the frame loop, in both modes.  With copies = frame
+ * (before r4) the stalled subscriber keeps holding the pooled buffers. */
+static void pool_returns(int copies)
+{
+    cfg.pub_copies = copies;
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture a, b, c;
+    fixture_init(&a, 1), fixture_init(&b, 2), fixture_init(&c, 3);
+    b.slot.copy_only = true;
+    void *zctx = zmq_ctx_new();
+    void *stalled = subscriber(zctx, "", 1), *reader = subscriber(zctx, "bscan/", 0);
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    ck_assert(await_status(p, stalled, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    /* the reader's subscription: images until one arrives */
+    octd_frame_meta m = {.frame_id = 1};
+    uint64_t drops = 0, last = 0;
+    bool got = false;
+    for (int tries = 0; tries < 400 && !got; tries++) {
+        octd_pub_send_products(p, &a.slot, &m, &drops, &last);
+        got = recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen);
+    }
+    ck_assert_msg(got, "no image for the reader in 40 s");
+    while (recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen))
+        ;
+    for (int i = 0; i < 50; i++)
+        octd_pub_send_products(p, &a.slot, &m, &drops, &last);
+    if (copies == OCT_PUB_COPIES_PUBLISHER) {
+        wait_refs(&a.slot, 1);
+    } else {
+        sleep_ms(200);
+        ck_assert_int_gt(atomic_load(&a.slot.refs), 1); /* the stalled one's queue */
+    }
+    /* a copy-only buffer (the pool ran dry), then pooled ones again */
+    m.frame_id = 2;
+    octd_pub_send_products(p, &b.slot, &m, &drops, &last);
+    m.frame_id = 3;
+    for (int i = 0; i < 50; i++)
+        octd_pub_send_products(p, &c.slot, &m, &drops, &last);
+    ck_assert_uint_eq(drops, 0);
+    wait_refs(&b.slot, 1);
+    if (copies == OCT_PUB_COPIES_PUBLISHER) {
+        wait_refs(&c.slot, 1);
+    } else {
+        sleep_ms(200);
+        ck_assert_int_gt(atomic_load(&c.slot.refs), 1);
+    }
+    /* the reader: frame 2's image, then frame 3's, intact, topic unflagged */
+    int seen2 = 0, seen3 = 0;
+    while (recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen)) {
+        ck_assert_str_eq(topic, "bscan/cfd");
+        ck_assert_uint_eq(dlen, BYTES);
+        const fixture *f = strstr(hdr, "\"frame_id\":2,") ? &b : strstr(hdr, "\"frame_id\":3,") ? &c : &a;
+        ck_assert_msg(memcmp(data, f->bscan, BYTES) == 0, "payload differs");
+        seen2 += f == &b, seen3 += f == &c;
+    }
+    ck_assert_int_eq(seen2, 1);
+    ck_assert_int_eq(seen3, 50);
+    zmq_close(stalled);
+    zmq_close(reader);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    ck_assert_int_eq(atomic_load(&a.slot.refs), 1);
+    ck_assert_int_eq(atomic_load(&b.slot.refs), 1);
+    ck_assert_int_eq(atomic_load(&c.slot.refs), 1);
+    fixture_free(&a), fixture_free(&b), fixture_free(&c);
+}
+
+START_TEST(copy_mode_returns_pool) { pool_returns(OCT_PUB_COPIES_PUBLISHER); }
+END_TEST
+
+START_TEST(frame_copies_keep_pool_held) { pool_returns(OCT_PUB_COPIES_FRAME); }
+END_TEST
+
+/* The publisher thread's copies reuse their buffers: a subscriber that
+ * reads each frame before the next costs a few buffers for 200 frames; a
+ * stalled subscriber's queue holds copies (never the pool), and once it is
+ * gone the buffers it held go back to the system within seconds, all but
+ * COPY_KEEP per image size (issue 21: memory comes back after a churn). */
+static int cache_idle(octd_pub *p, uint64_t *made, uint64_t *freed)
+{
+    pthread_mutex_lock(&p->cache.mu);
+    int n = 0;
+    for (int i = 0; i < COPY_CLASSES; i++)
+        n += p->cache.cls[i].nfree;
+    *made = p->cache.made, *freed = p->cache.freed;
+    pthread_mutex_unlock(&p->cache.mu);
+    return n;
+}
+
+START_TEST(copies_reuse_and_return)
+{
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture f;
+    fixture_init(&f, 77);
+    void *zctx = zmq_ctx_new();
+    void *reader = subscriber(zctx, "", 0);
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    ck_assert(await_status(p, reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    octd_frame_meta m = {.frame_id = 1};
+    uint64_t drops = 0, last = 0, made, freed;
+    for (int i = 0; i < 200; i++) {
+        ck_assert_uint_eq(octd_pub_send_products(p, &f.slot, &m, &drops, &last), 2);
+        for (int got = 0; got < 2;) {
+            ck_assert(recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+            if (strcmp(topic, "status") == 0)
+                continue;
+            const uint8_t *want = strcmp(topic, "bscan/cfd") == 0 ? f.bscan : f.enface;
+            ck_assert_uint_eq(dlen, BYTES);
+            ck_assert(memcmp(data, want, BYTES) == 0);
+            got++;
+        }
+    }
+    cache_idle(p, &made, &freed);
+    ck_assert_msg(made <= 8, "%" PRIu64 " copy buffers made for 400 images read one by one", made);
+    /* a stalled subscriber: its queue holds copies (the pooled buffer
+     * comes back at once) */
+    void *stalled = subscriber(zctx, "", 1);
+    ck_assert(await_status(p, stalled, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    for (int i = 0; i < 100; i++)
+        octd_pub_send_products(p, &f.slot, &m, &drops, &last);
+    wait_refs(&f.slot, 1);
+    while (recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen))
+        ;
+    cache_idle(p, &made, &freed);
+    ck_assert_msg(made >= 50, "only %" PRIu64 " copy buffers: the stalled queue holds no copies?", made);
+    zmq_close(stalled); /* its queue's copies come back, then go */
+    int idle = 0;
+    for (int i = 0; i < 100; i++) {
+        idle = cache_idle(p, &made, &freed);
+        if (idle <= 2 * COPY_KEEP && freed + idle >= made)
+            break;
+        sleep_ms(50);
+    }
+    ck_assert_msg(idle <= 2 * COPY_KEEP && freed + idle >= made,
+                  "%d idle copy buffers, %" PRIu64 " made, %" PRIu64 " freed after 5 s", idle,
+                  made, freed);
+    ck_assert_uint_eq(drops, 0);
+    zmq_close(reader);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    fixture_free(&f);
+}
+END_TEST
+
 /* Create and destroy with nobody connected, several times (threads and
  * contexts do not pile up; ASan sees no leak). */
 START_TEST(create_destroy_repeat)
@@ -797,6 +957,9 @@ int main(void)
     tcase_add_test(tc, stalled_subscriber_released_on_destroy);
     tcase_add_test(tc, lagging_thread_counts_drops);
     tcase_add_test(tc, create_destroy_repeat);
+    tcase_add_test(tc, copy_mode_returns_pool);
+    tcase_add_test(tc, frame_copies_keep_pool_held);
+    tcase_add_test(tc, copies_reuse_and_return);
     tcase_add_test(tc, bad_endpoint_named);
     tcase_add_test(tc, thread_options_applied);
     tcase_add_test(tc, cpus_not_allowed_named);

@@ -118,6 +118,13 @@ int stop_octd(pid_t pid);
 void print_log_tail(const char *log);
 double octd_cpu_s(pid_t pid);
 void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS]);
+extern pid_t octd_last_pid; /* the octd start_octd started last */
+typedef struct octd_thread_counts {
+    double cpu_s;
+    uint64_t minflt, majflt, vcsw, nvcsw; /* page faults, (in)voluntary context switches */
+} octd_thread_counts;
+void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS]);
+uint64_t system_tlb_shootdowns(void);
 
 /* bench_hostile.c */
 void print_publisher_counts(const char *log, const char *wname);

@@ -4,7 +4,10 @@
  * of the S:C list, the publisher's counts from octd's log, and the phases
  * per item (unpaced and paced at 90 %, without and with them) with their
  * ratios, run through bench_e2e.c's phase runner.  The subscribers run in a
- * child process (octbench --hostile-child) unless --hostile-in-process. */
+ * child process (octbench --hostile-child) unless --hostile-in-process.
+ * Per item it also prints octd's page faults and context switches per frame
+ * by thread group and the machine's TLB shootdowns (r4: where the frame
+ * loop loses its time), and octd's `[publish] stats` lines when asked. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -16,6 +19,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -279,6 +283,8 @@ void print_publisher_counts(const char *log, const char *wname)
         /* the frame loop copied images: stalled peers held every pooled buffer */
         else if ((p = strstr(line, "product buffers are held")) != NULL)
             printf("# %s hostile, octd: all %s", wname, p);
+        else if ((p = strstr(line, "publisher stats: ")) != NULL)
+            printf("# %s hostile, octd's %s", wname, p);
         else if ((p = strstr(line, "publisher: ")) != NULL && strstr(line, "I/O threads"))
             printf("# %s hostile, octd's %s", wname, p);
     }
@@ -323,6 +329,62 @@ static double cpu_ms_per_frame(const phase_result *r, int g)
 
 static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
 
+/* octd's threads over one unpaced phase (warm-up included): faults and
+ * context switches per frame by thread group, and the machine's TLB
+ * shootdowns per second (issue 21: where the frame loop loses its time). */
+typedef struct thread_window {
+    octd_thread_counts c0[OCTD_THREAD_GROUPS], c1[OCTD_THREAD_GROUPS];
+    uint64_t tlb0, tlb1, t0, t1;
+    double frames; /* octd's, over the whole window (its rate x the window) */
+} thread_window;
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void window_begin(thread_window *t)
+{
+    octd_thread_counts_get(octd_last_pid, t->c0);
+    t->tlb0 = system_tlb_shootdowns();
+    t->t0 = mono_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    printf("# phase begins at t %.1f\n", (double)(ts.tv_sec % 10000) + ts.tv_nsec / 1e9);
+}
+
+static void window_end(thread_window *t, const phase_result *r)
+{
+    octd_thread_counts_get(octd_last_pid, t->c1);
+    t->tlb1 = system_tlb_shootdowns();
+    t->t1 = mono_ms();
+    t->frames = r->octd_fps * (double)(t->t1 - t->t0) / 1e3;
+}
+
+static void print_windows(const char *wname, const thread_window *a, const thread_window *b)
+{
+    printf("# %s: per frame with / without them:", wname);
+    for (int g = 0; g < OCTD_THREAD_GROUPS; g++) {
+        const thread_window *t[2] = {a, b};
+        double v[2][4];
+        for (int k = 0; k < 2; k++) {
+            double f = t[k]->frames > 0 ? t[k]->frames : 1;
+            v[k][0] = (double)(t[k]->c1[g].minflt - t[k]->c0[g].minflt) / f;
+            v[k][1] = (double)(t[k]->c1[g].vcsw - t[k]->c0[g].vcsw) / f;
+            v[k][2] = (double)(t[k]->c1[g].nvcsw - t[k]->c0[g].nvcsw) / f;
+            v[k][3] = 1e3 * (t[k]->c1[g].cpu_s - t[k]->c0[g].cpu_s) / f;
+        }
+        printf(" | %s: faults %.2f / %.2f, vol. switches %.2f / %.2f, invol. %.3f / %.3f, "
+               "CPU ms %.3f / %.3f", octd_thread_groups[g], v[0][0], v[1][0], v[0][1], v[1][1],
+               v[0][2], v[1][2], v[0][3], v[1][3]);
+    }
+    double sa = (double)(a->t1 - a->t0) / 1e3, sb = (double)(b->t1 - b->t0) / 1e3;
+    printf(" | TLB shootdowns/s (machine) %.0f / %.0f\n",
+           sa > 0 ? (double)(a->tlb1 - a->tlb0) / sa : 0, sb > 0 ? (double)(b->tlb1 - b->tlb0) / sb : 0);
+}
+
 /* --hostile: per S:C item, unpaced and (policy all) paced at 90 % of the
  * unpaced rate, each without and then with the subscribers. */
 void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
@@ -339,7 +401,10 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
         snprintf(subs, sizeof subs, "%ds+%dc", ns, nc);
         phase_result base, with, paced0 = {0}, paced = {0};
         bool all = o->policy != 0;
+        thread_window tw_base, tw_with;
+        window_begin(&tw_base);
         run_phase(w, pr, sub, st, 0, warm, meas, &base);
+        window_end(&tw_base, &base);
         print_phase(w, backend, prod, policy, "-", &base, json);
         double rate90 = 0.9 * base.fps;
         if (all && base.fps > 0) {
@@ -353,7 +418,9 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
             continue;
         }
         sleep_ms(200); /* connected (slow joiners) before the warm-up */
+        window_begin(&tw_with);
         run_phase(w, pr, sub, st, 0, warm, meas, &with);
+        window_end(&tw_with, &with);
         print_phase(w, backend, prod, policy, subs, &with, json);
         if (all && base.fps > 0) {
             run_phase(w, pr, sub, st, rate90, warm, meas, &paced);
@@ -380,6 +447,7 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
             printf(", %s %.3f / %.3f", octd_thread_groups[g], cpu_ms_per_frame(&with, g),
                    cpu_ms_per_frame(&base, g));
         printf("\n");
+        print_windows(w->name, &tw_with, &tw_base);
         /* one line for scripts */
         printf("# hostile %s %s %d:%d rate_ratio %.4f octd_rate_ratio %.4f p99_ratio %.4f "
                "p99_90_ratio %.4f cpu_per_frame_ratio %.4f zmq_cpu_per_frame_ms %.4f %.4f "

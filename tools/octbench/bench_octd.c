@@ -14,6 +14,8 @@
 
 #include "bench_e2e.h"
 
+pid_t octd_last_pid;
+
 pid_t start_octd(const char *octd_path, const char *ini, const char *log)
 {
     pid_t pid = fork();
@@ -28,6 +30,7 @@ pid_t start_octd(const char *octd_path, const char *ini, const char *log)
         fprintf(stderr, "exec %s: %s\n", octd_path, strerror(errno));
         _exit(127);
     }
+    octd_last_pid = pid;
     return pid;
 }
 
@@ -116,4 +119,83 @@ void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS])
     }
     if (d)
         closedir(d);
+}
+
+/* Per thread group: CPU, page faults and context switches (the frame loop
+ * losing time to faults or to being woken or pre-empted: issue 21), from
+ * /proc/PID/task/TID/stat and status. */
+void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS])
+{
+    memset(out, 0, OCTD_THREAD_GROUPS * sizeof *out);
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d))) {
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        char path[384], comm[32] = "", buf[2048];
+        snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
+        FILE *f = fopen(path, "r");
+        if (f) {
+            if (!fgets(comm, sizeof comm, f))
+                comm[0] = '\0';
+            fclose(f);
+        }
+        int g = atoi(de->d_name) == (int)pid       ? 0
+                : !strncmp(comm, "octd-publish", 12) ? 1
+                : !strncmp(comm, "ZMQbg", 5)         ? 2
+                                                     : 3;
+        snprintf(path, sizeof path, "%s/%s/stat", dir, de->d_name);
+        if ((f = fopen(path, "r"))) {
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            const char *p = strrchr(buf, ')');
+            unsigned long minf = 0, majf = 0, ut = 0, stm = 0;
+            if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %lu %*u %lu %*u %lu %lu", &minf,
+                            &majf, &ut, &stm) == 4) {
+                out[g].cpu_s += (double)(ut + stm) / (double)sysconf(_SC_CLK_TCK);
+                out[g].minflt += minf;
+                out[g].majflt += majf;
+            }
+        }
+        snprintf(path, sizeof path, "%s/%s/status", dir, de->d_name);
+        if ((f = fopen(path, "r"))) {
+            unsigned long v;
+            while (fgets(buf, sizeof buf, f)) {
+                if (sscanf(buf, "voluntary_ctxt_switches: %lu", &v) == 1)
+                    out[g].vcsw += v;
+                else if (sscanf(buf, "nonvoluntary_ctxt_switches: %lu", &v) == 1)
+                    out[g].nvcsw += v;
+            }
+            fclose(f);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+/* The machine's TLB shootdown interrupts so far (x86 /proc/interrupts
+ * "TLB" row, all CPUs; 0 where there is none): munmap/madvise in any of
+ * octd's threads interrupts every CPU its other threads run on. */
+uint64_t system_tlb_shootdowns(void)
+{
+    FILE *f = fopen("/proc/interrupts", "r");
+    char line[8192];
+    uint64_t sum = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        char *p = line;
+        while (*p == ' ')
+            p++;
+        if (strncmp(p, "TLB:", 4) != 0)
+            continue;
+        p += 4;
+        char *end;
+        for (unsigned long long v; (v = strtoull(p, &end, 10)), end != p; p = end)
+            sum += v;
+    }
+    if (f)
+        fclose(f);
+    return sum;
 }
