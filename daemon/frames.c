@@ -623,6 +623,9 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .frame_seq = d->processed,
         .epoch = info->epoch,
         .t_acq_ns = info->t_acq_ns,
+        .t_take_ns = review ? 0 : slot->t_take_ns,
+        .t_sub_ns = review ? 0 : slot->t_sub_ns,
+        .t_done_ns = review ? 0 : slot->t_done_ns,
         .params_gen = params_gen,
         .skipped = review ? 0 : info->skipped,
         .torn = review ? 0 : d->torn_since,
@@ -767,6 +770,7 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         log_once(d, what, &e);
         d->skipped++;
     } else {
+        f->slot->t_done_ns = octd_realtime_ns();
         if (!f->torn)
             d->proc_err[0] = '\0';
         set_pool_max(L, f->slot); /* host buffers grow on first use */
@@ -976,6 +980,7 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         unbind_path(g, d);
         return rc;
     }
+    uint64_t t_take = octd_realtime_ns();
     d->seen += 1 + info.skipped;
     d->skipped += info.skipped;
     if (d->cfg.policy == OCT_POLICY_ALL)
@@ -1015,6 +1020,8 @@ oct_err octd_frames_step(octd *d, oct_error *e)
             oct_ring_consumer_verify(d->ring, &info); /* ends the peek */
         return OCT_OK;
     }
+    f->slot->t_take_ns = t_take;
+    f->slot->t_sub_ns = f->slot->t_done_ns = 0;
     f->params_gen = d->applied_gen;
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
@@ -1038,6 +1045,7 @@ oct_err octd_frames_step(octd *d, oct_error *e)
         log_once(d, what, &se);
         return OCT_OK;
     }
+    f->slot->t_sub_ns = octd_realtime_ns();
     f->seq = g->dealt++;
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;

@@ -634,6 +634,13 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_u64(&j, "image_seq", image_seq);
     octd_json_u64(&j, "epoch", m->epoch);
     octd_json_u64(&j, "t_acq_ns", m->t_acq_ns);
+    /* where the time went (issue 19; only for ring frames) */
+    if (m->t_take_ns)
+        octd_json_u64(&j, "t_take_ns", m->t_take_ns);
+    if (m->t_sub_ns)
+        octd_json_u64(&j, "t_sub_ns", m->t_sub_ns);
+    if (m->t_done_ns)
+        octd_json_u64(&j, "t_done_ns", m->t_done_ns);
     octd_json_u64(&j, "t_pub_ns", realtime_ns());
     octd_json_u32_array(&j, "shape", img->shape, (size_t)(img->ndim > 3 ? 3 : img->ndim));
     octd_json_str(&j, "dtype", f32 ? "f32" : "u8");

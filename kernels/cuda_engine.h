@@ -44,6 +44,9 @@ int oct_cuda_last_parts(const oct_engine *eng);
  * with the deferred background correction (cuda.parts_ext = 0, a
  * whole-frame background, the CFD on), else 0. */
 int oct_cuda_last_deferred(const oct_engine *eng);
+/* Spectra per dispersion chunk (setup.cuda.disp_chunk, issue 19): the C2C
+ * plans' batch; 0 for another backend. */
+long long oct_cuda_disp_batch(const oct_engine *eng);
 
 /* CUDA graphs of the per-frame device work (setup.cuda.graph, issue 19):
  * frames launched as a graph, graphs captured (one per slot and plan key),

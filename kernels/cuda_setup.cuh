@@ -684,6 +684,19 @@ void free_state(CudaState *s)
     free(s);
 }
 
+/* Spectra per dispersion chunk for parts of n spectra and at most cap per
+ * chunk: n / c for the smallest c in [ceil(n / cap), 2 ceil(n / cap)] that
+ * divides n (every chunk a full batch: the plan transforms its whole batch
+ * even for a shorter last chunk), else ceil(n / ceil(n / cap)). */
+long long disp_batch(long long n, long long cap)
+{
+    if (n <= cap) return std::max(1ll, n);
+    long long c0 = (n + cap - 1) / cap;
+    for (long long c = c0; c <= 2 * c0; c++)
+        if (n % c == 0) return n / c;
+    return (n + c0 - 1) / c0;
+}
+
 oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
 {
     const oct_geometry *g = &eng->setup.geom;
@@ -766,8 +779,30 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_xp, (size_t)s->S * s->M, "the background-subtracted spectra", e));
     TRY(dmalloc(s, &s->d_xk, (size_t)s->S * s->M, "the k-linearised spectra", e));
     TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
-    /* dispersion chunk: ~64 MiB of complex spectra */
-    s->DB = std::max(1ll, std::min(s->S, (64ll << 20) / (s->M * (long long)sizeof(float2))));
+    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
+     * compute of each part starting when it has arrived (latency: DMA +
+     * one part's compute instead of DMA + the frame's).  setup.cuda.parts
+     * overrides (tests, benchmarks; 1 = off). */
+    {
+        const int pe = eng->setup.cuda.parts;
+        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? 4 : 1);
+        parts = std::max(1, std::min((int)PARTS_MAX, parts));
+        while (parts > 1 && s->S % parts) parts--;
+        s->parts = parts;
+    }
+    /* dispersion chunk (issue 19): its work spectra (pad -> C2C -> phase ->
+     * C2C -> sink / store) stay in L2 (~1/3 of it), and the chunks tile a
+     * part (and so the frame) exactly: the plan's batch is DB spectra,
+     * transformed whole even for a shorter last chunk */
+    {
+        int l2 = 0;
+        CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device));
+        long long row = s->M * (long long)sizeof(float2);
+        long long cap = eng->setup.cuda.disp_chunk > 0 ? (long long)eng->setup.cuda.disp_chunk
+                        : l2 > 0                     ? (long long)l2 / 3 / row
+                                                     : (64ll << 20) / row;
+        s->DB = disp_batch(s->S / s->parts, std::max(1ll, cap));
+    }
     TRY(dmalloc(s, &s->d_Z, (size_t)s->DB * s->M, "the dispersion work spectra", e));
     if (s->RC > 0) {
         size_t qn = (size_t)2 * s->RC;
@@ -807,17 +842,6 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     FFT(cufftSetAutoAllocation(s->plan_d, 0));
     FFT(cufftMakePlanMany64(s->plan_d, 1, &n, NULL, 1, n, NULL, 1, n, CUFFT_C2C, s->DB, &wd));
     wx = std::max(wx, wd);
-    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
-     * compute of each part starting when it has arrived (latency: DMA +
-     * one part's compute instead of DMA + the frame's).  setup.cuda.parts
-     * overrides (tests, benchmarks; 1 = off). */
-    {
-        const int pe = eng->setup.cuda.parts;
-        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? 4 : 1);
-        parts = std::max(1, std::min((int)PARTS_MAX, parts));
-        while (parts > 1 && s->S % parts) parts--;
-        s->parts = parts;
-    }
     if (s->parts > 1) {
         size_t wp = 0;
         FFT(cufftCreate(&s->plan_xp));

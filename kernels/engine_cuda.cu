@@ -370,6 +370,7 @@ oct_err cuda_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_
     t->h2d_ms = ev_ms(sl->ev_h2d0, sl->ev_h2d1);
     device_times(sl, t);
     t->d2h_ms = ev_ms(sl->ev_d2h0, sl->ev_d2h1);
+    t->tail_ms = ev_ms(sl->ev_h2d1, sl->ev[EV_PROD]);
     t->total_ms = oct_now_ms() - sl->t_submit;
     return OCT_OK;
 }
@@ -642,6 +643,7 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
+long long oct_cuda_disp_batch(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->DB : 0; }
 
 void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)
 {

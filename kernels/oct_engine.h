@@ -258,6 +258,10 @@ typedef struct oct_cuda_tuning {
     int64_t angio_chunk;   /* angiography chunk in spectra (whole groups): 0 = ~32 k */
     /* issue 19: the per-frame device work as a CUDA graph, enum oct_cuda_graph (0 = auto) */
     int graph;
+    /* issue 19: spectra per dispersion chunk (pad, C2C, phase, C2C in one
+     * batch): 0 = auto, ~1/3 of the L2 cache of complex spectra, rounded so
+     * that the chunks tile an intra-frame part exactly */
+    int64_t disp_chunk;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
@@ -482,6 +486,8 @@ typedef struct oct_stage_times {
     double total_ms;     /* whole oct_engine_process() call */
     double device_ms;    /* CUDA: device time without the copies (events); CPU: = total */
     double convert_bytes; /* CUDA: device memory the conversion stage read + wrote (0 on CPU) */
+    double tail_ms;      /* CUDA: from the end of the input copy to the products' end on the
+                          * device: the work the copy does not hide (0 on CPU) */
 } oct_stage_times;
 void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t);
 

@@ -302,10 +302,12 @@ typedef struct subscriber {
     uint64_t msgs, gaps, bytes;
     uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
     uint64_t *lat;             /* latencies of measured frames, ns */
+    octbench_stages *st;       /* and where they went (octd's stamps; bench_tails.c) */
     size_t nlat, cap_lat;
     uint64_t frames_in_win, partial_in_win;
     /* the frame being received */
     uint64_t cur_id, cur_tacq, cur_last_rx;
+    uint64_t cur_stamp[4]; /* t_take_ns, t_sub_ns, t_done_ns, the last message's t_pub_ns */
     int cur_parts;
     bool cur_valid;
     _Atomic uint64_t rx_id; /* last frame id received + 1 (0: none yet) */
@@ -344,8 +346,13 @@ static void sub_finish_frame(subscriber *s)
         if (!p)
             return;
         s->lat = p;
+        octbench_stages *q = realloc(s->st, cap * sizeof *q);
+        if (!q)
+            return;
+        s->st = q;
         s->cap_lat = cap;
     }
+    octbench_stages_of(&s->st[s->nlat], s->cur_tacq, s->cur_stamp, s->cur_last_rx);
     s->lat[s->nlat++] = s->cur_last_rx > s->cur_tacq ? s->cur_last_rx - s->cur_tacq : 0;
 }
 
@@ -384,6 +391,11 @@ static void *sub_thread(void *arg)
         if (!json_u64(hdr, hlen, "frame_id", &fid) || !json_u64(hdr, hlen, "image_seq", &seq) ||
             !json_u64(hdr, hlen, "t_acq_ns", &tacq))
             continue;
+        uint64_t stamp[4] = {0, 0, 0, 0}; /* octd's (issue 19); absent from older octds */
+        json_u64(hdr, hlen, "t_take_ns", &stamp[0]);
+        json_u64(hdr, hlen, "t_sub_ns", &stamp[1]);
+        json_u64(hdr, hlen, "t_done_ns", &stamp[2]);
+        json_u64(hdr, hlen, "t_pub_ns", &stamp[3]);
         pthread_mutex_lock(&s->mu);
         s->msgs++;
         s->bytes += plen;
@@ -407,6 +419,7 @@ static void *sub_thread(void *arg)
             s->cur_tacq = tacq;
             s->cur_parts = 0;
         }
+        memcpy(s->cur_stamp, stamp, sizeof stamp);
         s->cur_parts++;
         s->cur_last_rx = rx;
         if (fid + 1 > atomic_load(&s->rx_id))
@@ -441,6 +454,7 @@ static void sub_stop(subscriber *s)
     zmq_close(s->sock);
     zmq_ctx_term(s->ctx);
     free(s->lat);
+    free(s->st);
     pthread_mutex_destroy(&s->mu);
 }
 
@@ -858,6 +872,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         pthread_mutex_lock(&sub.mu);
         octbench_tails_add(acc, sub.lat, sub.nlat, r.p50, r.p99, r.pmax,
                            no_loss(&r) ? 0 : r.lost > 0 ? r.lost : 1);
+        octbench_tails_stages(acc, sub.st, sub.nlat);
         pthread_mutex_unlock(&sub.mu);
     }
     first = r;
@@ -1027,6 +1042,7 @@ static int run_runs(const octbench_opts *o, const workload *w, bool commit, cons
     /* issue 19's targets: p99 <= 4 ms for volumes, <= 1 ms for B-scans */
     octbench_tails_print(acc, w->name, prod, o->rate, w->g.lines > 1 ? 4.0 : 1.0, json);
     free(acc->lat);
+    free(acc->st);
     free(acc);
     return rc;
 }

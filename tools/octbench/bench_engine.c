@@ -417,27 +417,44 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     int lat_parts = 0, lat_defer = 0;
     if (reg) {
         enum { NLAT = 50 };
-        double lat[NLAT];
+        /* and per frame where it goes (issue 19): host time in submit, the
+         * input copy, the device work after it, the download */
+        double lat[NLAT], st_sub[NLAT], st_h2d[NLAT], st_tail[NLAT], st_d2h[NLAT];
         int nl = o->quick ? 10 : NLAT;
         for (int i = 0; i < nl; i++) {
             oct_products *out = freel[--nfree], *d = NULL;
             double ts = oct_now_ms();
-            if (oct_engine_submit(eng, buf + (i % K) * stride, fbytes, out, &e) ||
-                oct_engine_complete(eng, &d, -1, &e)) {
+            if (oct_engine_submit(eng, buf + (i % K) * stride, fbytes, out, &e)) {
                 fprintf(stderr, "octbench: stream %s: latency: %s\n", w.name, e.msg);
-                if (!d)
-                    freel[nfree++] = out;
+                freel[nfree++] = out;
+                goto done;
+            }
+            st_sub[i] = oct_now_ms() - ts;
+            if (oct_engine_complete(eng, &d, -1, &e)) {
+                fprintf(stderr, "octbench: stream %s: latency: %s\n", w.name, e.msg);
+                freel[nfree++] = d ? d : out;
                 goto done;
             }
             lat[i] = oct_now_ms() - ts;
+            oct_stage_times t;
+            oct_engine_stage_times(eng, &t);
+            st_h2d[i] = t.h2d_ms, st_tail[i] = t.tail_ms, st_d2h[i] = t.d2h_ms;
             freel[nfree++] = d;
         }
+        qsort(st_sub, (size_t)nl, sizeof *st_sub, cmp_double);
+        qsort(st_h2d, (size_t)nl, sizeof *st_h2d, cmp_double);
+        qsort(st_tail, (size_t)nl, sizeof *st_tail, cmp_double);
+        qsort(st_d2h, (size_t)nl, sizeof *st_d2h, cmp_double);
         lat_parts = oct_cuda_last_parts(eng);
         lat_defer = oct_cuda_last_deferred(eng);
         qsort(lat, (size_t)nl, sizeof lat[0], cmp_double);
         lat_p50 = lat[nl / 2], lat_p99 = lat[(int)(0.99 * (nl - 1) + 0.5)];
         printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts%s)\n", w.name,
                "registered", lat_p50, lat_p99, lat_parts, lat_defer ? ", deferred background" : "");
+        printf("stream %-15s %-10s depth 1: medians: host submit %.3f ms, input copy %.3f ms, device work "
+               "after the copy %.3f ms, download %.3f ms; dispersion chunk %lld spectra\n",
+               w.name, "registered", st_sub[nl / 2], st_h2d[nl / 2], st_tail[nl / 2], st_d2h[nl / 2],
+               oct_cuda_disp_batch(eng));
     }
     if (json)
         fprintf(json,

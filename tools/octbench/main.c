@@ -111,6 +111,8 @@ static void usage(FILE *f)
             "                           ext (no argument: background statistics per part),\n"
             "                           off (not with them)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
+            "  --cuda-disp-chunk N      spectra per dispersion chunk (0 = auto: ~1/3 of L2,\n"
+            "                           tiling an intra-frame part exactly)\n"
             "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
             "                           one warp per spectrum (before issue 19; A/B runs)\n"
             "  --gemm-algo default|auto MSI GEMM: cublasGemmEx's default algorithm (default),\n"
@@ -134,7 +136,7 @@ int main(int argc, char **argv)
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
-           O_WINDOW, O_GRAPH };
+           O_WINDOW, O_GRAPH, O_DISP_CHUNK };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
         {"cuda-parts", required_argument, 0, O_PARTS},
         {"cuda-parts-ext", optional_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
+        {"cuda-disp-chunk", required_argument, 0, O_DISP_CHUNK},
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
         {"cuda-graph", required_argument, 0, O_GRAPH},
@@ -259,6 +262,16 @@ int main(int argc, char **argv)
                 return OCT_EX_USAGE;
             }
             o.cuda.angio_chunk = v;
+            break;
+        }
+        case O_DISP_CHUNK: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > (1ll << 40)) {
+                fprintf(stderr, "octbench: --cuda-disp-chunk %s: must be a count of spectra (0 = "
+                        "auto)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.cuda.disp_chunk = v;
             break;
         }
         case O_PARTS:
