@@ -256,6 +256,7 @@ static int g_gemm;      /* setup.cuda.gemm of make_engine() (0 = the engine's ch
 static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
 static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) */
 static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
+static long long g_disp_chunk; /* setup.cuda.disp_chunk of make_engine() (0 = auto) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -335,6 +336,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.sink = g_sink;
     s.cuda.gemm_algo = g_gemm_algo;
     s.cuda.graph = g_graph;
+    s.cuda.disp_chunk = g_disp_chunk;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -1265,6 +1267,86 @@ START_TEST(t_parts_defer)
 }
 END_TEST
 
+/* Issue 19: dispersion chunks (setup.cuda.disp_chunk).  The C2C plans'
+ * batch (oct_cuda_disp_batch) is the largest count <= the asked one whose
+ * chunks tile a part (or the whole frame) exactly, so no batch transforms
+ * rows for a short last chunk; where no divisor is near (37 spectra) the
+ * chunks are as before, the last one short (its stale rows never read).
+ * Per case two frames (the second whole frame goes through the CUDA graph:
+ * many chunks' launches captured), every product against the float64
+ * reference; the parts and the deferred path as expected. */
+START_TEST(t_disp_chunks)
+{
+    static const struct {
+        int cfg, parts;
+        long long chunk, want_db;
+        uint32_t bg;
+        int want_parts, want_defer;
+        const char *what;
+    } v[] = {
+        {0, 4, 7, 6, OCT_BG_FRAME_MEAN, 4, 1, "volume 240, 4 parts of 60, deferred frame mean, chunks of 6"},
+        {0, 4, 13, 12, OCT_BG_REFERENCE, 4, 0, "volume 240, 4 parts of 60, reference, chunks of 12"},
+        {0, 1, 7, 6, OCT_BG_FRAME_MEAN, 1, 0, "volume 240 whole, chunks of 6"},
+        {4, 1, 5, 5, OCT_BG_NONE, 1, 0, "bscan 37 (prime): 8 chunks of 5, the last of 2"},
+        {0, 4, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, "volume 240, 4 parts, auto: a chunk per part"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        const tcase_cfg *c = &g_cfgs[v[i].cfg];
+        fixture f;
+        fixture_make(&f, c, 4720 + i);
+        g_parts = v[i].parts;
+        g_disp_chunk = v[i].chunk;
+        oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+        g_parts = 0;
+        g_disp_chunk = 0;
+        ck_assert_msg(oct_cuda_disp_batch(gpu) == v[i].want_db, "%s: dispersion batch %lld, expected %lld",
+                      v[i].what, oct_cuda_disp_batch(gpu), v[i].want_db);
+        const uint32_t M = c->g.samples;
+        size_t total = (f.bytes + 4095) & ~(size_t)4095;
+        uint8_t *buf = NULL;
+        ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+        memcpy(buf, f.frame, f.bytes);
+        oct_error e = {{0}};
+        bool reg = v[i].parts > 1;
+        if (reg) {
+            oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+            ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+            if (err != OCT_OK) {
+                printf("cuda: t_disp_chunks: register_host: %s (parts not exercised)\n", e.msg);
+                reg = false;
+            }
+        }
+        if (v[i].parts == 1 || reg) {
+            oct_params p = f.p;
+            p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
+            p.background = v[i].bg;
+            p.klin = OCT_KLIN_SINC, p.klin_taps = 21, p.klin_source = OCT_KLIN_POLY;
+            p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+            p.disp_a2 = 30.0f, p.disp_a3 = -20.0f, p.disp_k0 = 0.45f;
+            p.products = OCT_PRODUCTS_KNOWN;
+            ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+            oct_products *out = oct_products_create();
+            for (int rep = 0; rep < 2; rep++) {
+                char label[160];
+                snprintf(label, sizeof label, "disp chunks: %s (frame %d)", v[i].what, rep);
+                run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, reg ? buf : NULL);
+                if (reg) {
+                    ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].want_parts, "%s: %d parts", label,
+                                  oct_cuda_last_parts(gpu));
+                    ck_assert_msg(oct_cuda_last_deferred(gpu) == v[i].want_defer, "%s: deferred %d", label,
+                                  oct_cuda_last_deferred(gpu));
+                }
+            }
+            oct_products_destroy(out);
+        }
+        if (reg) oct_engine_unregister_host(gpu, buf);
+        oct_engine_destroy(gpu);
+        free(buf);
+        fixture_free(&f);
+    }
+}
+END_TEST
+
 /* Issue 19: a frame's device work as a CUDA graph per slot (setup.cuda.graph,
  * default on) against launch by launch (off) and the float64 reference.
  * Per configuration, two rounds of 6 different frames through the pipeline
@@ -1861,14 +1943,19 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_registered_shared);
-    tcase_add_test(tc, t_parts);
-    tcase_add_test(tc, t_parts_ext);
-    tcase_add_test(tc, t_parts_defer);
     tcase_add_test(tc, t_pipeline_errors);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);
     tcase_add_test(tc, t_issue7_self);
     suite_add_tcase(s, tc);
+    /* the intra-frame pipeline: CK_RUN_CASE=parts runs these alone (issue 19) */
+    TCase *tp = tcase_create("parts");
+    tcase_set_timeout(tp, 300);
+    tcase_add_test(tp, t_parts);
+    tcase_add_test(tp, t_parts_ext);
+    tcase_add_test(tp, t_parts_defer);
+    tcase_add_test(tp, t_disp_chunks);
+    suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */
     TCase *tg = tcase_create("graph");
     tcase_set_timeout(tg, 300);
