@@ -461,14 +461,20 @@ struct SrcCfd {
         return sqrtf(z.x * z.x + z.y * z.y);
     }
 };
+/* bias (NULL = none): a column vector subtracted before |.| (the MSI of
+ * the deferred background correction, PARTS_DEFER) */
 struct SrcGemm {
     const float *C;
     int ncol, nl;
+    const float *bias;
     __device__ __forceinline__ float operator()(long long jl, int s) const
     {
         const float *p = C + jl * ncol + (long long)s * nl;
         float a = 0.0f;
-        for (int li = 0; li < nl; li++) a += fabsf(p[li]);
+        if (bias)
+            for (int li = 0; li < nl; li++) a += fabsf(p[li] - bias[s * nl + li]);
+        else
+            for (int li = 0; li < nl; li++) a += fabsf(p[li]);
         return a;
     }
 };
@@ -500,10 +506,12 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
      * division of every store, which an odd lag count - ws == nl - does not
      * need; that change is not measured yet.) */
     float v[SINK_STAGE_NL];
+    /* bias (PARTS_DEFER's MSI): the GEMM of b - bh, subtracted before |.| */
+    const float *b = src.bias ? src.bias + d0 * nl : NULL;
 #pragma unroll
     for (int q = 0; q < SINK_STAGE_NL; q++) {
         const int i = lane + 32 * q;
-        v[q] = i < n ? p[i] : 0.0f;
+        v[q] = i < n ? (b ? p[i] - b[i] : p[i]) : 0.0f;
     }
     if (ws == nl) { /* odd lag count: the staged layout is the row's own (no division) */
 #pragma unroll

@@ -24,6 +24,14 @@ struct ProdBuf {
 
 enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
 enum { PARTS_MAX = 8 };
+/* Whether cuda.parts_ext 0 (auto) defers the MSI's background with the
+ * CFD's (issue 19; parts_ext 3 always does): see cuda_frame.cuh, PARTS_DEFER.
+ * (A build of a variant with the other default for end-to-end A/B runs may
+ * set it: octd has no key for cuda.parts_ext.) */
+#ifndef OCT_CUDA_DEFER_MSI_AUTO
+#define OCT_CUDA_DEFER_MSI_AUTO 0
+#endif
+enum { DEFER_MSI_AUTO = OCT_CUDA_DEFER_MSI_AUTO };
 
 /* What a captured frame's launches depend on besides the slot (run_device
  * re-captures when any of it differs): the plan (its generations cover the
@@ -200,7 +208,7 @@ struct CudaState {
      * one part's spectra (CFD stream, plan_x's work area) */
     int parts;
     int last_nparts; /* parts of the last submitted frame (oct_cuda_last_parts) */
-    bool last_defer; /* it used PARTS_DEFER (oct_cuda_last_deferred) */
+    int last_defer; /* it used PARTS_DEFER: 1, with the MSI deferred too: 2 (oct_cuda_last_deferred) */
     cufftHandle plan_xp;
     bool have_plan_xp;
     /* deferred background (PARTS_DEFER, see parts_mode): the estimate bh,
@@ -208,6 +216,12 @@ struct CudaState {
      * chain (one spectrum each; own plans and work areas, compute stream) */
     float *d_bhat, *d_cd, *d_cdx, *d_cdk;
     float2 *d_cX, *d_cZ;
+    /* ... and for the MSI: the GEMM output of the whole frame (Cdef_cap
+     * floats; the sink after the last part), d's GEMM operand (3M floats)
+     * and its products with the en-face / all-depth matrices (bias_cap) */
+    float *d_Cdef, *d_cop, *d_bias_enf, *d_bias_full;
+    size_t Cdef_cap, bias_cap;
+    int *d_cbad;
     cufftHandle plan_r1, plan_c1;
     bool have_plan_r1, have_plan_c1;
 
@@ -647,7 +661,8 @@ void free_state(CudaState *s)
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
-                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ};
+                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
+                   s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -858,6 +873,18 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         TRY(dmalloc(s, &s->d_cdk, (size_t)s->M, "the background correction", e));
         TRY(dmalloc(s, &s->d_cX, (size_t)s->K, "the background correction's DFT", e));
         TRY(dmalloc(s, &s->d_cZ, (size_t)s->M, "the background correction's DFT", e));
+        TRY(dmalloc(s, &s->d_cop, (size_t)3 * s->M, "the background correction's MSI operand", e));
+        TRY(dmalloc(s, &s->d_cbad, 1, "a flag", e));
+        int ext = eng->setup.cuda.parts_ext;
+        if (s->R > 0 && (ext == 3 || (ext == 0 && DEFER_MSI_AUTO))) {
+            /* the MSI of the parts into one frame-sized output (at most 256 MiB:
+             * the en-face depths of a volume; all depths only of small ones) */
+            s->bias_cap = (size_t)s->R * GEMM_LAGS_MAX;
+            TRY(dmalloc(s, &s->d_bias_enf, s->bias_cap, "the background correction's MSI", e));
+            TRY(dmalloc(s, &s->d_bias_full, s->bias_cap, "the background correction's MSI", e));
+            s->Cdef_cap = std::min((size_t)s->S * s->bias_cap, (size_t)64 << 20);
+            TRY(dmalloc(s, &s->d_Cdef, s->Cdef_cap, "the MSI GEMM output of a frame", e));
+        }
         FFT(cufftPlan1d(&s->plan_r1, (int)s->M, CUFFT_R2C, 1));
         s->have_plan_r1 = true;
         FFT(cufftSetStream(s->plan_r1, s->s_comp));

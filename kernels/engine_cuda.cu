@@ -254,7 +254,9 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
     sl->nparts = sl->direct_in && parts_mode(eng) != PARTS_OFF ? s->parts : 1;
     s->last_nparts = sl->nparts;
-    s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER;
+    s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER
+                        ? (msi_on(eng) && s->R > 0 && msi_defer_ok(eng) ? 2 : 1)
+                        : 0;
     if (sl->direct_in) {
         size_t pb = s->frame_bytes / sl->nparts; /* S % parts == 0 (create) */
         for (int p = 0; p < sl->nparts; p++) {

@@ -245,7 +245,9 @@ typedef struct oct_cuda_tuning {
      * whole-frame (frame-mean / rolling / FPN) backgrounds: 0 = auto (the
      * CFD's parts with a deferred background correction where it applies,
      * else the background statistics per part; issue 19), 1 = only the
-     * statistics per part (issue 19.3), 2 = off for them (before 19.3) */
+     * statistics per part (issue 19.3), 2 = off for them (before 19.3),
+     * 3 = as 0 with the MSI's background deferred too (each part's MSI
+     * GEMM on arrival, the GEMM of the correction subtracted in its sink) */
     int parts_ext;
     /* issue 19: product sink geometry, enum oct_cuda_sink (0 = tiles) */
     int sink;

@@ -1154,11 +1154,14 @@ END_TEST
  * went through the parts and which path (so a variant that silently fell
  * back would fail).  The last variant has a DC (the mean spectrum) 64x the
  * fringes, where a correction of an un-centred transform would cancel. */
-static void parts_variants(int ext, uint64_t seed)
+/* cuda_setup.cuh's DEFER_MSI_AUTO: whether parts_ext 0 defers the MSI too */
+static const bool k_defer_msi_auto = false;
+
+static void parts_variants(int ext, uint64_t seed, int cfg)
 {
     g_parts = 4;
     g_parts_ext = ext;
-    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
+    const tcase_cfg *c = &g_cfgs[cfg]; /* 0, 9: 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
     fixture f;
     fixture_make(&f, c, seed);
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
@@ -1235,11 +1238,18 @@ static void parts_variants(int ext, uint64_t seed)
             char label[160];
             /* twice: the rolling history then holds two frames (of the same data) */
             for (int rep = 0; rep < 2; rep++) {
-                snprintf(label, sizeof label, "parts_ext %d: %s (frame %d)", ext, v[i].what, rep);
+                snprintf(label, sizeof label, "parts_ext %d, cfg %d: %s (frame %d)", ext, cfg, v[i].what, rep);
                 run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, buf);
                 ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].parts, "%s: %d parts, expected %d", label,
                               oct_cuda_last_parts(gpu), v[i].parts);
-                int want = ext == 0 ? v[i].defer : 0;
+                /* the MSI deferred too: 2 (parts_ext 3, or auto where the
+                 * engine's default does); the CFD only: 1, except where the
+                 * MSI GEMM reads d_x as the CFD does (SGEMM without k-lin):
+                 * no deferral then */
+                bool msi = (v[i].methods & 2) != 0, auto0 = ext == 0;
+                bool mdef = msi && (ext == 3 || (auto0 && k_defer_msi_auto));
+                bool shared_x = c->flags & OCT_SETUP_PLAIN_SGEMM && v[i].klin == OCT_KLIN_OFF;
+                int want = (ext != 0 && ext != 3) || !v[i].defer ? 0 : mdef ? 2 : msi && shared_x ? 0 : 1;
                 ck_assert_msg(oct_cuda_last_deferred(gpu) == want, "%s: deferred %d, expected %d", label,
                               oct_cuda_last_deferred(gpu), want);
             }
@@ -1256,14 +1266,30 @@ static void parts_variants(int ext, uint64_t seed)
 
 START_TEST(t_parts_ext)
 {
-    parts_variants(1, 4713);
+    parts_variants(1, 4713, 0);
 }
 END_TEST
 
-/* Issue 19: the default (parts_ext 0) with the deferred background correction. */
+/* Issue 19: the default (parts_ext 0) with the deferred background
+ * correction, split FP16 (the CFD and the MSI read different operands) and
+ * plain SGEMM (both read d_x: the MSI waits for the exact b, no deferral
+ * without k-lin). */
 START_TEST(t_parts_defer)
 {
-    parts_variants(0, 4714);
+    parts_variants(0, 4714, 0);
+    parts_variants(0, 4715, 9);
+}
+END_TEST
+
+/* Issue 19: parts_ext 3, the MSI deferred too (each part's GEMM into the
+ * frame's output, the GEMM of b - bh subtracted in the sink): split FP16
+ * and plain SGEMM (both read d_x with bh), every product against float64,
+ * the DC variant included (64x the fringes: the correction must not
+ * cancel a DC-sized term). */
+START_TEST(t_parts_defer_msi)
+{
+    parts_variants(3, 4716, 0);
+    parts_variants(3, 4717, 9);
 }
 END_TEST
 
@@ -1954,6 +1980,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tp, t_parts);
     tcase_add_test(tp, t_parts_ext);
     tcase_add_test(tp, t_parts_defer);
+    tcase_add_test(tp, t_parts_defer_msi);
     tcase_add_test(tp, t_disp_chunks);
     suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */

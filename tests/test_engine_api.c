@@ -228,9 +228,9 @@ START_TEST(test_bad_setup)
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.gemm = 4") && strstr(e.msg, "3xfp16"), "'%s'", e.msg);
     s.cuda.gemm = OCT_CUDA_GEMM_3XFP16;
-    s.cuda.parts_ext = 3;
+    s.cuda.parts_ext = 4;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
-    ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 3"), "'%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 4"), "'%s'", e.msg);
     s.cuda.parts_ext = 0;
     s.cuda.sink = 2;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);

@@ -450,7 +450,7 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
         qsort(lat, (size_t)nl, sizeof lat[0], cmp_double);
         lat_p50 = lat[nl / 2], lat_p99 = lat[(int)(0.99 * (nl - 1) + 0.5)];
         printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts%s)\n", w.name,
-               "registered", lat_p50, lat_p99, lat_parts, lat_defer ? ", deferred background" : "");
+               "registered", lat_p50, lat_p99, lat_parts, lat_defer == 2 ? ", deferred background, the MSI too" : lat_defer ? ", deferred background" : "");
         printf("stream %-15s %-10s depth 1: medians: host submit %.3f ms, input copy %.3f ms, device work "
                "after the copy %.3f ms, download %.3f ms; dispersion chunk %lld spectra\n",
                w.name, "registered", st_sub[nl / 2], st_h2d[nl / 2], st_tail[nl / 2], st_d2h[nl / 2],

@@ -109,7 +109,8 @@ static void usage(FILE *f)
             "                           frame-mean/rolling/FPN backgrounds (cuda.parts_ext):\n"
             "                           auto (default: deferred background correction),\n"
             "                           ext (no argument: background statistics per part),\n"
-            "                           off (not with them)\n"
+            "                           off (not with them), msi (as auto, the MSI's\n"
+            "                           background deferred too: its GEMM per part)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
             "  --cuda-disp-chunk N      spectra per dispersion chunk (0 = auto: ~1/3 of L2,\n"
             "                           tiling an intra-frame part exactly)\n"
@@ -236,8 +237,10 @@ int main(int argc, char **argv)
                 o.cuda.parts_ext = 0;
             else if (!strcmp(optarg, "off"))
                 o.cuda.parts_ext = 2;
+            else if (!strcmp(optarg, "msi"))
+                o.cuda.parts_ext = 3;
             else {
-                fprintf(stderr, "octbench: --cuda-parts-ext=%s: must be auto, ext or off\n", optarg);
+                fprintf(stderr, "octbench: --cuda-parts-ext=%s: must be auto, ext, off or msi\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
