@@ -32,6 +32,11 @@ enum { PARTS_MAX = 8 };
 #define OCT_CUDA_DEFER_MSI_AUTO 0
 #endif
 enum { DEFER_MSI_AUTO = OCT_CUDA_DEFER_MSI_AUTO };
+/* Intra-frame pipeline parts of a volume when cuda.parts is 0 (auto); the
+ * same build-time override for A/B runs of octd. */
+#ifndef OCT_CUDA_PARTS_AUTO
+#define OCT_CUDA_PARTS_AUTO 4
+#endif
 
 /* What a captured frame's launches depend on besides the slot (run_device
  * re-captures when any of it differs): the plan (its generations cover the
@@ -800,7 +805,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
      * overrides (tests, benchmarks; 1 = off). */
     {
         const int pe = eng->setup.cuda.parts;
-        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? 4 : 1);
+        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? OCT_CUDA_PARTS_AUTO : 1);
         parts = std::max(1, std::min((int)PARTS_MAX, parts));
         while (parts > 1 && s->S % parts) parts--;
         s->parts = parts;
