@@ -453,6 +453,18 @@ oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb,
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
+    if (s->disp_fused && !s->x_on_comp) {
+        /* one block per spectrum, in place on its bins of d_X (not with
+         * the FFT-path MSI: its masks read d_X on the compute stream) */
+        if (nrows > 0) {
+            disp_fused_kernel<<<(unsigned)nrows, af_threads((uint32_t)s->M), 2 * (size_t)s->M * sizeof(float2), st>>>(
+                s->d_X + jb * s->K, s->K, s->M, s->disp_logM, p->freq_cutoff, s->d_disp, s->d_tw, 1.0f / (float)s->M);
+            LAUNCHED("disp_fused");
+        }
+        if (store) return OCT_OK; /* the bins are in d_X already */
+        SrcDisp src = {s->d_X + jb * s->K, s->K, p->freq_cutoff}; /* row stride K */
+        return launch_sink(st, src, k, MODE_ALL, jb, nrows, 0, e);
+    }
     FFT(cufftSetStream(s->plan_d, st));
     long long nch = (nrows + s->DB - 1) / s->DB;
     long long cs = (nrows + nch - 1) / nch;

@@ -12,6 +12,7 @@
 
 #include "formulas.h"
 #include "plan.h"
+#include "disp_fused.cuh" /* af_disp_row: the fused dispersion chain (issue 19) */
 
 template <typename T> struct Raw;
 template <> struct Raw<uint16_t> {
@@ -303,6 +304,19 @@ __global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int 
     int k = (int)(i % M);
     long long r = i / M;
     Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
+}
+
+/* Dispersion, fused (issue 19, cuda.disp auto; disp_fused.cuh): one block of
+ * af_threads(M) threads per spectrum, 2 M complex of shared memory; in place
+ * on the spectrum's K bins of X (d_X rows): pad, inverse DFT, phase / M, DFT,
+ * the first K bins back. */
+__global__ void disp_fused_kernel(float2 *X, int K, int M, int logM, int F, const float2 *__restrict__ ph,
+                                  const float2 *__restrict__ tw, float invM)
+{
+    extern __shared__ float2 disp_sh[];
+    float2 *row = X + (long long)blockIdx.x * K;
+    af_disp_row(row, (uint32_t)K, (uint32_t)M, (uint32_t)logM, (uint32_t)F, ph, tw, invM, row, disp_sh, threadIdx.x,
+                blockDim.x);
 }
 
 /* Dispersion, step 2: z[n] *= e^(-i theta[n]) / M (the IDFT's 1/M folded in). */

@@ -205,6 +205,11 @@ struct CudaState {
 
     /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
     float2 *d_disp, *d_Z;
+    /* fused chain (cuda.disp auto, M a power of two <= DISP_FUSED_M_MAX):
+     * one block per spectrum, twiddles d_tw (M); else the cuFFT chain */
+    bool disp_fused;
+    int disp_logM;
+    float2 *d_tw;
     bool disp_on;
     long long DB;     /* spectra per dispersion chunk (the plan's batch) */
     cufftHandle plan_d;
@@ -665,7 +670,7 @@ void free_state(CudaState *s)
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
-                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
+                   s->d_disp, s->d_Z, s->d_tw, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
                    s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
                    s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
@@ -799,6 +804,16 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_xp, (size_t)s->S * s->M, "the background-subtracted spectra", e));
     TRY(dmalloc(s, &s->d_xk, (size_t)s->S * s->M, "the k-linearised spectra", e));
     TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
+    s->disp_logM = 0;
+    while ((1ll << s->disp_logM) < s->M) s->disp_logM++;
+    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_AUTO && (1ll << s->disp_logM) == s->M && s->M >= 16 &&
+                    s->M <= (long long)DISP_FUSED_M_MAX;
+    if (s->disp_fused) {
+        std::vector<float2> tw((size_t)s->M);
+        af_twiddles(tw.data(), (uint32_t)s->M);
+        TRY(dmalloc(s, &s->d_tw, (size_t)s->M, "the dispersion FFT's twiddles", e));
+        CU(cudaMemcpy(s->d_tw, tw.data(), (size_t)s->M * sizeof(float2), cudaMemcpyHostToDevice));
+    }
     /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
      * compute of each part starting when it has arrived (latency: DMA +
      * one part's compute instead of DMA + the frame's).  setup.cuda.parts

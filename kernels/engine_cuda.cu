@@ -43,6 +43,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <vector>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -646,6 +647,7 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
 long long oct_cuda_disp_batch(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->DB : 0; }
+int oct_cuda_disp_fused(const oct_engine *eng) { return is_cuda(eng) && ST(eng)->disp_fused && !ST(eng)->x_on_comp; }
 
 void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)
 {

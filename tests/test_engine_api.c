@@ -247,6 +247,10 @@ START_TEST(test_bad_setup)
     s.cuda.disp_chunk = -1;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.disp_chunk = -1"), "'%s'", e.msg);
+    s.cuda.disp_chunk = 0;
+    s.cuda.disp = 2;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.disp = 2") && strstr(e.msg, "cufft"), "'%s'", e.msg);
     free(m);
 }
 END_TEST

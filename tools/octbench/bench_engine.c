@@ -454,8 +454,9 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
                lat_defer == 2 ? ", deferred background, the MSI's too" : lat_defer ? ", deferred background" : "");
         lat_sub = st_sub[nl / 2], lat_h2d = st_h2d[nl / 2], lat_tail = st_tail[nl / 2], lat_d2h = st_d2h[nl / 2];
         printf("stream %-15s %-10s depth 1: medians: host submit %.3f ms, input copy %.3f ms, device work "
-               "after the copy %.3f ms, download %.3f ms; dispersion chunk %lld spectra\n",
-               w.name, "registered", lat_sub, lat_h2d, lat_tail, lat_d2h, oct_cuda_disp_batch(eng));
+               "after the copy %.3f ms, download %.3f ms; dispersion %s, cuFFT chunk %lld spectra\n",
+               w.name, "registered", lat_sub, lat_h2d, lat_tail, lat_d2h,
+               oct_cuda_disp_fused(eng) ? "fused" : "cufft", oct_cuda_disp_batch(eng));
     }
     if (json)
         fprintf(json,
@@ -464,10 +465,11 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
                 "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f,"
                 "\"submit_us\":%.2f,\"latency_p50_ms\":%.4f,\"latency_p99_ms\":%.4f,\"parts\":%d,"
                 "\"deferred\":%d,\"lat_submit_ms\":%.4f,\"lat_h2d_ms\":%.4f,\"lat_after_copy_ms\":%.4f,"
-                "\"lat_d2h_ms\":%.4f,\"disp_chunk\":%lld}\n",
+                "\"lat_d2h_ms\":%.4f,\"disp_chunk\":%lld,\"disp_fused\":%d}\n",
                 w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
                 fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes, lat_p50, lat_p99,
-                lat_parts, lat_defer, lat_sub, lat_h2d, lat_tail, lat_d2h, oct_cuda_disp_batch(eng));
+                lat_parts, lat_defer, lat_sub, lat_h2d, lat_tail, lat_d2h, oct_cuda_disp_batch(eng),
+                oct_cuda_disp_fused(eng));
     rc = 0;
 done:
     while (eng && oct_engine_inflight(eng) > 0) {
