@@ -37,6 +37,10 @@ enum { DEFER_MSI_AUTO = OCT_CUDA_DEFER_MSI_AUTO };
 #ifndef OCT_CUDA_PARTS_AUTO
 #define OCT_CUDA_PARTS_AUTO 4
 #endif
+/* Whether cuda.disp 0 (auto) takes the fused dispersion chain; likewise. */
+#ifndef OCT_CUDA_DISP_FUSED_AUTO
+#define OCT_CUDA_DISP_FUSED_AUTO 1
+#endif
 
 /* What a captured frame's launches depend on besides the slot (run_device
  * re-captures when any of it differs): the plan (its generations cover the
@@ -806,7 +810,8 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
     s->disp_logM = 0;
     while ((1ll << s->disp_logM) < s->M) s->disp_logM++;
-    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_AUTO && (1ll << s->disp_logM) == s->M && s->M >= 16 &&
+    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_AUTO && OCT_CUDA_DISP_FUSED_AUTO &&
+                    (1ll << s->disp_logM) == s->M && s->M >= 16 &&
                     s->M <= (long long)DISP_FUSED_M_MAX;
     if (s->disp_fused) {
         std::vector<float2> tw((size_t)s->M);
