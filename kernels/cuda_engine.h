@@ -48,7 +48,7 @@ int oct_cuda_last_deferred(const oct_engine *eng);
 /* Spectra per dispersion chunk (setup.cuda.disp_chunk, issue 19): the C2C
  * plans' batch; 0 for another backend. */
 long long oct_cuda_disp_batch(const oct_engine *eng);
-/* 1 when the dispersion chain runs fused (cuda.disp auto, disp_fused.cuh),
+/* 1 when the dispersion chain runs fused (cuda.disp fused, disp_fused.cuh),
  * 0 when through cuFFT (or another backend). */
 int oct_cuda_disp_fused(const oct_engine *eng);
 

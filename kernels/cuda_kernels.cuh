@@ -306,7 +306,7 @@ __global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int 
     Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
 }
 
-/* Dispersion, fused (issue 19, cuda.disp auto; disp_fused.cuh): one block of
+/* Dispersion, fused (issue 19, cuda.disp fused; disp_fused.cuh): one block of
  * af_threads(M) threads per spectrum, 2 M complex of shared memory; in place
  * on the spectrum's K bins of X (d_X rows): pad, inverse DFT, phase / M, DFT,
  * the first K bins back. */

@@ -37,10 +37,7 @@ enum { DEFER_MSI_AUTO = OCT_CUDA_DEFER_MSI_AUTO };
 #ifndef OCT_CUDA_PARTS_AUTO
 #define OCT_CUDA_PARTS_AUTO 4
 #endif
-/* Whether cuda.disp 0 (auto) takes the fused dispersion chain; likewise. */
-#ifndef OCT_CUDA_DISP_FUSED_AUTO
-#define OCT_CUDA_DISP_FUSED_AUTO 1
-#endif
+
 
 /* What a captured frame's launches depend on besides the slot (run_device
  * re-captures when any of it differs): the plan (its generations cover the
@@ -209,7 +206,7 @@ struct CudaState {
 
     /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
     float2 *d_disp, *d_Z;
-    /* fused chain (cuda.disp auto, M a power of two <= DISP_FUSED_M_MAX):
+    /* fused chain (cuda.disp fused, M a power of two <= DISP_FUSED_M_MAX):
      * one block per spectrum, twiddles d_tw (M); else the cuFFT chain */
     bool disp_fused;
     int disp_logM;
@@ -810,8 +807,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
     s->disp_logM = 0;
     while ((1ll << s->disp_logM) < s->M) s->disp_logM++;
-    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_AUTO && OCT_CUDA_DISP_FUSED_AUTO &&
-                    (1ll << s->disp_logM) == s->M && s->M >= 16 &&
+    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_FUSED && (1ll << s->disp_logM) == s->M && s->M >= 16 &&
                     s->M <= (long long)DISP_FUSED_M_MAX;
     if (s->disp_fused) {
         std::vector<float2> tw((size_t)s->M);

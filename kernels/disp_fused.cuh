@@ -1,13 +1,17 @@
 /* disp_fused.cuh - the dispersion chain of one spectrum in one thread block
- * (issue 19; cuda.disp = fused, the default where M is a power of two
- * <= DISP_FUSED_M_MAX).
+ * (issue 19; cuda.disp = fused, opt-in, where M is a power of two <=
+ * DISP_FUSED_M_MAX).
  *
  * Why: the cuFFT chain (pad -> C2C inverse -> phase -> C2C forward ->
  * store / sink) moves each spectrum through global memory five times, M
- * complex values each way: ~2.5 GB per 200x192x1024 volume, the largest
- * part of the k-lin + dispersion volume's device time.  Here a block reads
- * the spectrum's K = M/2+1 bins once and writes K bins once; both
+ * complex values each way: ~2.5 GB per 200x192x1024 volume.  Here a block
+ * reads the spectrum's K = M/2+1 bins once and writes K bins once; both
  * transforms run out of shared memory with angio_fused.cuh's Stockham FFT.
+ * Measured (H200, 2026-11-24, volume-klin-disp): slower than cuFFT all the
+ * same (device work after the copy 1.21 vs 1.05 ms; as angio's fused ssada,
+ * 10.95 vs 9.27 ms): this naive FFT (a barrier per radix-4 stage, twiddles
+ * from global memory, 2-way bank conflicts) is compute-bound, not
+ * memory-bound; hence not the default.
  *
  * The same steps as the chain: Z[k] = X[k] for F <= k < K, else 0 (the
  * analytic signal's spectrum); z = IDFT(Z) = conj(DFT(conj Z)) (unscaled,

@@ -662,8 +662,9 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
                              ct->gemm_algo);
     if (ct->graph < 0 || ct->graph > 2)
         return oct_error_set(e, OCT_EINVAL, "cuda.graph = %d: must be 0 (auto), 1 (off) or 2 (on)", ct->graph);
-    if (ct->disp < 0 || ct->disp > 1)
-        return oct_error_set(e, OCT_EINVAL, "cuda.disp = %d: must be 0 (auto: fused) or 1 (cufft)", ct->disp);
+    if (ct->disp < 0 || ct->disp > 2)
+        return oct_error_set(e, OCT_EINVAL, "cuda.disp = %d: must be 0 (auto: cufft), 1 (cufft) or 2 (fused)",
+                             ct->disp);
     if (ct->disp_chunk < 0)
         return oct_error_set(e, OCT_EINVAL, "cuda.disp_chunk = %lld: must be >= 0 (0 = auto)",
                              (long long)ct->disp_chunk);

@@ -264,7 +264,7 @@ typedef struct oct_cuda_tuning {
      * batch): 0 = auto, ~1/3 of the L2 cache of complex spectra, rounded so
      * that the chunks tile an intra-frame part exactly */
     int64_t disp_chunk;
-    /* issue 19: the dispersion chain, enum oct_cuda_disp (0 = auto: fused) */
+    /* issue 19: the dispersion chain, enum oct_cuda_disp (0 = auto: cuFFT) */
     int disp;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
@@ -285,12 +285,15 @@ enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUT
  * intra-frame pipeline's parts, a rolling background, angiography) and
  * OCT_CUDA_GRAPH_OFF launch kernel by kernel, as before (A/B). */
 enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_GRAPH_ON = 2 };
-/* OCT_CUDA_DISP_AUTO (the default): the dispersion chain of a spectrum (pad,
- * inverse FFT, phase, FFT) in one kernel, a thread block per spectrum with
- * a shared-memory FFT, where M is a power of two <= 2048 and the MSI is not
- * on the FFT path; else, and with OCT_CUDA_DISP_CUFFT, four cuFFT / kernel
- * steps per chunk of cuda.disp_chunk spectra (before issue 19; A/B runs). */
-enum oct_cuda_disp { OCT_CUDA_DISP_AUTO = 0, OCT_CUDA_DISP_CUFFT = 1 };
+/* OCT_CUDA_DISP_AUTO (the default) = CUFFT: the dispersion chain (pad,
+ * inverse C2C, phase, forward C2C, store / sink) in cuFFT and kernel steps
+ * per chunk of cuda.disp_chunk spectra.  OCT_CUDA_DISP_FUSED (opt-in): the
+ * chain of a spectrum in one kernel, a thread block per spectrum with a
+ * shared-memory FFT (disp_fused.cuh), where M is a power of two <= 2048 and
+ * the MSI is not on the FFT path; on an H200 (2026-11-24) it moved ~8x less
+ * memory but took longer than cuFFT's (volume-klin-disp: device work after
+ * the copy 1.21 vs 1.05 ms), so it is not the default. */
+enum oct_cuda_disp { OCT_CUDA_DISP_AUTO = 0, OCT_CUDA_DISP_CUFFT = 1, OCT_CUDA_DISP_FUSED = 2 };
 
 typedef struct oct_setup {
     oct_geometry geom;

@@ -263,7 +263,7 @@ static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
 static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) */
 static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
 static long long g_disp_chunk; /* setup.cuda.disp_chunk of make_engine() (0 = auto) */
-static int g_disp;             /* setup.cuda.disp of make_engine() (0 = auto: fused) */
+static int g_disp;             /* setup.cuda.disp of make_engine() (0 = auto: cufft) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -1301,8 +1301,8 @@ START_TEST(t_parts_defer_msi)
 }
 END_TEST
 
-/* Issue 19: the dispersion chain fused (cuda.disp auto: a block per
- * spectrum, disp_fused.cuh) and through cuFFT in chunks (cuda.disp = cufft,
+/* Issue 19: the dispersion chain fused (cuda.disp = fused: a block per
+ * spectrum, disp_fused.cuh) and through cuFFT in chunks (the default,
  * cuda.disp_chunk).  The C2C plans' batch (oct_cuda_disp_batch) is the
  * largest count <= the asked one whose chunks tile a part (or the whole
  * frame) exactly, so no batch transforms rows for a short last chunk; where
@@ -1326,13 +1326,13 @@ START_TEST(t_disp_chunks)
         {0, 4, 1, 13, 12, OCT_BG_REFERENCE, 4, 0, 0, "cufft: volume 240, 4 parts of 60, reference, chunks of 12"},
         {0, 1, 1, 7, 6, OCT_BG_FRAME_MEAN, 1, 0, 0, "cufft: volume 240 whole, chunks of 6"},
         {4, 1, 1, 5, 5, OCT_BG_NONE, 1, 0, 0, "cufft: bscan 37 (prime): 8 chunks of 5, the last of 2"},
-        {0, 4, 1, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 0, "cufft: volume 240, 4 parts, auto: a chunk per part"},
-        {0, 4, 0, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 1, "fused: volume 240, 4 parts, deferred frame mean"},
-        {0, 4, 0, 0, 60, OCT_BG_REFERENCE, 4, 0, 1, "fused: volume 240, 4 parts, reference"},
-        {0, 1, 0, 0, 240, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 240 whole"},
-        {4, 1, 0, 0, 37, OCT_BG_NONE, 1, 0, 1, "fused: bscan 37, M 512"},
-        {8, 1, 0, 0, 96, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 16x6, M 1024 (GEMM-path MSI)"},
-        {2, 1, 0, 0, 240, OCT_BG_NONE, 1, 0, 0, "FFT-path MSI: the cuFFT chain"},
+        {0, 4, 0, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 0, "auto (cufft): volume 240, 4 parts: a chunk per part"},
+        {0, 4, 2, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 1, "fused: volume 240, 4 parts, deferred frame mean"},
+        {0, 4, 2, 0, 60, OCT_BG_REFERENCE, 4, 0, 1, "fused: volume 240, 4 parts, reference"},
+        {0, 1, 2, 0, 240, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 240 whole"},
+        {4, 1, 2, 0, 37, OCT_BG_NONE, 1, 0, 1, "fused: bscan 37, M 512"},
+        {8, 1, 2, 0, 96, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 16x6, M 1024 (GEMM-path MSI)"},
+        {2, 1, 2, 0, 240, OCT_BG_NONE, 1, 0, 0, "fused asked, FFT-path MSI: the cuFFT chain"},
     };
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         tcase_cfg cc = g_cfgs[v[i].cfg];

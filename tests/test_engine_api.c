@@ -248,9 +248,9 @@ START_TEST(test_bad_setup)
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.disp_chunk = -1"), "'%s'", e.msg);
     s.cuda.disp_chunk = 0;
-    s.cuda.disp = 2;
+    s.cuda.disp = 3;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
-    ck_assert_msg(strstr(e.msg, "cuda.disp = 2") && strstr(e.msg, "cufft"), "'%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "cuda.disp = 3") && strstr(e.msg, "fused"), "'%s'", e.msg);
     free(m);
 }
 END_TEST

@@ -112,9 +112,9 @@ static void usage(FILE *f)
             "                           off (not with them), msi (as auto, the MSI's\n"
             "                           background deferred too: its GEMM per part)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
-            "  --cuda-disp fused|cufft  dispersion chain: one kernel per spectrum with a\n"
-            "                           shared-memory FFT (default, M a power of two <= 2048)\n"
-            "                           or cuFFT steps per chunk (before issue 19; A/B runs)\n"
+            "  --cuda-disp cufft|fused  dispersion chain: cuFFT steps per chunk (default) or\n"
+            "                           one kernel per spectrum with a shared-memory FFT (M a\n"
+            "                           power of two <= 2048; slower on an H200: A/B runs)\n"
             "  --cuda-disp-chunk N      spectra per cuFFT dispersion chunk (0 = auto: ~1/3 of\n"
             "                           L2, tiling an intra-frame part exactly)\n"
             "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
@@ -272,10 +272,10 @@ int main(int argc, char **argv)
             break;
         }
         case O_DISP:
-            if (!strcmp(optarg, "fused") || !strcmp(optarg, "auto"))
+            if (!strcmp(optarg, "fused"))
+                o.cuda.disp = OCT_CUDA_DISP_FUSED;
+            else if (!strcmp(optarg, "cufft") || !strcmp(optarg, "auto"))
                 o.cuda.disp = OCT_CUDA_DISP_AUTO;
-            else if (!strcmp(optarg, "cufft"))
-                o.cuda.disp = OCT_CUDA_DISP_CUFFT;
             else {
                 fprintf(stderr, "octbench: --cuda-disp %s: must be fused or cufft\n", optarg);
                 return OCT_EX_USAGE;
