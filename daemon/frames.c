@@ -669,6 +669,9 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .frame_seq = d->processed,
         .epoch = info->epoch,
         .t_acq_ns = info->t_acq_ns,
+        .t_take_ns = review ? 0 : slot->t_take_ns,
+        .t_sub_ns = review ? 0 : slot->t_sub_ns,
+        .t_done_ns = review ? 0 : slot->t_done_ns,
         .params_gen = params_gen,
         .skipped = review ? 0 : info->skipped,
         .torn = review ? 0 : d->torn_since,
@@ -820,6 +823,7 @@ static bool complete_one(octd_frames *g, octd *d, path_lane *L, int timeout_ms)
         log_once(d, what, &e);
         d->skipped++;
     } else {
+        f->slot->t_done_ns = oct_time_realtime_ns();
         if (!f->torn)
             d->proc_err[0] = '\0';
         set_pool_max(L, f->slot); /* host buffers grow on first use */
@@ -1105,6 +1109,8 @@ static oct_err step(octd *d, oct_error *e)
         return OCT_OK;
     }
     g->prof.copied += f->slot->copy_only;
+    f->slot->t_take_ns = f->t_take;
+    f->slot->t_sub_ns = f->slot->t_done_ns = 0;
     f->params_gen = d->applied_gen;
     f->want_f32 = (d->params.products & OCT_PRODUCT_F32) != 0;
     oct_error se;
@@ -1130,6 +1136,7 @@ static oct_err step(octd *d, oct_error *e)
         log_once(d, what, &se);
         return OCT_OK;
     }
+    f->slot->t_sub_ns = oct_time_realtime_ns();
     f->seq = g->dealt++;
     f->lane = L->index;
     f->ticket = f->slot->prod->ticket;

@@ -490,8 +490,6 @@ static bool forward_one(octd_pub *p)
     }
 }
 
-static uint64_t realtime_ns(void);
-
 static uint64_t stat_take(atomic_uint_fast64_t *a) { return atomic_exchange_explicit(a, 0, memory_order_relaxed); }
 
 /* [publish] stats: one line of what both sides did since the last one. */
@@ -510,7 +508,7 @@ static void log_stats(octd_pub *p, double secs)
              "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
              " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
              "idle; %" PRIu64 " subscription changes in all",
-             (double)(realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
+             (double)(oct_time_realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
              frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
              made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
@@ -907,13 +905,6 @@ static int send_part(void *sock, const void *data, size_t len, octd_slot *s, int
     return 0;
 }
 
-static uint64_t realtime_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
                            const char *kind_name, bool f32, uint64_t image_seq, const oct_image *img,
                            const octd_frame_meta *m, const float spacing_um[3])
@@ -930,7 +921,14 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
     octd_json_u64(&j, "image_seq", image_seq);
     octd_json_u64(&j, "epoch", m->epoch);
     octd_json_u64(&j, "t_acq_ns", m->t_acq_ns);
-    octd_json_u64(&j, "t_pub_ns", realtime_ns());
+    /* where the time went (issue 19; only for ring frames) */
+    if (m->t_take_ns)
+        octd_json_u64(&j, "t_take_ns", m->t_take_ns);
+    if (m->t_sub_ns)
+        octd_json_u64(&j, "t_sub_ns", m->t_sub_ns);
+    if (m->t_done_ns)
+        octd_json_u64(&j, "t_done_ns", m->t_done_ns);
+    octd_json_u64(&j, "t_pub_ns", oct_time_realtime_ns());
     octd_json_u32_array(&j, "shape", img->shape, (size_t)(img->ndim > 3 ? 3 : img->ndim));
     octd_json_str(&j, "dtype", f32 ? "f32" : "u8");
     octd_json_i32_array(&j, "indices", img->indices, img->indices ? img->n_indices : 0);
@@ -984,7 +982,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     /* nobody's prefix matches: not built, not sent */
                     p->counts.unwanted++;
                     sent++;
-                    *last_sent_ns = realtime_ns();
+                    *last_sent_ns = oct_time_realtime_ns();
                     continue;
                 }
                 /* topic + 1: the topic; topic[0]: the copy flag on the inproc link */
@@ -1026,7 +1024,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 else if (!pool && bytes >= ZERO_COPY_MIN)
                     atomic_fetch_add_explicit(&p->st_fl_copies, 1, memory_order_relaxed);
                 sent++;
-                *last_sent_ns = realtime_ns();
+                *last_sent_ns = oct_time_realtime_ns();
             }
         }
     }

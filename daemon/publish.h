@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "oct_config.h"
 #include "oct_engine.h"
@@ -18,6 +19,10 @@ typedef struct octd_slot {
     oct_products *prod;
     atomic_int refs;
     bool copy_only; /* its images are sent as copies: ZeroMQ never holds it */
+    /* octd's stamps of the frame in it (CLOCK_REALTIME ns, 0 = none): taken
+     * off the ring, submitted to the engine, completed (products in host
+     * memory); the headers' t_take_ns, t_sub_ns, t_done_ns (issue 19) */
+    uint64_t t_take_ns, t_sub_ns, t_done_ns;
 } octd_slot;
 
 typedef struct octd_pub octd_pub;
@@ -25,6 +30,7 @@ typedef struct octd_pub octd_pub;
 /* What one processed frame's messages say about it. */
 typedef struct octd_frame_meta {
     uint64_t frame_id, frame_seq, epoch, t_acq_ns, params_gen, skipped, torn;
+    uint64_t t_take_ns, t_sub_ns, t_done_ns; /* octd_slot's stamps (0: not sent) */
     bool review;   /* re-processed kept frame */
     bool want_f32; /* the frame's params asked for float32 copies */
     uint32_t averaged; /* registered averages: volumes in the mean ("averaged"; 0: none) */

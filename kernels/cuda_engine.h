@@ -42,8 +42,15 @@ int oct_cuda_gemm_picks(const oct_engine *eng, char *buf, size_t len);
 int oct_cuda_last_parts(const oct_engine *eng);
 /* 1 when the last submitted frame went through the intra-frame pipeline
  * with the deferred background correction (cuda.parts_ext = 0, a
- * whole-frame background, the CFD on), else 0. */
+ * whole-frame background, the CFD on), 2 when its MSI was deferred too
+ * (cuda.parts_ext = 3), else 0. */
 int oct_cuda_last_deferred(const oct_engine *eng);
+/* Spectra per dispersion chunk (setup.cuda.disp_chunk, issue 19): the C2C
+ * plans' batch; 0 for another backend. */
+long long oct_cuda_disp_batch(const oct_engine *eng);
+/* 1 when the dispersion chain runs fused (cuda.disp fused, disp_fused.cuh),
+ * 0 when through cuFFT (or another backend). */
+int oct_cuda_disp_fused(const oct_engine *eng);
 
 /* CUDA graphs of the per-frame device work (setup.cuda.graph, issue 19):
  * frames launched as a graph, graphs captured (one per slot and plan key),

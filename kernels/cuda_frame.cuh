@@ -179,24 +179,46 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  *   the one spectrum d = b - bh is subtracted from every complex spectrum
  *   before |.| (SrcCfdCorr: one memory-bound pass).  Exact up to rounding;
  *   bh keeps the parts' values centred like b, so no DC-sized term cancels.
- *   The MSI (and the background statistics: column sums / FPN segments per
- *   part, as PARTS_BG) converts with the exact b after the last part.  Not
- *   with CMS or angiography (they read the converted spectra), nor where the
- *   MSI GEMM reads d_x while the CFD's parts are in it (SGEMM / TF32 without
- *   k-lin).
+ *   The MSI either converts with the exact b after the last part, or
+ *   (defer_msi: parts_ext 3, or 0 where DEFER_MSI_AUTO) is deferred
+ *   likewise (linear up to its |.|): each part's GEMM into a frame-sized
+ *   output (d_Cdef), the GEMM of d subtracted in the sink (SrcGemm bias),
+ *   so that after the last part only its own CFD and MSI, the sinks and
+ *   the correction remain.  The background statistics (column sums / FPN
+ *   segments) per part as PARTS_BG.  Not with CMS or angiography (they
+ *   read the converted spectra), nor where the MSI GEMM reads d_x while the
+ *   CFD's parts are in it (SGEMM / TF32 without k-lin) unless the MSI is
+ *   deferred too, nor when a deferred MSI's frame output does not fit
+ *   d_Cdef (all depths of a large volume): PARTS_BG there.
  * Off for the FFT-path MSI (or its masks: plan_x on the compute stream
  * shares the CFD plans' work area).  setup.cuda.parts_ext: 0 (default) as
- * above, else PARTS_BG for the whole-frame backgrounds; 2 = off for k-lin,
- * dispersion and the whole-frame backgrounds (before issue 19.3).  With
- * parts, the stage times other than device_ms mix stages (octbench times a
- * replay, which never uses parts). */
+ * above, 1 PARTS_BG for the whole-frame backgrounds, 2 off for k-lin,
+ * dispersion and the whole-frame backgrounds (before issue 19.3), 3 as 0
+ * with the MSI deferred.  With parts, the stage times other than device_ms
+ * mix stages (octbench times a replay, which never uses parts). */
 enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2, PARTS_DEFER = 3 };
+/* The MSI of a PARTS_DEFER frame: GEMM of the parts' operands (converted
+ * with bh) into d_Cdef, the sink after the last part with the GEMM of d
+ * subtracted (SrcGemm bias); needs the frame's GEMM output to fit d_Cdef
+ * (the en-face depths of a volume, not all depths: else PARTS_BG). */
+bool msi_defer_ok(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    int ext = eng->setup.cuda.parts_ext;
+    if (ext != 3 && !(ext == 0 && DEFER_MSI_AUTO)) return false;
+    if (!(msi_on(eng) && s->R > 0) || s->path != OCT_MSI_GEMM || !s->d_Cdef) return false;
+    const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_MSI];
+    size_t nl = (size_t)lag_count(eng);
+    size_t ncol = (pm->full ? (size_t)s->R : (size_t)eng->plan->enface_n[OCT_METHOD_MSI]) * nl;
+    return (size_t)s->R * nl <= s->bias_cap && (size_t)s->S * ncol <= s->Cdef_cap;
+}
 bool defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     if (!cfd_on(eng) || (cms_on(eng) && s->RC > 0) || !s->have_plan_r1 || !s->have_plan_c1) return false;
     bool msi = msi_on(eng) && s->R > 0;
-    if (msi && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false; /* MSI and CFD share d_x */
+    /* MSI and CFD share d_x: only if both take the parts' bh */
+    if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false;
     const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
     for (uint32_t i = 0; i < pm->nlayout; i++)
         if (pm->layout[i].select == OCT_SEL_GROUP) return false; /* angiography reads x~ and d_X */
@@ -216,7 +238,7 @@ int parts_mode(const oct_engine *eng)
     if (s->x_on_comp) return PARTS_OFF;
     if (cfd && (s->klin_T > 0 || s->disp_on) && ext == 2) return PARTS_OFF;
     bool whole = ext != 2; /* the whole-frame backgrounds in parts */
-    int bgm = ext == 0 && defer_ok(eng) ? PARTS_DEFER : PARTS_BG;
+    int bgm = (ext == 0 || ext == 3) && defer_ok(eng) ? PARTS_DEFER : PARTS_BG;
     switch (p->background) {
     case OCT_BG_NONE:
     case OCT_BG_REFERENCE: return PARTS_ALL;
@@ -231,10 +253,31 @@ int parts_mode(const oct_engine *eng)
     }
 }
 
+/* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj): the MSI GEMM
+ * of the engine's kind (split FP16 / split TF32 / SGEMM / TF32). */
+oct_err msi_gemm_into(CudaState *s, const float *A, const float *X, int ncol, long long nj, float *C, oct_error *e)
+{
+    const float one = 1.0f, zero = 0.0f;
+    int kM = s->kM;
+    if (s->h16) {
+        /* split FP16: [hi | lo | hi] . [hi ; hi ; lo] of the scaled
+         * operands, FP32 accumulation; alpha (a power of two) undoes the
+         * scales exactly */
+        const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
+        TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, (const __half *)A, (const __half *)X, C, e));
+    } else if (s->gemm_mode == GEMM_SGEMM)
+        BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, kM, X, kM, &zero, C, ncol));
+    else /* TF32 tensor cores; the split operands are exact TF32 values */
+        TRY(msi_gemm(s, GK_TF32, ncol, (int)nj, kM, &one, A, X, C, e));
+    return OCT_OK;
+}
+
 /* One MSI pass over nrows rows (spectra j0.. or gathered) with nslots depth
- * slots (all R, or the en-face list). */
+ * slots (all R, or the en-face list).  cdef (PARTS_DEFER): the GEMM output
+ * of the rows goes to cdef (rows of the frame) and the sink waits for the
+ * last part (run_device); bias: subtracted before |.| (GEMM path). */
 oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long long nrows, int nh,
-                 oct_error *e)
+                 oct_error *e, float *cdef = NULL, const float *bias = NULL)
 {
     CudaState *s = ST(eng);
     int nl = lag_count(eng);
@@ -249,23 +292,14 @@ oct_err msi_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long
         long long cs_max = std::max(1ll, (long long)(s->C_cap / ncol));
         long long nch = (nrows + cs_max - 1) / cs_max;
         long long cs = (nrows + nch - 1) / nch;
-        const float one = 1.0f, zero = 0.0f;
         for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
             long long nj = std::min(cs, jbase + nrows - j0);
-            /* C (ncol x nj, column-major) = A^T (ncol x kM) * X (kM x nj) */
-            if (s->h16) {
-                /* split FP16: [hi | lo | hi] . [hi ; hi ; lo] of the scaled
-                 * operands, FP32 accumulation; alpha (a power of two) undoes
-                 * the scales exactly */
-                const float alpha = 1.0f / (s->hsc_x * s->hsc_m);
-                const __half *Ah = (const __half *)A, *Xh = (const __half *)X;
-                TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, Ah, Xh + j0 * kM, s->d_C, e));
-            } else if (s->gemm_mode == GEMM_SGEMM)
-                BLAS(cublasSgemm(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A,
-                                 kM, X + j0 * kM, kM, &zero, s->d_C, ncol));
-            else /* TF32 tensor cores; the split operands are exact TF32 values */
-                TRY(msi_gemm(s, GK_TF32, ncol, (int)nj, kM, &one, A, X + j0 * kM, s->d_C, e));
-            SrcGemm src = {s->d_C, ncol, nl};
+            /* X holds __half (split FP16) or floats: offsets in elements */
+            const float *Xj = s->h16 ? (const float *)((const __half *)X + j0 * kM) : X + j0 * kM;
+            float *C = cdef ? cdef + j0 * ncol : s->d_C;
+            TRY(msi_gemm_into(s, A, Xj, ncol, nj, C, e));
+            if (cdef) continue;
+            SrcGemm src = {s->d_C, ncol, nl, bias};
             TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
         }
     } else {
@@ -419,6 +453,18 @@ oct_err disp_rows(oct_engine *eng, cudaStream_t st, const Sink &k, long long jb,
 {
     CudaState *s = ST(eng);
     const oct_params *p = &eng->params;
+    if (s->disp_fused && !s->x_on_comp) {
+        /* one block per spectrum, in place on its bins of d_X (not with
+         * the FFT-path MSI: its masks read d_X on the compute stream) */
+        if (nrows > 0) {
+            disp_fused_kernel<<<(unsigned)nrows, af_threads((uint32_t)s->M), 2 * (size_t)s->M * sizeof(float2), st>>>(
+                s->d_X + jb * s->K, s->K, s->M, s->disp_logM, p->freq_cutoff, s->d_disp, s->d_tw, 1.0f / (float)s->M);
+            LAUNCHED("disp_fused");
+        }
+        if (store) return OCT_OK; /* the bins are in d_X already */
+        SrcDisp src = {s->d_X + jb * s->K, s->K, p->freq_cutoff}; /* row stride K */
+        return launch_sink(st, src, k, MODE_ALL, jb, nrows, 0, e);
+    }
     FFT(cufftSetStream(s->plan_d, st));
     long long nch = (nrows + s->DB - 1) / s->DB;
     long long cs = (nrows + nch - 1) / nch;
@@ -611,6 +657,8 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     int P = replay ? 1 : sl->nparts;
     int pm = P > 1 ? parts_mode(eng) : PARTS_OFF;
     bool defer = pm == PARTS_DEFER;
+    bool mdef = defer && msi && msi_defer_ok(eng); /* the MSI per part too */
+    Sink kmd = {};
     bool sums_done = false;
     bool fpn_parts = (pm == PARTS_BG || defer) && eng->params.background == OCT_BG_FPN;
     /* FPN per part: the segments complete once part p has landed (a segment
@@ -686,6 +734,12 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         long long np = s->S / P;
         Sink kc = make_sink(eng, sl, OCT_METHOD_CFD);
         const float *xc = klin ? s->d_xk : s->d_x;
+        if (mdef) {
+            TRY(prepare_msi(eng, e));
+            kmd = make_sink(eng, sl, OCT_METHOD_MSI);
+        }
+        /* the parts' operands with bh: the CFD's and the MSI's */
+        float *px = !klin || (mdef && !msplit) ? s->d_x : NULL;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
@@ -697,7 +751,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                                                                                s->d_bhat);
                 LAUNCHED("bg_estimate");
             }
-            TRY(convert_to(j0, np, s->d_bhat, klin ? NULL : s->d_x, NULL, NULL, klin ? s->d_xp : NULL, NULL));
+            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin ? s->d_xp : NULL, NULL));
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
             CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
             if (klin) {
@@ -707,6 +761,8 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             }
             FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
             if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
+            if (mdef && (kmd.full || kmd.sub))
+                TRY(msi_pass(eng, kmd, kmd.full ? MODE_ALL : MODE_SUB, j0, np, 0, e, s->d_Cdef));
         }
         sums_done = true;
     } else if (sl->nparts > 1 && pm != PARTS_ALL) {
@@ -760,10 +816,12 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         }
         msi_done = true;
     } else if (defer) {
-        /* the MSI's operands with the exact background (the CFD's inputs
-         * were converted per part with bh) */
-        float *fx = msi && !msplit ? s->d_x : NULL;
-        if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL));
+        if (!mdef) {
+            /* the MSI's operands with the exact background (the CFD's
+             * inputs were converted per part with bh) */
+            float *fx = msi && !msplit ? s->d_x : NULL;
+            if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL));
+        }
         /* the correction: the CFD chain of the one spectrum d = b - bh */
         bg_delta_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(bvec, s->d_bhat, s->d_win, s->M, s->d_cd,
                                                                       s->d_cdx);
@@ -786,6 +844,21 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
         }
         CU(cudaEventRecord(s->ev_corr, s->s_comp));
+        if (mdef) {
+            /* d's MSI operand (the conversion's formula, no background) and
+             * its GEMM with the matrices whose outputs wait in d_Cdef / go
+             * through the cross-section pass */
+            bool h = msplit && s->h16;
+            convert_kernel<float><<<blocks_for(s->M / 4, 256), 256, 0, s->s_comp>>>(
+                s->d_cd, msplit ? NULL : s->d_cop, msplit && !h ? s->d_cop : NULL, NULL, NULL, s->M / 4, s->M, 0,
+                s->d_win, NULL, s->d_cbad, 0, h ? (__half *)s->d_cop : NULL, s->hsc_x);
+            LAUNCHED("convert");
+            int nl = lag_count(eng);
+            if (kmd.full || kmd.xh || kmd.xv)
+                TRY(msi_gemm_into(s, s->d_Bfull, s->d_cop, s->R * nl, 1, s->d_bias_full, e));
+            if (!kmd.full && kmd.sub)
+                TRY(msi_gemm_into(s, s->d_Benf, s->d_cop, kmd.Q * nl, 1, s->d_bias_enf, e));
+        }
     } else {
         TRY(convert(0, s->S));
     }
@@ -845,7 +918,24 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     if (msi) {
         TRY(prepare_msi(eng, e));
         Sink k = make_sink(eng, sl, OCT_METHOD_MSI);
-        if (k.full) {
+        if (mdef) {
+            /* the parts' GEMM outputs in d_Cdef, d's subtracted */
+            int nl = lag_count(eng);
+            if (k.full) {
+                SrcGemm src = {s->d_Cdef, s->R * nl, nl, s->d_bias_full};
+                TRY(launch_sink(s->s_comp, src, k, MODE_ALL, 0, s->S, 0, e));
+            } else {
+                if (k.sub) {
+                    SrcGemm src = {s->d_Cdef, k.Q * nl, nl, s->d_bias_enf};
+                    TRY(launch_sink(s->s_comp, src, k, MODE_SUB, 0, s->S, 0, e));
+                }
+                if (k.xh || k.xv) {
+                    int nh = 0, nv = 0;
+                    TRY(gather_xsec(eng, k.xh, k.xv, &nh, &nv, e));
+                    TRY(msi_pass(eng, k, MODE_XS, 0, nh + nv, nh, e, NULL, s->d_bias_full));
+                }
+            }
+        } else if (k.full) {
             /* every depth of every spectrum: the en-face, confocal and
              * cross-section products come from the same pass */
             if (!msi_done) TRY(msi_pass(eng, k, MODE_ALL, 0, s->S, 0, e));

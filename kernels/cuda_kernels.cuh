@@ -12,6 +12,7 @@
 
 #include "formulas.h"
 #include "plan.h"
+#include "disp_fused.cuh" /* af_disp_row: the fused dispersion chain (issue 19) */
 
 template <typename T> struct Raw;
 template <> struct Raw<uint16_t> {
@@ -305,6 +306,19 @@ __global__ void disp_pad_kernel(const float2 *__restrict__ X, int K, int M, int 
     Z[i] = (k >= F && k < K) ? X[r * K + k] : make_float2(0.0f, 0.0f);
 }
 
+/* Dispersion, fused (issue 19, cuda.disp fused; disp_fused.cuh): one block of
+ * af_threads(M) threads per spectrum, 2 M complex of shared memory; in place
+ * on the spectrum's K bins of X (d_X rows): pad, inverse DFT, phase / M, DFT,
+ * the first K bins back. */
+__global__ void disp_fused_kernel(float2 *X, int K, int M, int logM, int F, const float2 *__restrict__ ph,
+                                  const float2 *__restrict__ tw, float invM)
+{
+    extern __shared__ float2 disp_sh[];
+    float2 *row = X + (long long)blockIdx.x * K;
+    af_disp_row(row, (uint32_t)K, (uint32_t)M, (uint32_t)logM, (uint32_t)F, ph, tw, invM, row, disp_sh, threadIdx.x,
+                blockDim.x);
+}
+
 /* Dispersion, step 2: z[n] *= e^(-i theta[n]) / M (the IDFT's 1/M folded in). */
 __global__ void disp_phase_kernel(float2 *__restrict__ Z, const float2 *__restrict__ ph, int M,
                                   long long nrows, float invM)
@@ -461,14 +475,20 @@ struct SrcCfd {
         return sqrtf(z.x * z.x + z.y * z.y);
     }
 };
+/* bias (NULL = none): a column vector subtracted before |.| (the MSI of
+ * the deferred background correction, PARTS_DEFER) */
 struct SrcGemm {
     const float *C;
     int ncol, nl;
+    const float *bias;
     __device__ __forceinline__ float operator()(long long jl, int s) const
     {
         const float *p = C + jl * ncol + (long long)s * nl;
         float a = 0.0f;
-        for (int li = 0; li < nl; li++) a += fabsf(p[li]);
+        if (bias)
+            for (int li = 0; li < nl; li++) a += fabsf(p[li] - bias[s * nl + li]);
+        else
+            for (int li = 0; li < nl; li++) a += fabsf(p[li]);
         return a;
     }
 };
@@ -500,10 +520,12 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
      * division of every store, which an odd lag count - ws == nl - does not
      * need; that change is not measured yet.) */
     float v[SINK_STAGE_NL];
+    /* bias (PARTS_DEFER's MSI): the GEMM of b - bh, subtracted before |.| */
+    const float *b = src.bias ? src.bias + d0 * nl : NULL;
 #pragma unroll
     for (int q = 0; q < SINK_STAGE_NL; q++) {
         const int i = lane + 32 * q;
-        v[q] = i < n ? p[i] : 0.0f;
+        v[q] = i < n ? (b ? p[i] - b[i] : p[i]) : 0.0f;
     }
     if (ws == nl) { /* odd lag count: the staged layout is the row's own (no division) */
 #pragma unroll

@@ -24,6 +24,20 @@ struct ProdBuf {
 
 enum { EV_START, EV_CONV, EV_CFD, EV_MSI, EV_CMS, EV_PROD, EV_COUNT };
 enum { PARTS_MAX = 8 };
+/* Whether cuda.parts_ext 0 (auto) defers the MSI's background with the
+ * CFD's (issue 19; parts_ext 3 always does): see cuda_frame.cuh, PARTS_DEFER.
+ * (A build of a variant with the other default for end-to-end A/B runs may
+ * set it: octd has no key for cuda.parts_ext.) */
+#ifndef OCT_CUDA_DEFER_MSI_AUTO
+#define OCT_CUDA_DEFER_MSI_AUTO 0
+#endif
+enum { DEFER_MSI_AUTO = OCT_CUDA_DEFER_MSI_AUTO };
+/* Intra-frame pipeline parts of a volume when cuda.parts is 0 (auto); the
+ * same build-time override for A/B runs of octd. */
+#ifndef OCT_CUDA_PARTS_AUTO
+#define OCT_CUDA_PARTS_AUTO 4
+#endif
+
 
 /* What a captured frame's launches depend on besides the slot (run_device
  * re-captures when any of it differs): the plan (its generations cover the
@@ -192,6 +206,11 @@ struct CudaState {
 
     /* dispersion (CFD): e^(-i theta), chunked analytic-signal spectra, C2C plan */
     float2 *d_disp, *d_Z;
+    /* fused chain (cuda.disp fused, M a power of two <= DISP_FUSED_M_MAX):
+     * one block per spectrum, twiddles d_tw (M); else the cuFFT chain */
+    bool disp_fused;
+    int disp_logM;
+    float2 *d_tw;
     bool disp_on;
     long long DB;     /* spectra per dispersion chunk (the plan's batch) */
     cufftHandle plan_d;
@@ -200,7 +219,7 @@ struct CudaState {
      * one part's spectra (CFD stream, plan_x's work area) */
     int parts;
     int last_nparts; /* parts of the last submitted frame (oct_cuda_last_parts) */
-    bool last_defer; /* it used PARTS_DEFER (oct_cuda_last_deferred) */
+    int last_defer; /* it used PARTS_DEFER: 1, with the MSI deferred too: 2 (oct_cuda_last_deferred) */
     cufftHandle plan_xp;
     bool have_plan_xp;
     /* deferred background (PARTS_DEFER, see parts_mode): the estimate bh,
@@ -208,6 +227,12 @@ struct CudaState {
      * chain (one spectrum each; own plans and work areas, compute stream) */
     float *d_bhat, *d_cd, *d_cdx, *d_cdk;
     float2 *d_cX, *d_cZ;
+    /* ... and for the MSI: the GEMM output of the whole frame (Cdef_cap
+     * floats; the sink after the last part), d's GEMM operand (3M floats)
+     * and its products with the en-face / all-depth matrices (bias_cap) */
+    float *d_Cdef, *d_cop, *d_bias_enf, *d_bias_full;
+    size_t Cdef_cap, bias_cap;
+    int *d_cbad;
     cufftHandle plan_r1, plan_c1;
     bool have_plan_r1, have_plan_c1;
 
@@ -646,8 +671,9 @@ void free_state(CudaState *s)
                    s->d_bgsum, s->d_X, s->d_mf, s->d_Mf, s->d_Bfull, s->d_Benf, s->d_C, s->d_Y,
                    s->d_P, s->d_xg, s->d_Xg, s->d_eidx[0], s->d_eidx[1], s->d_eidx[2],
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
-                   s->d_disp, s->d_Z, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
-                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ};
+                   s->d_disp, s->d_Z, s->d_tw, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
+                   s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
+                   s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -682,6 +708,19 @@ void free_state(CudaState *s)
     for (cudaStream_t x : st)
         if (x) WARN_CUDA(cudaStreamDestroy(x));
     free(s);
+}
+
+/* Spectra per dispersion chunk for parts of n spectra and at most cap per
+ * chunk: n / c for the smallest c in [ceil(n / cap), 2 ceil(n / cap)] that
+ * divides n (every chunk a full batch: the plan transforms its whole batch
+ * even for a shorter last chunk), else ceil(n / ceil(n / cap)). */
+long long disp_batch(long long n, long long cap)
+{
+    if (n <= cap) return std::max(1ll, n);
+    long long c0 = (n + cap - 1) / cap;
+    for (long long c = c0; c <= 2 * c0; c++)
+        if (n % c == 0) return n / c;
+    return (n + c0 - 1) / c0;
 }
 
 oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
@@ -766,8 +805,40 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     TRY(dmalloc(s, &s->d_xp, (size_t)s->S * s->M, "the background-subtracted spectra", e));
     TRY(dmalloc(s, &s->d_xk, (size_t)s->S * s->M, "the k-linearised spectra", e));
     TRY(dmalloc(s, &s->d_disp, (size_t)s->M, "the dispersion phase", e));
-    /* dispersion chunk: ~64 MiB of complex spectra */
-    s->DB = std::max(1ll, std::min(s->S, (64ll << 20) / (s->M * (long long)sizeof(float2))));
+    s->disp_logM = 0;
+    while ((1ll << s->disp_logM) < s->M) s->disp_logM++;
+    s->disp_fused = eng->setup.cuda.disp == OCT_CUDA_DISP_FUSED && (1ll << s->disp_logM) == s->M && s->M >= 16 &&
+                    s->M <= (long long)DISP_FUSED_M_MAX;
+    if (s->disp_fused) {
+        std::vector<float2> tw((size_t)s->M);
+        af_twiddles(tw.data(), (uint32_t)s->M);
+        TRY(dmalloc(s, &s->d_tw, (size_t)s->M, "the dispersion FFT's twiddles", e));
+        CU(cudaMemcpy(s->d_tw, tw.data(), (size_t)s->M * sizeof(float2), cudaMemcpyHostToDevice));
+    }
+    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
+     * compute of each part starting when it has arrived (latency: DMA +
+     * one part's compute instead of DMA + the frame's).  setup.cuda.parts
+     * overrides (tests, benchmarks; 1 = off). */
+    {
+        const int pe = eng->setup.cuda.parts;
+        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? OCT_CUDA_PARTS_AUTO : 1);
+        parts = std::max(1, std::min((int)PARTS_MAX, parts));
+        while (parts > 1 && s->S % parts) parts--;
+        s->parts = parts;
+    }
+    /* dispersion chunk (issue 19): its work spectra (pad -> C2C -> phase ->
+     * C2C -> sink / store) stay in L2 (~1/3 of it), and the chunks tile a
+     * part (and so the frame) exactly: the plan's batch is DB spectra,
+     * transformed whole even for a shorter last chunk */
+    {
+        int l2 = 0;
+        CU(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, s->device));
+        long long row = s->M * (long long)sizeof(float2);
+        long long cap = eng->setup.cuda.disp_chunk > 0 ? (long long)eng->setup.cuda.disp_chunk
+                        : l2 > 0                     ? (long long)l2 / 3 / row
+                                                     : (64ll << 20) / row;
+        s->DB = disp_batch(s->S / s->parts, std::max(1ll, cap));
+    }
     TRY(dmalloc(s, &s->d_Z, (size_t)s->DB * s->M, "the dispersion work spectra", e));
     if (s->RC > 0) {
         size_t qn = (size_t)2 * s->RC;
@@ -807,17 +878,6 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     FFT(cufftSetAutoAllocation(s->plan_d, 0));
     FFT(cufftMakePlanMany64(s->plan_d, 1, &n, NULL, 1, n, NULL, 1, n, CUFFT_C2C, s->DB, &wd));
     wx = std::max(wx, wd);
-    /* Intra-frame pipeline for volumes: the frame's DMA in `parts` parts, the
-     * compute of each part starting when it has arrived (latency: DMA +
-     * one part's compute instead of DMA + the frame's).  setup.cuda.parts
-     * overrides (tests, benchmarks; 1 = off). */
-    {
-        const int pe = eng->setup.cuda.parts;
-        int parts = pe > 0 ? pe : (s->L > 1 && s->S >= 4096 ? 4 : 1);
-        parts = std::max(1, std::min((int)PARTS_MAX, parts));
-        while (parts > 1 && s->S % parts) parts--;
-        s->parts = parts;
-    }
     if (s->parts > 1) {
         size_t wp = 0;
         FFT(cufftCreate(&s->plan_xp));
@@ -834,6 +894,18 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         TRY(dmalloc(s, &s->d_cdk, (size_t)s->M, "the background correction", e));
         TRY(dmalloc(s, &s->d_cX, (size_t)s->K, "the background correction's DFT", e));
         TRY(dmalloc(s, &s->d_cZ, (size_t)s->M, "the background correction's DFT", e));
+        TRY(dmalloc(s, &s->d_cop, (size_t)3 * s->M, "the background correction's MSI operand", e));
+        TRY(dmalloc(s, &s->d_cbad, 1, "a flag", e));
+        int ext = eng->setup.cuda.parts_ext;
+        if (s->R > 0 && (ext == 3 || (ext == 0 && DEFER_MSI_AUTO))) {
+            /* the MSI of the parts into one frame-sized output (at most 256 MiB:
+             * the en-face depths of a volume; all depths only of small ones) */
+            s->bias_cap = (size_t)s->R * GEMM_LAGS_MAX;
+            TRY(dmalloc(s, &s->d_bias_enf, s->bias_cap, "the background correction's MSI", e));
+            TRY(dmalloc(s, &s->d_bias_full, s->bias_cap, "the background correction's MSI", e));
+            s->Cdef_cap = std::min((size_t)s->S * s->bias_cap, (size_t)64 << 20);
+            TRY(dmalloc(s, &s->d_Cdef, s->Cdef_cap, "the MSI GEMM output of a frame", e));
+        }
         FFT(cufftPlan1d(&s->plan_r1, (int)s->M, CUFFT_R2C, 1));
         s->have_plan_r1 = true;
         FFT(cufftSetStream(s->plan_r1, s->s_comp));

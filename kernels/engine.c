@@ -652,8 +652,8 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->parts < 0 || ct->parts > 8)
         return oct_error_set(e, OCT_EINVAL, "cuda.parts = %d: must be in [0, 8] (0 = auto, 1 = off)",
                              ct->parts);
-    if (ct->parts_ext < 0 || ct->parts_ext > 2)
-        return oct_error_set(e, OCT_EINVAL, "cuda.parts_ext = %d: must be 0 (auto), 1 (ext) or 2 (off)",
+    if (ct->parts_ext < 0 || ct->parts_ext > 3)
+        return oct_error_set(e, OCT_EINVAL, "cuda.parts_ext = %d: must be 0 (auto), 1 (ext), 2 (off) or 3 (msi)",
                              ct->parts_ext);
     if (ct->sink < 0 || ct->sink > 1)
         return oct_error_set(e, OCT_EINVAL, "cuda.sink = %d: must be 0 (tile) or 1 (warp)", ct->sink);
@@ -662,6 +662,12 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
                              ct->gemm_algo);
     if (ct->graph < 0 || ct->graph > 2)
         return oct_error_set(e, OCT_EINVAL, "cuda.graph = %d: must be 0 (auto), 1 (off) or 2 (on)", ct->graph);
+    if (ct->disp < 0 || ct->disp > 2)
+        return oct_error_set(e, OCT_EINVAL, "cuda.disp = %d: must be 0 (auto: cufft), 1 (cufft) or 2 (fused)",
+                             ct->disp);
+    if (ct->disp_chunk < 0)
+        return oct_error_set(e, OCT_EINVAL, "cuda.disp_chunk = %lld: must be >= 0 (0 = auto)",
+                             (long long)ct->disp_chunk);
     if (ct->c2r_batch < 0 || !isfinite(ct->gemm_chunk_mb))
         return oct_error_set(e, OCT_EINVAL, "cuda.c2r_batch = %lld, cuda.gemm_chunk_mb = %g: the "
                              "batch must be >= 0, the chunk finite", (long long)ct->c2r_batch,

@@ -43,6 +43,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <vector>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -254,7 +255,9 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
     sl->nparts = sl->direct_in && parts_mode(eng) != PARTS_OFF ? s->parts : 1;
     s->last_nparts = sl->nparts;
-    s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER;
+    s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER
+                        ? (msi_on(eng) && s->R > 0 && msi_defer_ok(eng) ? 2 : 1)
+                        : 0;
     if (sl->direct_in) {
         size_t pb = s->frame_bytes / sl->nparts; /* S % parts == 0 (create) */
         for (int p = 0; p < sl->nparts; p++) {
@@ -370,6 +373,7 @@ oct_err cuda_complete(oct_engine *eng, oct_products **done, int timeout_ms, oct_
     t->h2d_ms = ev_ms(sl->ev_h2d0, sl->ev_h2d1);
     device_times(sl, t);
     t->d2h_ms = ev_ms(sl->ev_d2h0, sl->ev_d2h1);
+    t->tail_ms = ev_ms(sl->ev_h2d1, sl->ev[EV_PROD]);
     t->total_ms = oct_now_ms() - sl->t_submit;
     return OCT_OK;
 }
@@ -642,6 +646,8 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
+long long oct_cuda_disp_batch(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->DB : 0; }
+int oct_cuda_disp_fused(const oct_engine *eng) { return is_cuda(eng) && ST(eng)->disp_fused && !ST(eng)->x_on_comp; }
 
 void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)
 {

@@ -245,7 +245,9 @@ typedef struct oct_cuda_tuning {
      * whole-frame (frame-mean / rolling / FPN) backgrounds: 0 = auto (the
      * CFD's parts with a deferred background correction where it applies,
      * else the background statistics per part; issue 19), 1 = only the
-     * statistics per part (issue 19.3), 2 = off for them (before 19.3) */
+     * statistics per part (issue 19.3), 2 = off for them (before 19.3),
+     * 3 = as 0 with the MSI's background deferred too (each part's MSI
+     * GEMM on arrival, the GEMM of the correction subtracted in its sink) */
     int parts_ext;
     /* issue 19: product sink geometry, enum oct_cuda_sink (0 = tiles) */
     int sink;
@@ -258,6 +260,12 @@ typedef struct oct_cuda_tuning {
     int64_t angio_chunk;   /* angiography chunk in spectra (whole groups): 0 = ~32 k */
     /* issue 19: the per-frame device work as a CUDA graph, enum oct_cuda_graph (0 = auto) */
     int graph;
+    /* issue 19: spectra per dispersion chunk (pad, C2C, phase, C2C in one
+     * batch): 0 = auto, ~1/3 of the L2 cache of complex spectra, rounded so
+     * that the chunks tile an intra-frame part exactly */
+    int64_t disp_chunk;
+    /* issue 19: the dispersion chain, enum oct_cuda_disp (0 = auto: cuFFT) */
+    int disp;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
@@ -277,6 +285,15 @@ enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUT
  * intra-frame pipeline's parts, a rolling background, angiography) and
  * OCT_CUDA_GRAPH_OFF launch kernel by kernel, as before (A/B). */
 enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_GRAPH_ON = 2 };
+/* OCT_CUDA_DISP_AUTO (the default) = CUFFT: the dispersion chain (pad,
+ * inverse C2C, phase, forward C2C, store / sink) in cuFFT and kernel steps
+ * per chunk of cuda.disp_chunk spectra.  OCT_CUDA_DISP_FUSED (opt-in): the
+ * chain of a spectrum in one kernel, a thread block per spectrum with a
+ * shared-memory FFT (disp_fused.cuh), where M is a power of two <= 2048 and
+ * the MSI is not on the FFT path; on an H200 (2026-11-24) it moved ~8x less
+ * memory but took longer than cuFFT's (volume-klin-disp: device work after
+ * the copy 1.21 vs 1.05 ms), so it is not the default. */
+enum oct_cuda_disp { OCT_CUDA_DISP_AUTO = 0, OCT_CUDA_DISP_CUFFT = 1, OCT_CUDA_DISP_FUSED = 2 };
 
 typedef struct oct_setup {
     oct_geometry geom;
@@ -482,6 +499,8 @@ typedef struct oct_stage_times {
     double total_ms;     /* whole oct_engine_process() call */
     double device_ms;    /* CUDA: device time without the copies (events); CPU: = total */
     double convert_bytes; /* CUDA: device memory the conversion stage read + wrote (0 on CPU) */
+    double tail_ms;      /* CUDA: from the end of the input copy to the products' end on the
+                          * device: the work the copy does not hide (0 on CPU) */
 } oct_stage_times;
 void oct_engine_stage_times(const oct_engine *eng, oct_stage_times *t);
 

@@ -269,6 +269,7 @@ path, epoch, gen, M, N, L, R = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), 
 want = sys.argv[8]  # kind/method
 hs = [json.loads(l) for l in open(path) if l.startswith("{")]
 assert hs, "no header line"
+assert any(h.get("mode") == "online" for h in hs), "no ring frame's header"
 fields = ["htype", "topic", "kind", "method", "frame_id", "frame_seq", "image_seq", "epoch",
           "t_acq_ns", "t_pub_ns", "shape", "dtype", "indices", "params_gen", "skipped", "torn"]
 now = time.time_ns()
@@ -285,6 +286,9 @@ for h in hs:
         assert isinstance(h[f], int) and h[f] >= 0, (f, h[f])
     assert h["frame_seq"] > 0 and 0 < h["params_gen"] <= gen, (h["frame_seq"], h["params_gen"], gen)
     assert 0 < h["t_acq_ns"] <= h["t_pub_ns"] <= now and now - h["t_pub_ns"] < 60e9, (h["t_acq_ns"], h["t_pub_ns"])
+    if h["mode"] == "online":  # issue 19: octd's stamps of a ring frame, in order
+        st = [h[f] for f in ("t_acq_ns", "t_take_ns", "t_sub_ns", "t_done_ns", "t_pub_ns")]
+        assert st == sorted(st), (h["topic"], st)
     assert h["torn"] == 0, h["torn"]
     D = M // 2 + 1 if h["method"] == "cfd" else R  # depths: CFD 0..M/2, MSI one per mask
     if h["kind"] == "bscan":

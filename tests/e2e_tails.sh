@@ -28,6 +28,15 @@ grep -q '^# tails volume-klin-disp: p99 over the runs min .* runs with p99 <= 4 
 grep -q '^# tails volume-klin-disp: all [0-9]* frames: p50 .* p99.9 .* max' "$TMP/out.txt" || fail "no distribution"
 grep -q '^# tails volume-klin-disp: frames per latency bucket: 0-1 ms: [0-9]' "$TMP/out.txt" || fail "no buckets"
 grep -q '"part":"e2e-tails","workload":"volume-klin-disp".*"runs":2' "$TMP/t.json" || fail "no tails JSON line"
+# issue 19: where the latency went, from octd's header stamps (t_take_ns, t_sub_ns, t_done_ns)
+grep -q "^# stages volume-klin-disp ([1-9][0-9]* frames with octd's stamps" "$TMP/out.txt" || fail "no stages header"
+for st in 'commit->take' 'take->submitted' 'submitted->done' 'done->published' 'published->received'; do
+    awk -v s="$st" '$3 == "volume-klin-disp:" && $4 == s && NF == 8 { ok = 1 } END { exit !ok }' "$TMP/out.txt" ||
+        fail "no stage row $st"
+done
+# the engine's stage is never empty (the frame was computed between the two stamps)
+awk '$4 == "submitted->done" && $5 + 0 > 0 { ok = 1 } END { exit !ok }' "$TMP/out.txt" || fail "submitted->done p50 is 0"
+grep -q '"part":"e2e-stages","workload":"volume-klin-disp","frames":[1-9]' "$TMP/t.json" || fail "no stages JSON line"
 echo "ok   --only volume-klin-disp --runs 2: $(grep '^# tails volume-klin-disp: p99 over' "$TMP/out.txt" | cut -c3-)"
 
 out=$(timeout 20 "$BIN/octbench" --e2e --quick --backend cpu --only volume --runs 2 2>&1) &&

@@ -35,6 +35,12 @@
 #ifdef OCT_HAVE_CUDA
 #include "cuda_engine.h"
 #endif
+/* the fused dispersion kernel's body (issue 19), run here by pthreads with
+ * a barrier for __syncthreads (one thread: a barrier of one) */
+#include <pthread.h>
+static pthread_barrier_t af_barrier;
+#define AF_SYNC() pthread_barrier_wait(&af_barrier)
+#include "disp_fused.cuh"
 
 static char g_skip_reason[600];
 
@@ -256,6 +262,8 @@ static int g_gemm;      /* setup.cuda.gemm of make_engine() (0 = the engine's ch
 static int g_sink;      /* setup.cuda.sink of make_engine() (0 = tiles) */
 static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) */
 static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
+static long long g_disp_chunk; /* setup.cuda.disp_chunk of make_engine() (0 = auto) */
+static int g_disp;             /* setup.cuda.disp of make_engine() (0 = auto: cufft) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -335,6 +343,8 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.sink = g_sink;
     s.cuda.gemm_algo = g_gemm_algo;
     s.cuda.graph = g_graph;
+    s.cuda.disp_chunk = g_disp_chunk;
+    s.cuda.disp = g_disp;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -1152,11 +1162,14 @@ END_TEST
  * went through the parts and which path (so a variant that silently fell
  * back would fail).  The last variant has a DC (the mean spectrum) 64x the
  * fringes, where a correction of an un-centred transform would cancel. */
-static void parts_variants(int ext, uint64_t seed)
+/* cuda_setup.cuh's DEFER_MSI_AUTO: whether parts_ext 0 defers the MSI too */
+static const bool k_defer_msi_auto = false;
+
+static void parts_variants(int ext, uint64_t seed, int cfg)
 {
     g_parts = 4;
     g_parts_ext = ext;
-    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
+    const tcase_cfg *c = &g_cfgs[cfg]; /* 0, 9: 256 x 20 x 12 u16: 240 spectra, 4 parts of 60 */
     fixture f;
     fixture_make(&f, c, seed);
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
@@ -1233,11 +1246,18 @@ static void parts_variants(int ext, uint64_t seed)
             char label[160];
             /* twice: the rolling history then holds two frames (of the same data) */
             for (int rep = 0; rep < 2; rep++) {
-                snprintf(label, sizeof label, "parts_ext %d: %s (frame %d)", ext, v[i].what, rep);
+                snprintf(label, sizeof label, "parts_ext %d, cfg %d: %s (frame %d)", ext, cfg, v[i].what, rep);
                 run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, buf);
                 ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].parts, "%s: %d parts, expected %d", label,
                               oct_cuda_last_parts(gpu), v[i].parts);
-                int want = ext == 0 ? v[i].defer : 0;
+                /* the MSI deferred too: 2 (parts_ext 3, or auto where the
+                 * engine's default does); the CFD only: 1, except where the
+                 * MSI GEMM reads d_x as the CFD does (SGEMM without k-lin):
+                 * no deferral then */
+                bool msi = (v[i].methods & 2) != 0, auto0 = ext == 0;
+                bool mdef = msi && (ext == 3 || (auto0 && k_defer_msi_auto));
+                bool shared_x = c->flags & OCT_SETUP_PLAIN_SGEMM && v[i].klin == OCT_KLIN_OFF;
+                int want = (ext != 0 && ext != 3) || !v[i].defer ? 0 : mdef ? 2 : msi && shared_x ? 0 : 1;
                 ck_assert_msg(oct_cuda_last_deferred(gpu) == want, "%s: deferred %d, expected %d", label,
                               oct_cuda_last_deferred(gpu), want);
             }
@@ -1254,14 +1274,127 @@ static void parts_variants(int ext, uint64_t seed)
 
 START_TEST(t_parts_ext)
 {
-    parts_variants(1, 4713);
+    parts_variants(1, 4713, 0);
 }
 END_TEST
 
-/* Issue 19: the default (parts_ext 0) with the deferred background correction. */
+/* Issue 19: the default (parts_ext 0) with the deferred background
+ * correction, split FP16 (the CFD and the MSI read different operands) and
+ * plain SGEMM (both read d_x: the MSI waits for the exact b, no deferral
+ * without k-lin). */
 START_TEST(t_parts_defer)
 {
-    parts_variants(0, 4714);
+    parts_variants(0, 4714, 0);
+    parts_variants(0, 4715, 9);
+}
+END_TEST
+
+/* Issue 19: parts_ext 3, the MSI deferred too (each part's GEMM into the
+ * frame's output, the GEMM of b - bh subtracted in the sink): split FP16
+ * and plain SGEMM (both read d_x with bh), every product against float64,
+ * the DC variant included (64x the fringes: the correction must not
+ * cancel a DC-sized term). */
+START_TEST(t_parts_defer_msi)
+{
+    parts_variants(3, 4716, 0);
+    parts_variants(3, 4717, 9);
+}
+END_TEST
+
+/* Issue 19: the dispersion chain fused (cuda.disp = fused: a block per
+ * spectrum, disp_fused.cuh) and through cuFFT in chunks (the default,
+ * cuda.disp_chunk).  The C2C plans' batch (oct_cuda_disp_batch) is the
+ * largest count <= the asked one whose chunks tile a part (or the whole
+ * frame) exactly, so no batch transforms rows for a short last chunk; where
+ * no divisor is near (37 spectra) the chunks are as before, the last one
+ * short (its stale rows never read).  The fused path: deferred parts,
+ * parts with a reference, the whole frame (CUDA graph), a B-scan of 37,
+ * and the FFT-path MSI, which keeps the cuFFT chain.  Per case two frames
+ * (the second whole frame goes through the CUDA graph), every product
+ * against the float64 reference; the parts and the deferred path as
+ * expected. */
+START_TEST(t_disp_chunks)
+{
+    static const struct {
+        int cfg, parts, disp;
+        long long chunk, want_db;
+        uint32_t bg;
+        int want_parts, want_defer, want_fused;
+        const char *what;
+    } v[] = {
+        {0, 4, 1, 7, 6, OCT_BG_FRAME_MEAN, 4, 1, 0, "cufft: volume 240, 4 parts of 60, deferred frame mean, chunks of 6"},
+        {0, 4, 1, 13, 12, OCT_BG_REFERENCE, 4, 0, 0, "cufft: volume 240, 4 parts of 60, reference, chunks of 12"},
+        {0, 1, 1, 7, 6, OCT_BG_FRAME_MEAN, 1, 0, 0, "cufft: volume 240 whole, chunks of 6"},
+        {4, 1, 1, 5, 5, OCT_BG_NONE, 1, 0, 0, "cufft: bscan 37 (prime): 8 chunks of 5, the last of 2"},
+        {0, 4, 0, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 0, "auto (cufft): volume 240, 4 parts: a chunk per part"},
+        {0, 4, 2, 0, 60, OCT_BG_FRAME_MEAN, 4, 1, 1, "fused: volume 240, 4 parts, deferred frame mean"},
+        {0, 4, 2, 0, 60, OCT_BG_REFERENCE, 4, 0, 1, "fused: volume 240, 4 parts, reference"},
+        {0, 1, 2, 0, 240, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 240 whole"},
+        {4, 1, 2, 0, 37, OCT_BG_NONE, 1, 0, 1, "fused: bscan 37, M 512"},
+        {8, 1, 2, 0, 96, OCT_BG_FRAME_MEAN, 1, 0, 1, "fused: volume 16x6, M 1024 (GEMM-path MSI)"},
+        {2, 1, 2, 0, 240, OCT_BG_NONE, 1, 0, 0, "fused asked, FFT-path MSI: the cuFFT chain"},
+    };
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        tcase_cfg cc = g_cfgs[v[i].cfg];
+        if (cc.path == OCT_MSI_AUTO)
+            cc.path = OCT_MSI_GEMM; /* the planner's pick would decide the expected path */
+        const tcase_cfg *c = &cc;
+        fixture f;
+        fixture_make(&f, c, 4720 + i);
+        g_parts = v[i].parts;
+        g_disp_chunk = v[i].chunk;
+        g_disp = v[i].disp;
+        oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+        g_parts = 0;
+        g_disp_chunk = 0;
+        g_disp = 0;
+        ck_assert_msg(oct_cuda_disp_batch(gpu) == v[i].want_db, "%s: dispersion batch %lld, expected %lld",
+                      v[i].what, oct_cuda_disp_batch(gpu), v[i].want_db);
+        ck_assert_msg(oct_cuda_disp_fused(gpu) == v[i].want_fused, "%s: fused %d, expected %d", v[i].what,
+                      oct_cuda_disp_fused(gpu), v[i].want_fused);
+        const uint32_t M = c->g.samples;
+        size_t total = (f.bytes + 4095) & ~(size_t)4095;
+        uint8_t *buf = NULL;
+        ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+        memcpy(buf, f.frame, f.bytes);
+        oct_error e = {{0}};
+        bool reg = v[i].parts > 1;
+        if (reg) {
+            oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+            ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+            if (err != OCT_OK) {
+                printf("cuda: t_disp_chunks: register_host: %s (parts not exercised)\n", e.msg);
+                reg = false;
+            }
+        }
+        if (v[i].parts == 1 || reg) {
+            oct_params p = f.p;
+            p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
+            p.background = v[i].bg;
+            p.klin = OCT_KLIN_SINC, p.klin_taps = 21, p.klin_source = OCT_KLIN_POLY;
+            p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+            p.disp_a2 = 30.0f, p.disp_a3 = -20.0f, p.disp_k0 = 0.45f;
+            p.products = OCT_PRODUCTS_KNOWN;
+            ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+            oct_products *out = oct_products_create();
+            for (int rep = 0; rep < 2; rep++) {
+                char label[160];
+                snprintf(label, sizeof label, "disp chunks: %s (frame %d)", v[i].what, rep);
+                run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, reg ? buf : NULL);
+                if (reg) {
+                    ck_assert_msg(oct_cuda_last_parts(gpu) == v[i].want_parts, "%s: %d parts", label,
+                                  oct_cuda_last_parts(gpu));
+                    ck_assert_msg(oct_cuda_last_deferred(gpu) == v[i].want_defer, "%s: deferred %d", label,
+                                  oct_cuda_last_deferred(gpu));
+                }
+            }
+            oct_products_destroy(out);
+        }
+        if (reg) oct_engine_unregister_host(gpu, buf);
+        oct_engine_destroy(gpu);
+        free(buf);
+        fixture_free(&f);
+    }
 }
 END_TEST
 
@@ -1861,14 +1994,20 @@ static Suite *cuda_suite(void)
     tcase_add_loop_test(tc, t_pipeline, 0, 3);
     tcase_add_test(tc, t_registered);
     tcase_add_test(tc, t_registered_shared);
-    tcase_add_test(tc, t_parts);
-    tcase_add_test(tc, t_parts_ext);
-    tcase_add_test(tc, t_parts_defer);
     tcase_add_test(tc, t_pipeline_errors);
     tcase_add_loop_test(tc, t_issue7_agree, 0, N_I7);
     tcase_add_test(tc, t_issue7_rolling_reject);
     tcase_add_test(tc, t_issue7_self);
     suite_add_tcase(s, tc);
+    /* the intra-frame pipeline: CK_RUN_CASE=parts runs these alone (issue 19) */
+    TCase *tp = tcase_create("parts");
+    tcase_set_timeout(tp, 300);
+    tcase_add_test(tp, t_parts);
+    tcase_add_test(tp, t_parts_ext);
+    tcase_add_test(tp, t_parts_defer);
+    tcase_add_test(tp, t_parts_defer_msi);
+    tcase_add_test(tp, t_disp_chunks);
+    suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */
     TCase *tg = tcase_create("graph");
     tcase_set_timeout(tg, 300);
@@ -1877,6 +2016,122 @@ static Suite *cuda_suite(void)
     return s;
 }
 #endif /* OCT_HAVE_CUDA */
+
+/* ---- the fused dispersion chain on the host (no GPU needed) ---- */
+typedef struct disp_block {
+    const af_c *x, *ph, *tw;
+    uint32_t K, M, logM, F, rows, tid, T;
+    af_c *out, *sh;
+} disp_block;
+
+static void *disp_thread(void *arg)
+{
+    const disp_block *b = arg;
+    for (uint32_t r = 0; r < b->rows; r++) {
+        /* in place for odd rows (as the engine), out of place for even */
+        const af_c *x = b->x + (size_t)r * b->K;
+        af_c *o = b->out + (size_t)r * b->K;
+        af_disp_row(r & 1 ? o : x, b->K, b->M, b->logM, b->F, b->ph, b->tw, 1.0f / (float)b->M, o, b->sh,
+                    b->tid, b->T);
+        pthread_barrier_wait(&af_barrier); /* block boundary: the next row reuses sh */
+    }
+    return NULL;
+}
+
+/* Issue 19: af_disp_row (kernels/disp_fused.cuh: pad with the cut-off ->
+ * inverse DFT -> e^(-i theta) / M -> DFT -> the first K bins, both
+ * transforms a shared-memory Stockham FFT) against the float64 DFTs written
+ * out, with one thread and with a "block" of the kernel's thread count (at
+ * most 64 pthreads, AF_SYNC a barrier: a missing barrier shows as wrong
+ * bins); odd and even log2 M, cut-off 0 and 5, in place and not.  Relative
+ * L2 over all bins within SPEC 7's fp32 tolerance. */
+START_TEST(t_disp_fused_host)
+{
+    static const uint32_t Ms[] = {64, 128, 512, 1024, 2048};
+    tu_rng rng;
+    tu_rng_seed(&rng, 4730);
+    for (size_t mi = 0; mi < sizeof Ms / sizeof Ms[0]; mi++) {
+        const uint32_t M = Ms[mi], K = M / 2 + 1, rows = 3;
+        uint32_t logM = 0;
+        while ((1u << logM) < M)
+            logM++;
+        af_c *x = malloc(sizeof(af_c) * K * rows), *ph = malloc(sizeof(af_c) * M), *tw = malloc(sizeof(af_c) * M);
+        af_c *got = malloc(sizeof(af_c) * K * rows), *sh = malloc(sizeof(af_c) * 2 * M);
+        double *zr = malloc(sizeof(double) * 2 * M), *ref = malloc(sizeof(double) * 2 * K * rows);
+        ck_assert(x && ph && tw && got && sh && zr && ref);
+        for (uint32_t i = 0; i < K * rows; i++)
+            x[i] = af_make((float)(tu_rng_uniform(&rng) - 0.5), (float)(tu_rng_uniform(&rng) - 0.5));
+        for (uint32_t n = 0; n < M; n++) { /* a dispersion-like phase: a2 (n/M - 1/2)^2 + a3 (.)^3 */
+            double u = (double)n / M - 0.5, th = 40.0 * u * u + 5.0 * u * u * u;
+            ph[n] = af_make((float)cos(th), (float)-sin(th));
+        }
+        af_twiddles(tw, M);
+        for (uint32_t F = 0; F <= 5; F += 5) {
+            for (uint32_t r = 0; r < rows; r++) { /* float64 reference of row r */
+                const af_c *xr = x + (size_t)r * K;
+                for (uint32_t n = 0; n < M; n++) {
+                    double re = 0, im = 0;
+                    for (uint32_t k = F; k < K; k++) {
+                        double a = 2.0 * M_PI * (double)((uint64_t)k * n % M) / M;
+                        re += xr[k].x * cos(a) - xr[k].y * sin(a);
+                        im += xr[k].x * sin(a) + xr[k].y * cos(a);
+                    }
+                    double cr = ph[n].x, ci = ph[n].y;
+                    zr[2 * n] = (re * cr - im * ci) / M;
+                    zr[2 * n + 1] = (re * ci + im * cr) / M;
+                }
+                for (uint32_t k = 0; k < K; k++) {
+                    double re = 0, im = 0;
+                    for (uint32_t n = 0; n < M; n++) {
+                        double a = -2.0 * M_PI * (double)((uint64_t)k * n % M) / M;
+                        re += zr[2 * n] * cos(a) - zr[2 * n + 1] * sin(a);
+                        im += zr[2 * n] * sin(a) + zr[2 * n + 1] * cos(a);
+                    }
+                    ref[2 * ((size_t)r * K + k)] = re;
+                    ref[2 * ((size_t)r * K + k) + 1] = im;
+                }
+            }
+            for (int run = 0; run < 2; run++) {
+                const uint32_t T = run ? (af_threads(M) < 64 ? af_threads(M) : 64) : 1;
+                pthread_t th[64];
+                disp_block b[64];
+                memcpy(got, x, sizeof(af_c) * K * rows); /* the in-place rows read their input here */
+                ck_assert_int_eq(pthread_barrier_init(&af_barrier, NULL, T), 0);
+                for (uint32_t t = 0; t < T; t++) {
+                    b[t] = (disp_block){x, ph, tw, K, M, logM, F, rows, t, T, got, sh};
+                    ck_assert_int_eq(pthread_create(&th[t], NULL, disp_thread, &b[t]), 0);
+                }
+                for (uint32_t t = 0; t < T; t++)
+                    pthread_join(th[t], NULL);
+                pthread_barrier_destroy(&af_barrier);
+                double num = 0, den = 0;
+                for (size_t i = 0; i < (size_t)K * rows; i++) {
+                    double dr = got[i].x - ref[2 * i], di = got[i].y - ref[2 * i + 1];
+                    num += dr * dr + di * di;
+                    den += ref[2 * i] * ref[2 * i] + ref[2 * i + 1] * ref[2 * i + 1];
+                }
+                double rel = sqrt(num / den);
+                ck_assert_msg(den > 0 && rel <= TU_TOL_FP32,
+                              "fused dispersion (host, %u threads) M=%u F=%u: relative L2 %.3g > %g", T, M, F,
+                              rel, TU_TOL_FP32);
+                if (M == 1024 && F == 5 && run)
+                    printf("disp fused host: M=1024, %u threads: relative L2 %.3g\n", T, rel);
+            }
+        }
+        free(x), free(ph), free(tw), free(got), free(sh), free(zr), free(ref);
+    }
+}
+END_TEST
+
+static Suite *disp_host_suite(void)
+{
+    Suite *s = suite_create("disp-fused-host");
+    TCase *tc = tcase_create("disp-fused-host");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, t_disp_fused_host);
+    suite_add_tcase(s, tc);
+    return s;
+}
 
 static Suite *refusal_suite(void)
 {
@@ -1925,6 +2180,7 @@ int main(void)
 #endif
     }
     srunner_add_suite(sr, cpu_pipeline_suite());
+    srunner_add_suite(sr, disp_host_suite());
     /* never fork after CUDA was initialised (the probe did) */
     srunner_set_fork_status(sr, CK_NOFORK);
     srunner_run_all(sr, CK_NORMAL);

@@ -228,9 +228,9 @@ START_TEST(test_bad_setup)
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.gemm = 4") && strstr(e.msg, "3xfp16"), "'%s'", e.msg);
     s.cuda.gemm = OCT_CUDA_GEMM_3XFP16;
-    s.cuda.parts_ext = 3;
+    s.cuda.parts_ext = 4;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
-    ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 3"), "'%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 4"), "'%s'", e.msg);
     s.cuda.parts_ext = 0;
     s.cuda.sink = 2;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
@@ -243,6 +243,14 @@ START_TEST(test_bad_setup)
     s.cuda.graph = 3;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.graph = 3"), "'%s'", e.msg);
+    s.cuda.graph = 0;
+    s.cuda.disp_chunk = -1;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.disp_chunk = -1"), "'%s'", e.msg);
+    s.cuda.disp_chunk = 0;
+    s.cuda.disp = 3;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.disp = 3") && strstr(e.msg, "fused"), "'%s'", e.msg);
     free(m);
 }
 END_TEST

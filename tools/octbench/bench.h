@@ -76,15 +76,32 @@ int octbench_angio(const octbench_opts *o);
  * measured phase, pooled, and its p50/p99/max (ms) and frames lost (0: none,
  * -1: the run measured nothing). */
 #define OCTBENCH_RUNS_MAX 1000
+/* Where a frame's end-to-end latency went (issue 19): from octd's stamps in
+ * the header of the frame's last message (t_take_ns, t_sub_ns, t_done_ns,
+ * t_pub_ns) and its receive time, the intervals (ns) commit -> octd took it,
+ * -> submit returned (host time in submit), -> completed (the engine:
+ * copy, device work, download, completion poll), -> last message handed to
+ * ZeroMQ, -> received.  They add up to the latency; all 0 when octd sent no
+ * stamps (an older octd). */
+enum { OCTBENCH_STAGES = 5 };
+typedef struct octbench_stages {
+    uint64_t ns[OCTBENCH_STAGES];
+} octbench_stages;
+/* The stages of a frame: stamp = {take, sub, done, pub} (0 = missing). */
+void octbench_stages_of(octbench_stages *out, uint64_t acq, const uint64_t stamp[4], uint64_t rx);
 typedef struct tails_acc {
     uint64_t *lat;
     size_t n, cap;
+    octbench_stages *st; /* per frame of lat, in the same order */
+    size_t nst, capst;
     double p50[OCTBENCH_RUNS_MAX], p99[OCTBENCH_RUNS_MAX], pmax[OCTBENCH_RUNS_MAX];
     int64_t lost[OCTBENCH_RUNS_MAX];
     int runs;
 } tails_acc;
 void octbench_tails_add(tails_acc *acc, const uint64_t *lat, size_t n, double p50, double p99,
                         double pmax, int64_t lost);
+/* The stages of the n frames just added (parallel to their latencies). */
+void octbench_tails_stages(tails_acc *acc, const octbench_stages *st, size_t n);
 /* Prints the runs, p99 over them (how many within target ms, how many
  * loss-free) and the distribution; sorts acc->lat. */
 void octbench_tails_print(tails_acc *acc, const char *name, const char *prod, double rate,

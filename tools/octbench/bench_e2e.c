@@ -802,6 +802,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         pthread_mutex_lock(&sub.mu);
         octbench_tails_add(acc, sub.lat, sub.nlat, r.p50, r.p99, r.pmax,
                            no_loss(&r) ? 0 : r.lost > 0 ? r.lost : 1);
+        octbench_tails_stages(acc, sub.st, sub.nlat);
         pthread_mutex_unlock(&sub.mu);
     }
     first = r;
@@ -973,6 +974,7 @@ static int run_runs(const octbench_opts *o, const workload *w, bool commit, cons
     /* issue 19's targets: p99 <= 4 ms for volumes, <= 1 ms for B-scans */
     octbench_tails_print(acc, w->name, prod, o->rate, w->g.lines > 1 ? 4.0 : 1.0, json);
     free(acc->lat);
+    free(acc->st);
     free(acc);
     return rc;
 }

@@ -60,6 +60,7 @@ typedef struct producer producer;     /* bench_e2e.c */
 
 typedef struct rx_frame {
     uint64_t id, tacq, last_rx;
+    uint64_t stamp[4]; /* the last message's t_take_ns, t_sub_ns, t_done_ns, t_pub_ns */
     int parts;
     bool valid;
 } rx_frame;
@@ -87,6 +88,7 @@ struct subscriber {
     uint64_t msgs, gaps, bytes;
     uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
     uint64_t *lat;             /* latencies of measured frames, ns */
+    octbench_stages *st;       /* and where they went (octd's stamps; bench_tails.c) */
     size_t nlat, cap_lat;
     uint64_t frames_in_win, partial_in_win;
     rx_frame map[FRAME_MAP];   /* the frames being received */

@@ -413,31 +413,50 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
     /* Latency, one frame in flight (what the intra-frame pipeline shortens):
      * submit -> complete, median and p99 of 50 (10 with --quick) frames;
      * parts = the input parts of the last frame (1: the pipeline was off). */
-    double lat_p50 = 0, lat_p99 = 0;
+    double lat_p50 = 0, lat_p99 = 0, lat_sub = 0, lat_h2d = 0, lat_tail = 0, lat_d2h = 0;
     int lat_parts = 0, lat_defer = 0;
     if (reg) {
         enum { NLAT = 50 };
-        double lat[NLAT];
+        /* and per frame where it goes (issue 19): host time in submit, the
+         * input copy, the device work after it, the download */
+        double lat[NLAT], st_sub[NLAT], st_h2d[NLAT], st_tail[NLAT], st_d2h[NLAT];
         int nl = o->quick ? 10 : NLAT;
         for (int i = 0; i < nl; i++) {
             oct_products *out = freel[--nfree], *d = NULL;
             double ts = oct_now_ms();
-            if (oct_engine_submit(eng, buf + (i % K) * stride, fbytes, out, &e) ||
-                oct_engine_complete(eng, &d, -1, &e)) {
+            if (oct_engine_submit(eng, buf + (i % K) * stride, fbytes, out, &e)) {
                 fprintf(stderr, "octbench: stream %s: latency: %s\n", w.name, e.msg);
-                if (!d)
-                    freel[nfree++] = out;
+                freel[nfree++] = out;
+                goto done;
+            }
+            st_sub[i] = oct_now_ms() - ts;
+            if (oct_engine_complete(eng, &d, -1, &e)) {
+                fprintf(stderr, "octbench: stream %s: latency: %s\n", w.name, e.msg);
+                freel[nfree++] = d ? d : out;
                 goto done;
             }
             lat[i] = oct_now_ms() - ts;
+            oct_stage_times t;
+            oct_engine_stage_times(eng, &t);
+            st_h2d[i] = t.h2d_ms, st_tail[i] = t.tail_ms, st_d2h[i] = t.d2h_ms;
             freel[nfree++] = d;
         }
+        qsort(st_sub, (size_t)nl, sizeof *st_sub, cmp_double);
+        qsort(st_h2d, (size_t)nl, sizeof *st_h2d, cmp_double);
+        qsort(st_tail, (size_t)nl, sizeof *st_tail, cmp_double);
+        qsort(st_d2h, (size_t)nl, sizeof *st_d2h, cmp_double);
         lat_parts = oct_cuda_last_parts(eng);
         lat_defer = oct_cuda_last_deferred(eng);
         qsort(lat, (size_t)nl, sizeof lat[0], cmp_double);
         lat_p50 = lat[nl / 2], lat_p99 = lat[(int)(0.99 * (nl - 1) + 0.5)];
         printf("stream %-15s %-10s depth 1: latency p50 %.3f ms p99 %.3f ms (%d input parts%s)\n", w.name,
-               "registered", lat_p50, lat_p99, lat_parts, lat_defer ? ", deferred background" : "");
+               "registered", lat_p50, lat_p99, lat_parts,
+               lat_defer == 2 ? ", deferred background, the MSI's too" : lat_defer ? ", deferred background" : "");
+        lat_sub = st_sub[nl / 2], lat_h2d = st_h2d[nl / 2], lat_tail = st_tail[nl / 2], lat_d2h = st_d2h[nl / 2];
+        printf("stream %-15s %-10s depth 1: medians: host submit %.3f ms, input copy %.3f ms, device work "
+               "after the copy %.3f ms, download %.3f ms; dispersion %s, cuFFT chunk %lld spectra\n",
+               w.name, "registered", lat_sub, lat_h2d, lat_tail, lat_d2h,
+               oct_cuda_disp_fused(eng) ? "fused" : "cufft", oct_cuda_disp_batch(eng));
     }
     if (json)
         fprintf(json,
@@ -445,10 +464,12 @@ static int stream_workload(const octbench_opts *o, const workload *w0, bool regi
                 "\"depth\":%d,\"frames\":%d,\"frame_bytes\":%zu,\"frames_per_s\":%.2f,"
                 "\"ascans_per_s\":%.0f,\"gb_per_s\":%.3f,\"h2d_pinned_gb_per_s\":%.3f,"
                 "\"submit_us\":%.2f,\"latency_p50_ms\":%.4f,\"latency_p99_ms\":%.4f,\"parts\":%d,"
-                "\"deferred\":%d}\n",
+                "\"deferred\":%d,\"lat_submit_ms\":%.4f,\"lat_h2d_ms\":%.4f,\"lat_after_copy_ms\":%.4f,"
+                "\"lat_d2h_ms\":%.4f,\"disp_chunk\":%lld,\"disp_fused\":%d}\n",
                 w.name, reg ? "registered" : "pageable", oct_engine_device_name(eng), depth, nframes,
                 fbytes, fps, fps * w.N * w.L, gbs, h2d, 1e3 * submit_ms / nframes, lat_p50, lat_p99,
-                lat_parts, lat_defer);
+                lat_parts, lat_defer, lat_sub, lat_h2d, lat_tail, lat_d2h, oct_cuda_disp_batch(eng),
+                oct_cuda_disp_fused(eng));
     rc = 0;
 done:
     while (eng && oct_engine_inflight(eng) > 0) {

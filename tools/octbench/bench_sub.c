@@ -40,8 +40,13 @@ static void sub_finish_frame(subscriber *s, rx_frame *f)
         if (!p)
             return;
         s->lat = p;
+        octbench_stages *q = realloc(s->st, cap * sizeof *q);
+        if (!q)
+            return;
+        s->st = q;
         s->cap_lat = cap;
     }
+    octbench_stages_of(&s->st[s->nlat], f->tacq, f->stamp, f->last_rx);
     s->lat[s->nlat++] = f->last_rx > f->tacq ? f->last_rx - f->tacq : 0;
 }
 
@@ -88,6 +93,11 @@ static void *sub_thread(void *arg)
         if (!json_u64(hdr, hlen, "frame_id", &fid) || !json_u64(hdr, hlen, "image_seq", &seq) ||
             !json_u64(hdr, hlen, "t_acq_ns", &tacq))
             continue;
+        uint64_t stamp[4] = {0, 0, 0, 0}; /* octd's (issue 19); absent from older octds */
+        json_u64(hdr, hlen, "t_take_ns", &stamp[0]);
+        json_u64(hdr, hlen, "t_sub_ns", &stamp[1]);
+        json_u64(hdr, hlen, "t_done_ns", &stamp[2]);
+        json_u64(hdr, hlen, "t_pub_ns", &stamp[3]);
         pthread_mutex_lock(&s->mu);
         s->msgs++;
         s->bytes += plen;
@@ -110,8 +120,10 @@ static void *sub_thread(void *arg)
         if (!f->valid)
             *f = (rx_frame){.id = fid, .tacq = tacq, .valid = true};
         f->parts++;
-        if (rx > f->last_rx)
+        if (rx >= f->last_rx) {
             f->last_rx = rx;
+            memcpy(f->stamp, stamp, sizeof stamp);
+        }
         if (f->parts >= s->ntopics)
             sub_finish_frame(s, f);
         if (fid + 1 > atomic_load(&s->rx_id))
@@ -172,6 +184,7 @@ void sub_stop(subscriber *s)
     if (s->ctx)
         zmq_ctx_term(s->ctx);
     free(s->lat);
+    free(s->st);
     pthread_mutex_destroy(&s->mu);
 }
 

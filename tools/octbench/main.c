@@ -119,8 +119,14 @@ static void usage(FILE *f)
             "                           frame-mean/rolling/FPN backgrounds (cuda.parts_ext):\n"
             "                           auto (default: deferred background correction),\n"
             "                           ext (no argument: background statistics per part),\n"
-            "                           off (not with them)\n"
+            "                           off (not with them), msi (as auto, the MSI's\n"
+            "                           background deferred too: its GEMM per part)\n"
             "  --c2r-batch N            FFT-path MSI inverse FFT batch (spectra x masks)\n"
+            "  --cuda-disp cufft|fused  dispersion chain: cuFFT steps per chunk (default) or\n"
+            "                           one kernel per spectrum with a shared-memory FFT (M a\n"
+            "                           power of two <= 2048; slower on an H200: A/B runs)\n"
+            "  --cuda-disp-chunk N      spectra per cuFFT dispersion chunk (0 = auto: ~1/3 of\n"
+            "                           L2, tiling an intra-frame part exactly)\n"
             "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
             "                           one warp per spectrum (before issue 19; A/B runs)\n"
             "  --gemm-algo default|auto MSI GEMM: cublasGemmEx's default algorithm (default),\n"
@@ -144,7 +150,8 @@ int main(int argc, char **argv)
            O_HOSTILE, O_GEMM, O_CHUNK, O_PARTS, O_C2R, O_DEVICES, O_PARTS_EXT, O_SINK, O_GEMM_ALGO,
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
-           O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS };
+           O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS, O_DISP_CHUNK,
+           O_DISP };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -161,6 +168,8 @@ int main(int argc, char **argv)
         {"cuda-parts", required_argument, 0, O_PARTS},
         {"cuda-parts-ext", optional_argument, 0, O_PARTS_EXT},
         {"c2r-batch", required_argument, 0, O_C2R},
+        {"cuda-disp-chunk", required_argument, 0, O_DISP_CHUNK},
+        {"cuda-disp", required_argument, 0, O_DISP},
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
         {"cuda-graph", required_argument, 0, O_GRAPH},
@@ -247,8 +256,10 @@ int main(int argc, char **argv)
                 o.cuda.parts_ext = 0;
             else if (!strcmp(optarg, "off"))
                 o.cuda.parts_ext = 2;
+            else if (!strcmp(optarg, "msi"))
+                o.cuda.parts_ext = 3;
             else {
-                fprintf(stderr, "octbench: --cuda-parts-ext=%s: must be auto, ext or off\n", optarg);
+                fprintf(stderr, "octbench: --cuda-parts-ext=%s: must be auto, ext, off or msi\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
@@ -273,6 +284,26 @@ int main(int argc, char **argv)
                 return OCT_EX_USAGE;
             }
             o.cuda.angio_chunk = v;
+            break;
+        }
+        case O_DISP:
+            if (!strcmp(optarg, "fused"))
+                o.cuda.disp = OCT_CUDA_DISP_FUSED;
+            else if (!strcmp(optarg, "cufft") || !strcmp(optarg, "auto"))
+                o.cuda.disp = OCT_CUDA_DISP_AUTO;
+            else {
+                fprintf(stderr, "octbench: --cuda-disp %s: must be fused or cufft\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_DISP_CHUNK: {
+            long long v = strtoll(optarg, &end, 10);
+            if (*optarg == '\0' || *end || v < 0 || v > (1ll << 40)) {
+                fprintf(stderr, "octbench: --cuda-disp-chunk %s: must be a count of spectra (0 = "
+                        "auto)\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            o.cuda.disp_chunk = v;
             break;
         }
         case O_PARTS:

@@ -3,8 +3,9 @@
 # end, plain and with k-linearisation + dispersion (octbench's
 # volume-klin-disp: sinc 21, a2/a3, frame-mean background), each RUNS times
 # (a fresh octd each) at RATE volumes/s with the commit producer; prints
-# p50/p99/max per run, p99 over the runs and the distribution of all frames
-# ("# tails" lines; JSON lines in $OUT/tails.json).
+# p50/p99/max per run, p99 over the runs, the distribution of all frames
+# ("# tails" lines) and where the latency went per stage, from octd's header
+# stamps ("# stages" lines); JSON lines in $OUT/tails.json.
 #   RUNS (5), RATE (256), SECS (4: measured per run; not SECONDS, bash's own), PRODUCER (commit),
 #   BACKEND (cuda), QUICK=1 (small geometries: a smoke test on the CPU),
 #   ENGINE_KEYS (octd.ini [engine] keys, e.g. priority=50,lock_memory=yes), TAG
@@ -34,6 +35,6 @@ for w in volume volume-klin-disp; do
 done
 rm -f "$OUT/tails.part"
 echo "=== summary${ENGINE_KEYS:+ ([engine] $ENGINE_KEYS)}"
-grep -h -E "^# tails .*(p99 over|all [0-9]+ frames|bucket)" "$OUT/tails_volume$T.log" \
+grep -h -E "^# tails .*(p99 over|all [0-9]+ frames|bucket)|^# stages " "$OUT/tails_volume$T.log" \
     "$OUT/tails_volume-klin-disp$T.log"
 exit $rc
