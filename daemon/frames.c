@@ -122,7 +122,7 @@ typedef struct octd_frames {
     /* binding: valid while frames may be in flight */
     oct_ring_consumer *ring;
     bool bound, in_place;
-    bool recording; /* bound while recording: frames copied out of the ring (record.c) */
+    bool recording; /* frames are offered to the recording (record.c) */
     /* frames are dealt round-robin and published in dealing order */
     octd_reorder *order;
     uint64_t dealt;
@@ -531,8 +531,6 @@ static void place_frame_thread(octd_frames *g)
 
 static bool want_in_place(const octd *d)
 {
-    if (d->rec) /* the recording takes the raw frame from d->cur (record.c) */
-        return false;
     switch (d->cfg.zero_copy) {
     case OCT_ZERO_COPY_ON: return true;
     case OCT_ZERO_COPY_OFF: return false;
@@ -601,7 +599,6 @@ static bool bind_path(octd_frames *g, octd *d)
     g->rr = 0;
     octd_reorder_reset(g->order, g->dealt);
     g->held = 0;
-    g->recording = d->rec != NULL;
     const oct_ring_header *h = oct_ring_consumer_header(d->ring);
     for (int i = 0; i < g->nlanes; i++) {
         path_lane *L = &g->lane[i];
@@ -1008,16 +1005,13 @@ static oct_err step(octd *d, oct_error *e)
         return skip_frame(d, e);
     }
     octd_frames *g = d->frames;
-    if (g->bound && g->recording != (d->rec != NULL)) {
-        /* a recording starts or ends: finish the frames in flight, then
-         * bind again (copied frames while recording) */
-        drain_all(g, d);
-        unbind_path(g, d);
-    }
     if (!bind_path(g, d)) {
         octd_log(LOG_ERR, "frame path: out of memory");
         return skip_frame(d, e);
     }
+    /* a recording starts or ends: nothing else changes (frames in flight
+     * when it starts were not taken into it and are not recorded) */
+    g->recording = d->rec != NULL;
     /* The operator changed the products: buffers of the new size (the
      * frames in flight keep theirs). */
     sync_engine_products(d);
@@ -1142,8 +1136,10 @@ static oct_err step(octd *d, oct_error *e)
     f->ticket = f->slot->prod->ticket;
     L->count++;
     g->prof.frames++;
-    if (g->recording) /* d->cur: copied while the engine reads it */
-        octd_record_take(d, &d->cur);
+    if (g->recording) /* copied while the engine reads it: from the ring slot in
+                       * place (a tear shows at its verification: never published,
+                       * so never written) or from d->cur */
+        octd_record_take(d, &d->ring_geom, &info, ptr);
     if (g->in_place && !L->w && (live_lanes(g) > 1 || (g->overlap && L->depth > 1))) {
         /* several GPUs: the next frame's copy starts on the next engine now;
          * one GPU (overlap_input): the next frame is taken and submitted

@@ -1025,12 +1025,13 @@ static const char *layout_change(const octd_rec *r, const oct_products *p)
     return NULL;
 }
 
-void octd_record_take(octd *d, const octd_frame_buf *f)
+void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *info,
+                      const void *data)
 {
     octd_rec *r = d->rec;
     if (!r || r->closing)
         return;
-    if (memcmp(&f->geom, &r->geom, sizeof r->geom) != 0) {
+    if (memcmp(geom, &r->geom, sizeof r->geom) != 0) {
         request_stop(r, "the ring's geometry changed: recording ended");
         return;
     }
@@ -1059,11 +1060,11 @@ void octd_record_take(octd *d, const octd_frame_buf *f)
         }
     }
     if (r->want_raw)
-        memcpy(e->raw, f->data, r->frame_bytes);
-    e->seq = f->info.seq;
+        memcpy(e->raw, data, r->frame_bytes);
+    e->seq = info->seq;
     e->skip = false;
-    e->frame_id = f->info.frame_id;
-    e->t_acq_ns = f->info.t_acq_ns;
+    e->frame_id = info->frame_id;
+    e->t_acq_ns = info->t_acq_ns;
     r->resv++;
     r->loop_ns += oct_time_monotonic_ns() - t0;
 }

@@ -37,11 +37,13 @@
  * the message for the status block. */
 uint32_t octd_record_command(octd *d, uint32_t cmd, const oct_control_values *args, char *msg,
                              size_t msg_len);
-/* The frame loop offers each frame it takes (its raw spectra are copied
- * now, while the engine works on them) and then, once it is processed and
- * published, its products; frames taken but never published are left out.
- * Neither call blocks on the disk or takes a lock. */
-void octd_record_take(octd *d, const octd_frame_buf *f);
+/* The frame loop offers each frame it takes (its raw spectra, from the
+ * ring slot or its copy, are copied now, while the engine works on them)
+ * and then, once it is processed and published, its products; frames taken
+ * but never published (torn, lost) are left out.  Neither call blocks on
+ * the disk or takes a lock. */
+void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *info,
+                      const void *data);
 void octd_record_frame(octd *d, const oct_frame_info *info, const oct_products *prod);
 /* Called from the loop: limits, status fields, joins a finished writer. */
 void octd_record_poll(octd *d);

@@ -185,17 +185,23 @@ stop_octd
 # ---- 5. recording with several engines in flight: every frame's raw --------------------
 # spectra in the file, in order (frames are copied into the queue when taken)
 if "$PYTHON" -c 'import h5py' 2>/dev/null; then
-    ini rec "$DEVICES" ""
     mkdir -p "$T/save"
-    printf '[save]\ndirectory = %s\n' "$T/save" >>"$T/rec.ini"
-    ( wait_for 60 '[ "$(st frames_processed)" -gt 3 ] 2>/dev/null'
-      "${CTL[@]}" record --frames 40 raw >"$T/rec.out" 2>&1 ) &
-    PIDS+=($!)
-    run rec 80 40
-    wait $SUB
-    "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 40 --published "$T/rec.jsonl" || fail "recording: $(cat "$T/rec.out")"
-    grep -q "recording .*: 40 frames, 0 left out" "$T/rec.log" || fail "recording: log"
-    stop_octd
+    for zc in off on; do # copied frames / the engines reading the ring slots in place
+        ini rec "$DEVICES" ""
+        sed -i "s/^\[ring\]\$/[ring]\nzero_copy = $zc/" "$T/rec.ini"
+        printf '[save]\ndirectory = %s\n' "$T/save" >>"$T/rec.ini"
+        ( wait_for 60 '[ "$(st frames_processed)" -gt 3 ] 2>/dev/null'
+          "${CTL[@]}" record --frames 40 raw >"$T/rec.out" 2>&1 ) &
+        PIDS+=($!)
+        run rec 80 40
+        wait $SUB
+        "$PYTHON" "${MULTI[@]}" check-recording "$N-status" --min 40 --published "$T/rec.jsonl" ||
+            fail "recording (zero_copy = $zc): $(cat "$T/rec.out")"
+        grep -q "recording .*: 40 frames, 0 left out" "$T/rec.log" || fail "recording (zero_copy = $zc): log"
+        if grep -q "read in place" "$T/rec.log"; then [ $zc = on ]; else [ $zc = off ]; fi ||
+            fail "recording: zero_copy = $zc: the log's frame path is not what was asked"
+        stop_octd
+    done
 else
     echo "recording: skipped (no h5py for $PYTHON)"
 fi

@@ -22,9 +22,9 @@
 #include <unistd.h>
 
 /* record.c's (HDF5, not linked here); these tests never record */
-void octd_record_take(octd *d, const octd_frame_buf *f)
+void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *info, const void *data)
 {
-    (void)d, (void)f;
+    (void)d, (void)geom, (void)info, (void)data;
 }
 void octd_record_frame(octd *d, const oct_frame_info *info, const oct_products *prod)
 {
