@@ -82,45 +82,6 @@ double octd_cpu_s(pid_t pid)
 const char *const octd_thread_groups[OCTD_THREAD_GROUPS] = {"frame loop", "publisher",
                                                              "ZeroMQ", "engine/other"};
 
-void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS])
-{
-    memset(out, 0, OCTD_THREAD_GROUPS * sizeof *out);
-    char dir[64];
-    snprintf(dir, sizeof dir, "/proc/%d/task", (int)pid);
-    DIR *d = opendir(dir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        if (de->d_name[0] < '0' || de->d_name[0] > '9')
-            continue;
-        char path[384], comm[32] = "", buf[1024];
-        snprintf(path, sizeof path, "%s/%s/comm", dir, de->d_name);
-        FILE *f = fopen(path, "r");
-        if (f) {
-            if (!fgets(comm, sizeof comm, f))
-                comm[0] = '\0';
-            fclose(f);
-        }
-        snprintf(path, sizeof path, "%s/%s/stat", dir, de->d_name);
-        f = fopen(path, "r");
-        if (!f)
-            continue;
-        size_t n = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[n] = '\0';
-        const char *p = strrchr(buf, ')');
-        unsigned long ut = 0, stm = 0;
-        if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &stm) != 2)
-            continue;
-        int g = atoi(de->d_name) == (int)pid       ? 0
-                : !strncmp(comm, "octd-publish", 12) ? 1
-                : !strncmp(comm, "ZMQbg", 5)         ? 2
-                                                     : 3;
-        out[g] += (double)(ut + stm) / (double)sysconf(_SC_CLK_TCK);
-    }
-    if (d)
-        closedir(d);
-}
-
 /* Per thread group: CPU, page faults and context switches (the frame loop
  * losing time to faults or to being woken or pre-empted: issue 21), from
  * /proc/PID/task/TID/stat and status. */
@@ -174,6 +135,14 @@ void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS
     }
     if (d)
         closedir(d);
+}
+
+void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS])
+{
+    octd_thread_counts c[OCTD_THREAD_GROUPS];
+    octd_thread_counts_get(pid, c);
+    for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
+        out[g] = c[g].cpu_s;
 }
 
 /* The machine's TLB shootdown interrupts so far (x86 /proc/interrupts
