@@ -51,13 +51,13 @@
 #define REC_WRITER_NICE 19
 #define REC_BATCH 16u                    /* queue entries taken at once */
 
-/* A raw buffer's first touch (page faults, zeroing) is done by a helper
- * thread at nice 19 ("octd-rec-prep"), from the last entry down, while the
- * frame loop fills entries from the first up: whichever comes first claims
- * an untouched buffer (the frame loop then takes the faults, as without
- * prefault).  A frame whose buffer the helper is touching right then is
- * left out (counted) rather than waited for. */
-enum { REC_SLOT_FRESH, REC_SLOT_PREPARING, REC_SLOT_READY, REC_SLOT_LOOP };
+/* A raw buffer's first touch (page faults, zeroing, and for huge pages the
+ * kernel's compaction, which can stall for tens of ms) is done by a helper
+ * thread at nice 19 ("octd-rec-prep"), from the first entry up, in the
+ * order the frame loop fills them.  The frame loop only fills buffers the
+ * helper has touched: a frame whose buffer is not ready yet (the first
+ * moments of a recording) is left out (counted), never faulted in there. */
+enum { REC_SLOT_FRESH, REC_SLOT_READY };
 
 typedef struct rec_topic {
     int method, kind;
@@ -543,18 +543,13 @@ static void finalize(octd_rec *r)
     fsync(r->dirfd);
 }
 
-/* The prefault helper: touches the untouched raw buffers from the last
- * down until it meets one the frame loop took or the recording stops. */
+/* The prefault helper: touches the raw buffers from the first up until all
+ * are ready or the recording stops. */
 static void *prep_main(void *arg)
 {
     octd_rec *r = arg;
     setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), REC_WRITER_NICE);
-    for (unsigned i = r->cap; i-- > 0;) {
-        bool stop = LOADB(r->stop_req) || LOADB(r->failed);
-        uint8_t expect = REC_SLOT_FRESH;
-        if (stop || !__atomic_compare_exchange_n(&r->slot_state[i], &expect, REC_SLOT_PREPARING,
-                                                 false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-            break; /* the frame loop has come this far: the rest are its */
+    for (unsigned i = 0; i < r->cap && !LOADB(r->stop_req) && !LOADB(r->failed); i++) {
         memset(r->q[i].raw, 0, r->frame_bytes);
         __atomic_store_n(&r->slot_state[i], REC_SLOT_READY, __ATOMIC_RELEASE);
     }
@@ -1047,17 +1042,10 @@ void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *i
     uint64_t t0 = oct_time_monotonic_ns();
     unsigned slot = (unsigned)(r->resv % r->cap);
     rec_entry *e = &r->q[slot];
-    if (r->slot_state && r->want_raw) {
-        uint8_t st = __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE);
-        if (st == REC_SLOT_FRESH &&
-            !__atomic_compare_exchange_n(&r->slot_state[slot], &st, REC_SLOT_LOOP, false,
-                                         __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            /* lost the race: st is what the writer set */
-        }
-        if (st == REC_SLOT_PREPARING) { /* the helper is touching it right now */
-            ADD64(r->dropped, 1);
-            return;
-        }
+    if (r->slot_state && r->want_raw &&
+        __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE) != REC_SLOT_READY) {
+        ADD64(r->dropped, 1); /* the helper has not touched its buffer yet */
+        return;
     }
     if (r->want_raw)
         memcpy(e->raw, data, r->frame_bytes);
