@@ -1136,10 +1136,15 @@ static oct_err step(octd *d, oct_error *e)
     f->ticket = f->slot->prod->ticket;
     L->count++;
     g->prof.frames++;
-    if (g->recording) /* copied while the engine reads it: from the ring slot in
-                       * place (a tear shows at its verification: never published,
-                       * so never written) or from d->cur */
-        octd_record_take(d, &d->ring_geom, &info, ptr);
+    if (g->recording) {
+        /* copied while the engine reads it: from the ring slot in place (a
+         * tear shows at its verification: never published, so never
+         * written) or from d->cur.  With a quarter of the ring committed
+         * behind this frame octd is catching up: the file leaves the frame
+         * out (counted) rather than octd losing later ones to the copy. */
+        uint32_t slots = oct_ring_consumer_header(d->ring)->slot_count;
+        octd_record_take(d, &d->ring_geom, &info, behind < slots / 4 ? ptr : NULL);
+    }
     if (g->in_place && !L->w && (live_lanes(g) > 1 || (g->overlap && L->depth > 1))) {
         /* several GPUs: the next frame's copy starts on the next engine now;
          * one GPU (overlap_input): the next frame is taken and submitted

@@ -1034,7 +1034,7 @@ void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *i
         r->closing = true;
         return;
     }
-    if (r->resv - LOAD64(r->head) == r->cap) {
+    if (!data || r->resv - LOAD64(r->head) == r->cap) { /* octd behind, or the queue full */
         ADD64(r->dropped, 1);
         return;
     }

@@ -40,8 +40,9 @@ uint32_t octd_record_command(octd *d, uint32_t cmd, const oct_control_values *ar
 /* The frame loop offers each frame it takes (its raw spectra, from the
  * ring slot or its copy, are copied now, while the engine works on them)
  * and then, once it is processed and published, its products; frames taken
- * but never published (torn, lost) are left out.  Neither call blocks on
- * the disk or takes a lock. */
+ * but never published (torn, lost) are left out, and so is a frame taken
+ * with data NULL (octd is behind the producer: counted as left out).
+ * Neither call blocks on the disk or takes a lock. */
 void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *info,
                       const void *data);
 void octd_record_frame(octd *d, const oct_frame_info *info, const oct_products *prod);
