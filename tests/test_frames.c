@@ -353,6 +353,21 @@ START_TEST(lanes_round_robin)
 }
 END_TEST
 
+/* A synchronous one-thread CPU engine of d's geometry and values: the
+ * reference the paths under test are compared with, frame by frame. */
+static oct_engine *reference_engine(const octd *d)
+{
+    oct_setup s;
+    oct_setup_default(&s);
+    s.geom = d->eng_geom;
+    s.backend = OCT_BACKEND_CPU;
+    s.threads = 1;
+    oct_engine *ref;
+    oct_error e;
+    ck_assert_msg(oct_engine_create(&ref, &s, &d->params, &e) == OCT_OK, "%s", e.msg);
+    return ref;
+}
+
 /* A CPU engine's worker thread (several engines): jobs come back in order,
  * equal to the engine's synchronous results (bit for bit: the same code on
  * the same input), the input is the caller's again at once; the queue's
@@ -361,14 +376,8 @@ START_TEST(worker_matches_sync)
 {
     octd d;
     setup_octd(&d, 128, 16);
-    oct_setup s;
-    oct_setup_default(&s);
-    s.geom = d.eng_geom;
-    s.backend = OCT_BACKEND_CPU;
-    s.threads = 1;
-    oct_engine *ref;
+    oct_engine *ref = reference_engine(&d);
     oct_error e;
-    ck_assert_msg(oct_engine_create(&ref, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
     size_t bytes = oct_geometry_frame_bytes(&d.eng_geom);
     uint16_t *in = malloc(bytes);
     ck_assert_ptr_nonnull(in);
@@ -620,14 +629,8 @@ static void run_in_place(bool overlap)
 {
     octd d;
     setup_octd(&d, 256, 32); /* a B-scan of 129 x 32 > 4096 bytes: sent zero-copy */
-    oct_setup s;
-    oct_setup_default(&s);
-    s.geom = d.eng_geom;
-    s.backend = OCT_BACKEND_CPU;
-    s.threads = 1;
-    oct_engine *ref;
+    oct_engine *ref = reference_engine(&d);
     oct_error e;
-    ck_assert_msg(oct_engine_create(&ref, &s, &d.params, &e) == OCT_OK, "%s", e.msg);
     static oct_backend_ops ops;
     ops = *d.eng->ops;
     ops.depth = PIPE_DEPTH;
