@@ -349,6 +349,17 @@ __global__ void k_peak3_fin(const float *pv, const long long *pi, const int32_t 
     }
 }
 
+/* Element i of the windowed cross power of a target line against a
+ * reference line (weight w = the window's; the DC term i = 0 removed). */
+__device__ static inline cufftComplex line_cross(cufftComplex r, cufftComplex x, uint32_t i, float w)
+{
+    cufftComplex o;
+    reg_cross(r.x, r.y, x.x, x.y, w, &o.x, &o.y);
+    if (i == 0)
+        o.x = o.y = 0;
+    return o;
+}
+
 /* fine cross power of pairs (target line, reference line) */
 __global__ void k_cross2(const cufftComplex *ref2, const cufftComplex *x2, const int32_t *pair,
                          cufftComplex *fy, uint32_t N, uint32_t D, uint32_t Dh, const float *tab,
@@ -360,10 +371,7 @@ __global__ void k_cross2(const cufftComplex *ref2, const cufftComplex *x2, const
     const float *ha = tab + tb.hN, *hk = tab + tb.hK;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         uint32_t a = i / Dh, k = i - a * Dh;
-        cufftComplex o, r = R[i], x = X[i];
-        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
-        if (i == 0)
-            o.x = o.y = 0;
+        cufftComplex o = line_cross(R[i], X[i], i, ha[a] * hk[k]);
         fy[b * n + i] = o;
     }
 }
@@ -411,10 +419,7 @@ __global__ void k_cross2w(const cufftComplex *ref2, const cufftComplex *x2, cons
     const float *ha = tab + tb.hN, *hk = tab + tb.hK;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         uint32_t a = i / Dh, k = i - a * Dh;
-        cufftComplex o, r = R[i], x = X[i];
-        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
-        if (i == 0)
-            o.x = o.y = 0;
+        cufftComplex o = line_cross(R[i], X[i], i, ha[a] * hk[k]);
         fy[((size_t)a * P + b) * Dh + k] = o;
     }
 }
@@ -500,10 +505,7 @@ __global__ void k_refine_cross(const cufftComplex *ref2, const cufftComplex *x2,
     const float *ha = tab + tb.hN, *hk = tab + tb.hK;
     for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
         uint32_t a = i / Dh, k = i - a * Dh;
-        cufftComplex o, r = R[i], x = X[i];
-        reg_cross(r.x, r.y, x.x, x.y, ha[a] * hk[k], &o.x, &o.y);
-        if (i == 0)
-            o.x = o.y = 0;
+        cufftComplex o = line_cross(R[i], X[i], i, ha[a] * hk[k]);
         cy[l * n + i] = o;
     }
 }
