@@ -131,7 +131,9 @@ typedef struct octd_rec {
 
     bool closing;      /* main thread: no more frames are offered */
     uint64_t accepted; /* main thread */
-    uint64_t loop_ns;  /* main thread: time octd_record_frame took for them */
+    uint64_t loop_ns;  /* main thread: time octd_record_take/_frame took for them */
+    /* main thread: frames left out of the file by the frame loop, why */
+    uint64_t out_full, out_unready, out_behind;
     uint64_t written, dropped; /* atomic */
     double writer_cpu_s;       /* the writer's CPU time, set before it finishes */
 } octd_rec;
@@ -1036,6 +1038,10 @@ void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *i
     }
     if (!data || r->resv - LOAD64(r->head) == r->cap) { /* octd behind, or the queue full */
         ADD64(r->dropped, 1);
+        if (data)
+            r->out_full++;
+        else
+            r->out_behind++;
         return;
     }
     /* the entry at resv belongs to this thread until tail passes it */
@@ -1045,6 +1051,7 @@ void octd_record_take(octd *d, const oct_geometry *geom, const oct_frame_info *i
     if (r->slot_state && r->want_raw &&
         __atomic_load_n(&r->slot_state[slot], __ATOMIC_ACQUIRE) != REC_SLOT_READY) {
         ADD64(r->dropped, 1); /* the helper has not touched its buffer yet */
+        r->out_unready++;
         return;
     }
     if (r->want_raw)
@@ -1127,10 +1134,13 @@ static void join_finished(octd *d, bool wait)
     uint64_t n = LOAD64(r->written);
     octd_log(failed ? LOG_ERR : LOG_INFO,
              "recording %s: %" PRIu64 " frames, %" PRIu64 " left out: %s; %s, writer CPU "
-             "%.3f s (%.0f us per frame), frame loop %.0f us per frame taken",
+             "%.3f s (%.0f us per frame), frame loop %.0f us per frame taken; left out by the "
+             "frame loop: %" PRIu64 " with the queue full (the disk behind), %" PRIu64
+             " before their buffer was touched, %" PRIu64 " while octd caught up with the ring",
              r->final_path, n, LOAD64(r->dropped), r->message, r->io_mode, r->writer_cpu_s,
              n ? 1e6 * r->writer_cpu_s / (double)n : 0.0,
-             r->accepted ? 1e-3 * (double)r->loop_ns / (double)r->accepted : 0.0);
+             r->accepted ? 1e-3 * (double)r->loop_ns / (double)r->accepted : 0.0, r->out_full,
+             r->out_unready, r->out_behind);
     rec_free(r);
     d->rec = NULL;
 }
