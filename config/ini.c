@@ -25,7 +25,7 @@ enum ini_key {
     K_ENDPOINT, K_SNDHWM,
     K_PROFILE_PATH, K_SAVE_DIR, K_LOG_LEVEL,
     K_ZERO_COPY,
-    K_STALE_MS, K_METRICS_LISTEN,
+    K_STALE_MS, K_POLL_US, K_METRICS_LISTEN,
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_CUDA_GRAPH,
@@ -45,7 +45,8 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_PROFILE_PATH] = {"profile", "path"}, [K_SAVE_DIR] = {"save", "directory"},
     [K_LOG_LEVEL] = {"log", "level"},
     [K_ZERO_COPY] = {"ring", "zero_copy"},
-    [K_STALE_MS] = {"ring", "stale_ms"}, [K_METRICS_LISTEN] = {"metrics", "listen"},
+    [K_STALE_MS] = {"ring", "stale_ms"}, [K_POLL_US] = {"ring", "poll_us"},
+    [K_METRICS_LISTEN] = {"metrics", "listen"},
     [K_DEVICES] = {"engine", "devices"},   [K_FAIL_AFTER] = {"engine", "fail_after"},
     [K_FAIL_ENGINE] = {"engine", "fail_engine"},
     [K_NUMA] = {"engine", "numa"},         [K_TIMER_SLACK] = {"engine", "timer_slack_ns"},
@@ -430,6 +431,15 @@ static int set_value(ini_ctx *x, int k, const char *v)
         c->stale_ms = (uint32_t)ms;
         return 1;
     }
+    case K_POLL_US: {
+        int us;
+        if (!parse_int(v, 1, 100000, &us))
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not a number of microseconds from 1 to 100000",
+                            sec, key, v), 0;
+        c->poll_us = (uint32_t)us;
+        return 1;
+    }
     case K_METRICS_LISTEN:
         if (!metrics_listen_ok(v, c->metrics_listen, sizeof c->metrics_listen))
             return ctx_fail(x, OCT_EINVAL,
@@ -563,6 +573,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->sndhwm = 4;
     c->log_level = LOG_INFO;
     c->stale_ms = 2000;
+    c->poll_us = 50;
     c->fail_engine = -1; /* the last engine */
     c->numa = true;
     c->timer_slack_ns = 1000;

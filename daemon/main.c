@@ -187,6 +187,7 @@ static void try_attach(octd *d)
      * stale_ms): attaching would detach at once as stale and loop,
      * re-processing its last frame each time. */
     oct_ring_consumer_set_stale_ms(d->ring, d->cfg.stale_ms);
+    oct_ring_consumer_set_poll_us(d->ring, d->cfg.poll_us);
     uint64_t hb = __atomic_load_n(&oct_ring_consumer_header(d->ring)->heartbeat_ns,
                                   __ATOMIC_ACQUIRE);
     if (now > hb && now - hb > (uint64_t)d->cfg.stale_ms * 1000000ull) {

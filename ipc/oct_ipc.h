@@ -549,6 +549,11 @@ oct_err oct_ring_consumer_copy(oct_ring_consumer *c, uint64_t seq, void *dst, si
 void oct_ring_consumer_stats(const oct_ring_consumer *c, oct_ring_stats *s);
 /* Heartbeat older than this many ms counts as stale (default 2000). */
 void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms);
+/* Longest sleep between polls, in µs, while waiting for a frame that is due
+ * (a frame was found within the last second): a committed frame waits at most
+ * about this long before a waiting consumer sees it.  Default (and 0) 200;
+ * after a second without frames waits back off to 200 µs whatever is set. */
+void oct_ring_consumer_set_poll_us(oct_ring_consumer *c, uint32_t poll_us);
 
 /* Validates a ring header (everything a consumer checks) for an object of
  * object_bytes bytes; the message names the field.  Used by the fuzzer. */

@@ -26,8 +26,9 @@
 #define SLOT_COUNT_MAX 65536u
 #define SLOT_COUNT_DEFAULT 8u
 #define REPLACE_CHECK_NS 200000000ull /* how often a consumer re-opens the name */
-#define SLEEP_MIN_NS 50000ull         /* waiting: 50 us, doubling up to 200 us */
-#define SLEEP_MAX_NS 200000ull
+#define SLEEP_MIN_NS 50000ull         /* waiting: 50 us, doubling up to the poll limit */
+#define SLEEP_MAX_NS 200000ull        /* the default limit, and the idle one */
+#define IDLE_AFTER_NS 1000000000ull   /* no frame for 1 s: idle */
 
 static uint64_t round_up_page(uint64_t v) { return (v + PAGE - 1) & ~(PAGE - 1); }
 
@@ -428,6 +429,8 @@ struct oct_ring_consumer {
     uint64_t next;              /* next frame number not yet taken */
     uint64_t last_check_ns;     /* last re-open of the name */
     uint32_t stale_ms;
+    uint64_t poll_ns;           /* longest sleep while frames come (set_poll_us) */
+    uint64_t last_frame_ns;     /* when wait_pick last found a frame */
     uint64_t peeked;            /* bit k: frame next-1-k peeked, not yet verified */
     bool shrunk;                /* a SIGBUS showed the object truncated: re-open */
     oct_ring_stats st;
@@ -543,6 +546,7 @@ oct_err oct_ring_consumer_open(oct_ring_consumer **out, const char *name, oct_er
     c->dev = st.st_dev;
     c->ino = st.st_ino;
     c->stale_ms = 2000;
+    c->poll_ns = SLEEP_MAX_NS;
     c->last_check_ns = oct_time_monotonic_ns();
     /* start with the newest committed frame: what was there before we
      * attached is neither skipped nor lost */
@@ -588,12 +592,14 @@ oct_err oct_ring_consumer_reattach(oct_ring_consumer *c, int timeout_ms, oct_err
                 /* adopt the new mapping, geometry and epoch; keep the counters */
                 oct_ring_stats st = c->st;
                 uint32_t stale_ms = c->stale_ms;
+                uint64_t poll_ns = c->poll_ns;
                 munmap((void *)c->map, c->map_bytes);
                 *c = *n;
                 free(n);
                 c->st = st;
                 c->st.reattaches++;
                 c->stale_ms = stale_ms;
+                c->poll_ns = poll_ns;
                 return OCT_OK;
             }
         } else if (err != OCT_ENOENT && err != OCT_EAGAIN) {
@@ -633,6 +639,12 @@ void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms)
 {
     if (c)
         c->stale_ms = stale_ms ? stale_ms : 2000;
+}
+
+void oct_ring_consumer_set_poll_us(oct_ring_consumer *c, uint32_t poll_us)
+{
+    if (c)
+        c->poll_ns = poll_us ? (uint64_t)poll_us * 1000ull : SLEEP_MAX_NS;
 }
 
 static const oct_slot_header *cons_slot(const oct_ring_consumer *c, uint64_t n)
@@ -684,7 +696,13 @@ static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeo
 {
     uint64_t t0 = oct_time_monotonic_ns();
     uint64_t deadline = t0 + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ull : 0);
-    uint64_t sleep_ns = SLEEP_MIN_NS;
+    /* While frames come, sleep at most poll_ns between polls (the time a
+     * frame may wait before it is taken); after a second without one, back
+     * off to the idle limit so that an idle consumer costs little CPU. */
+    uint64_t limit = c->poll_ns ? c->poll_ns : SLEEP_MAX_NS;
+    if (t0 - c->last_frame_ns >= IDLE_AFTER_NS && limit < SLEEP_MAX_NS)
+        limit = SLEEP_MAX_NS;
+    uint64_t sleep_ns = SLEEP_MIN_NS < limit ? SLEEP_MIN_NS : limit;
     for (;;) {
         uint64_t now = oct_time_monotonic_ns();
         oct_err err = check_alive(c, now, e);
@@ -707,6 +725,7 @@ static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeo
             *n_out = n;
             *skip_out = skip;
             *seen_ns = oct_time_realtime_ns();
+            c->last_frame_ns = now;
             return OCT_OK;
         }
         if (OCT_LOAD_ACQ(&c->h->state) == OCT_RING_CLOSED)
@@ -721,8 +740,9 @@ static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeo
                                  c->name, timeout_ms);
         uint64_t left = deadline - now;
         oct_ipc_sleep_ns(left < sleep_ns ? left : sleep_ns);
-        if (sleep_ns < SLEEP_MAX_NS)
-            sleep_ns *= 2;
+        if (now - c->last_frame_ns >= IDLE_AFTER_NS && limit < SLEEP_MAX_NS)
+            limit = SLEEP_MAX_NS; /* the stream stopped during this wait */
+        sleep_ns = 2 * sleep_ns < limit ? 2 * sleep_ns : limit;
     }
 }
 

@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,6 +277,54 @@ START_TEST(ring_peek_verify)
     produce(p, &g, 2);
     produce(p, &g, 3); /* slot of frame 1 rewritten */
     ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_ETORN);
+    oct_ring_consumer_close(c);
+    oct_ring_producer_close(p, true);
+}
+END_TEST
+
+/* [ring] poll_us: a consumer waiting with a short poll limit (and the
+ * default) takes every frame of a paced stream in order, across the idle
+ * back-off (a pause of over a second) and the stream's resumption. */
+struct paced_arg {
+    oct_ring_producer *p;
+    const oct_geometry *g;
+};
+static void *paced_producer(void *arg)
+{
+    struct paced_arg *a = arg;
+    for (uint64_t n = 0; n < 8; n++) {
+        struct timespec ts = {n == 6 ? 1 : 0, n == 6 ? 100000000 : 3000000};
+        nanosleep(&ts, NULL);
+        produce(a->p, a->g, n);
+    }
+    return NULL;
+}
+
+START_TEST(ring_poll_limit)
+{
+    static const uint32_t polls[] = {1, 0};
+    oct_geometry g = {64, 8, 1, OCT_SAMPLE_U16, 0};
+    oct_ring_config cfg = {g, 16, 0};
+    oct_error e;
+    oct_ring_producer *p;
+    oct_ring_consumer *c;
+    const char *name = shm_name("poll");
+    ck_assert_msg(oct_ring_producer_create(&p, name, &cfg, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_ring_consumer_open(&c, name, &e) == OCT_OK, "%s", e.msg);
+    oct_ring_consumer_set_poll_us(c, polls[_i]);
+    oct_ring_consumer_set_poll_us(NULL, 5); /* no consumer: ignored */
+    struct paced_arg a = {p, &g};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, paced_producer, &a), 0);
+    uint8_t buf[64 * 8 * 2];
+    for (uint64_t n = 0; n < 8; n++) {
+        oct_frame_info info;
+        oct_err err = oct_ring_consumer_next(c, OCT_POLICY_ALL, buf, sizeof buf, 3000, &info, &e);
+        ck_assert_msg(err == OCT_OK, "frame %llu: %s", (unsigned long long)n, e.msg);
+        ck_assert_uint_eq(info.seq, n);
+        ck_assert(check_frame(buf, &g, n));
+    }
+    pthread_join(th, NULL);
     oct_ring_consumer_close(c);
     oct_ring_producer_close(p, true);
 }
@@ -1458,6 +1507,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc, ring_torn_always_detected);
     tcase_add_test(tc, ring_peek_verify);
     tcase_add_test(tc, ring_peek_several);
+    tcase_add_loop_test(tc, ring_poll_limit, 0, 2);
     tcase_add_test(tc, ring_copy_again);
     tcase_add_test(tc, ring_lapped_and_latest_counts);
     tcase_add_test(tc, ring_restart_new_geometry);

@@ -130,13 +130,15 @@ START_TEST(ini_stale_ms_and_metrics)
 {
     oct_daemon_config c;
     oct_error e;
-    const char *ok = "[ring]\nstale_ms = 6000\n[metrics]\nlisten = 9464\n";
+    const char *ok = "[ring]\nstale_ms = 6000\npoll_us = 20\n[metrics]\nlisten = 9464\n";
     ck_assert_msg(oct_daemon_config_parse(&c, ok, strlen(ok), "/x/o.ini", &e) == OCT_OK, "%s", e.msg);
     ck_assert_uint_eq(c.stale_ms, 6000);
+    ck_assert_uint_eq(c.poll_us, 20);
     ck_assert_str_eq(c.metrics_listen, "127.0.0.1:9464");
     const char *def = "[ring]\npolicy = all\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, def, strlen(def), "/x/o.ini", &e), OCT_OK);
     ck_assert_uint_eq(c.stale_ms, 2000);
+    ck_assert_uint_eq(c.poll_us, 50);
     ck_assert_str_eq(c.metrics_listen, ""); /* off by default */
     const char *host = "[metrics]\nlisten = localhost:9000\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, host, strlen(host), "/x/o.ini", &e), OCT_OK);
@@ -147,6 +149,8 @@ START_TEST(ini_stale_ms_and_metrics)
     static const struct { const char *text, *want; } bad[] = {
         {"[ring]\nstale_ms = 50\n", "o.ini:2: [ring] stale_ms: '50'"},
         {"[ring]\nstale_ms = soon\n", "[ring] stale_ms: 'soon'"},
+        {"[ring]\npoll_us = 0\n", "o.ini:2: [ring] poll_us: '0' is not a number of microseconds"},
+        {"[ring]\npoll_us = 100001\n", "[ring] poll_us: '100001'"},
         {"[metrics]\nlisten = 70000\n", "o.ini:2: [metrics] listen: '70000'"},
         {"[metrics]\nlisten = example.org:80\n", "[metrics] listen: 'example.org:80'"},
         {"[metrics]\nport = 1\n", "[metrics] port: unknown key"},
