@@ -622,6 +622,16 @@ oct_err mark(const CudaState *s, cudaEvent_t ev, cudaStream_t st, oct_error *e)
     return OCT_OK;
 }
 
+/* The compute stream waits for part p of the frame's input copy (its event
+ * recorded on the copy stream by submit): while the frame is captured, as an
+ * external wait node, which waits at each launch for the record made before
+ * it (a plain wait on an event recorded outside the capture is not allowed). */
+oct_err wait_in(const CudaState *s, const Slot *sl, int p, oct_error *e)
+{
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], s->capturing ? cudaEventWaitExternal : cudaEventWaitDefault));
+    return OCT_OK;
+}
+
 /* The device work of one frame already in (or queued for) sl->d_raw:
  * compute stream, CFD forked onto its own stream and joined at the end.
  * replay: a timing re-run of the last frame (the rolling history is kept).
@@ -712,7 +722,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     };
     if (pm == PARTS_BG && fpn_parts) {
         for (int p = 0; p < P; p++) {
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(fpn_part(p));
         }
         sums_done = true;
@@ -721,7 +731,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         long long np = s->S / P;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(colsum_rows(eng, sl, (long long)p * np, np, e));
         }
         sums_done = true;
@@ -743,7 +753,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             if (!fpn_parts || p == 0) TRY(colsum_rows(eng, sl, j0, np, e));
             if (fpn_parts) TRY(fpn_part(p));
             if (p == 0) {
@@ -768,7 +778,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     } else if (sl->nparts > 1 && pm != PARTS_ALL) {
         /* parts were copied but this frame is done whole: wait for them all
          * (the compute stream waited for the first only) */
-        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
+        TRY(wait_in(s, sl, sl->nparts - 1, e));
     }
     TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
     /* PARTS_ALL: per part, wait for its copy, convert it, then CFD (own
@@ -789,7 +799,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         const float *xc = klin ? s->d_xk : s->d_x; /* the CFD's R2C input */
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(convert(j0, np));
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
             if (cfd) {
@@ -899,6 +909,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                           s->disp_on ? INT_MAX : s->M - eng->params.freq_cutoff};
         TRY(launch_sink(s->s_cfd, src, make_sink(eng, sl, OCT_METHOD_CFD), MODE_ALL, 0, s->S, 0, e));
         TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
+        /* joined at the end: the download (after EV_PROD) reads its products,
+         * and a capture must end with every stream joined */
+        cfd_st = s->s_cfd;
     } else {
         if (x_on_comp && (msi || (cfd && !klin))) {
             FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
@@ -984,23 +997,29 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     return OCT_OK;
 }
 
-/* Frames the graph path takes: whole frames (the intra-frame pipeline
- * waits for the parts' copy events, recorded outside), no rolling
- * background (its history restarts by host state) and no angiography (its
- * stage plans and allocates lazily). */
+/* Frames the graph path takes: whole frames and the intra-frame pipeline's
+ * parts (issue 19: its per-part launches cost ~0.5-0.7 ms of host time a
+ * volume; the waits for the parts' copies are external wait nodes,
+ * wait_in), not a rolling background (its history restarts by host state)
+ * nor angiography (its stage plans and allocates lazily). */
 bool graph_ok(const oct_engine *eng, const Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
 {
+    (void)sl;
     if (eng->setup.cuda.graph == OCT_CUDA_GRAPH_OFF) return false;
-    if (sl->nparts > 1 || eng->params.background == OCT_BG_ROLLING) return false;
+    if (eng->params.background == OCT_BG_ROLLING) return false;
     for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
         if (want[OCT_METHOD_CFD][k]) return false;
     return true;
 }
 
-void graph_key(const oct_engine *eng, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT], GraphKey *k)
+void graph_key(const oct_engine *eng, const Slot *sl, bool replay, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+               GraphKey *k)
 {
     const CudaState *s = ST(eng);
     memset(k, 0, sizeof *k);
+    /* the input's parts (run_frame's P and its waits): a replay of a frame
+     * copied in parts runs whole after the last part's event */
+    k->nparts = sl->nparts > 1 ? (replay ? -sl->nparts : sl->nparts) : 1;
     k->plan = eng->plan;
     memcpy(k->gen, eng->plan->gen, sizeof k->gen);
     memcpy(&k->params, &eng->params, sizeof k->params);
@@ -1064,7 +1083,7 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     if (msi_on(eng) && s->R > 0) TRY(prepare_msi(eng, e));
     if (cms_on(eng) && s->RC > 0) TRY(prepare_cms(eng, e));
     GraphKey k;
-    graph_key(eng, want, &k);
+    graph_key(eng, sl, replay, want, &k);
     if (sl->gexec && !memcmp(&k, &sl->gkey, sizeof k)) {
         CU(cudaGraphLaunch(sl->gexec, s->s_comp));
         s->graph_launches++;

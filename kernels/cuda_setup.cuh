@@ -52,6 +52,7 @@ struct GraphKey {
     const void *mats[3];
     float hsc_x, hsc_m;
     int path, klin_T, disp_on, x_on_comp;
+    int nparts; /* the frame's input parts (-: a replay of such a frame, run whole) */
 };
 
 /* What one frame in flight owns. */

@@ -281,9 +281,10 @@ enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUT
 /* OCT_CUDA_GRAPH_AUTO (the default) = ON: a frame's device work (conversion,
  * background, CFD, MSI, CMS and their sinks on the compute and CFD streams) is
  * captured once per in-flight slot and plan (after one eager frame of that
- * plan) and re-launched as one CUDA graph; frames it cannot take (the
- * intra-frame pipeline's parts, a rolling background, angiography) and
- * OCT_CUDA_GRAPH_OFF launch kernel by kernel, as before (A/B). */
+ * plan) and re-launched as one CUDA graph, the intra-frame pipeline's parts
+ * too (their copies' events as external wait nodes); frames it cannot take
+ * (a rolling background, angiography) and OCT_CUDA_GRAPH_OFF launch kernel
+ * by kernel, as before (A/B). */
 enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_GRAPH_ON = 2 };
 /* OCT_CUDA_DISP_AUTO (the default) = CUFFT: the dispersion chain (pad,
  * inverse C2C, phase, forward C2C, store / sink) in cuFFT and kernel steps
