@@ -197,6 +197,86 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  * with the MSI deferred.  With parts, the stage times other than device_ms
  * mix stages (octbench times a replay, which never uses parts). */
 enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2, PARTS_DEFER = 3 };
+
+/* Whether this frame's CFD is the matrix product (cuda.cfd, oct_engine.h):
+ * the buffers were made (a volume, split FP16), the MSI is not on the FFT
+ * path (x_on_comp), the products need the en-face depths of every spectrum
+ * and all depths of the cross-sections only, and (auto) k-lin or
+ * dispersion make the chain long. */
+bool cfd_gemm_ok(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    if (!s->d_xc3 || !cfd_on(eng) || s->x_on_comp || !s->have_blas || !s->d_C || !s->d_xg) return false;
+    if (eng->setup.cuda.cfd != OCT_CUDA_CFD_GEMM && s->klin_T == 0 && !s->disp_on) return false;
+    const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
+    if (pm->full || eng->plan->enface_n[OCT_METHOD_CFD] > (uint32_t)s->K) return false;
+    for (uint32_t i = 0; i < pm->nlayout; i++) {
+        const oct_layout *r = &pm->layout[i];
+        if (r->select == OCT_SEL_GROUP || r->depths == OCT_DEPTHS_RANGE) return false;
+        if (r->depths == OCT_DEPTHS_ALL && r->select == OCT_SEL_ALL) return false;
+    }
+    return true;
+}
+
+/* The CFD matrices for the current window, k-lin, dispersion, en-face
+ * depths and cut-off (lazily, on the compute stream; outside a capture: the
+ * matrix scale is read back): the M unit spectra through the frames' own
+ * kernels and cuFFT (k-lin with the window, or the window; R2C; the
+ * dispersion steps), then the rows of the depths as split FP16. */
+oct_err prepare_cfd(oct_engine *eng, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const oct_plan *pl = eng->plan;
+    const int F = pl->params.freq_cutoff;
+    const uint64_t key[5] = {pl->gen[OCT_PK_WINDOW], pl->gen[OCT_PK_KLIN], pl->gen[OCT_PK_DISP],
+                             pl->gen[OCT_PK_ENFACE], (uint64_t)(uint32_t)F};
+    if (s->cf_valid && !memcmp(s->held_cf, key, sizeof key)) return OCT_OK;
+    s->cf_valid = false;
+    const int M = s->M, K = s->K;
+    const long long MM = (long long)M * M;
+    const bool klin = s->klin_T > 0;
+    cfd_basis_kernel<<<blocks_for(MM, 256), 256, 0, s->s_comp>>>(klin ? NULL : s->d_win, M, klin ? s->d_id : s->d_idk);
+    LAUNCHED("cfd_basis");
+    if (klin) {
+        launch_klin(s->s_comp, s->d_id, s->d_kidx, s->d_kw, s->klin_T, s->d_win, M, M, s->d_idk);
+        LAUNCHED("klin");
+    }
+    FFT(cufftExecR2C(s->plan_idr, (cufftReal *)s->d_idk, (cufftComplex *)s->d_idX));
+    const float2 *Y = s->d_idX;
+    int ldy = K, hi = M - F; /* SrcCfd's cut-off; SrcDisp's: d >= F only */
+    if (s->disp_on) {
+        disp_pad_kernel<<<blocks_for(MM, 256), 256, 0, s->s_comp>>>(s->d_idX, K, M, F, M, s->d_idZ);
+        LAUNCHED("disp_pad");
+        FFT(cufftExecC2C(s->plan_idc, (cufftComplex *)s->d_idZ, (cufftComplex *)s->d_idZ, CUFFT_INVERSE));
+        disp_phase_kernel<<<blocks_for(MM, 256), 256, 0, s->s_comp>>>(s->d_idZ, s->d_disp, M, M, 1.0f / (float)M);
+        LAUNCHED("disp_phase");
+        FFT(cufftExecC2C(s->plan_idc, (cufftComplex *)s->d_idZ, (cufftComplex *)s->d_idZ, CUFFT_FORWARD));
+        Y = s->d_idZ, ldy = M, hi = INT_MAX;
+    }
+    CU(cudaMemsetAsync(s->d_amax, 0, sizeof(unsigned), s->s_comp));
+    cfd_amax_kernel<<<blocks_for((long long)M * K, 256), 256, 0, s->s_comp>>>(Y, ldy, M, K, s->d_amax);
+    LAUNCHED("cfd_amax");
+    unsigned bits = 0;
+    CU(cudaMemcpyAsync(&bits, s->d_amax, sizeof bits, cudaMemcpyDeviceToHost, s->s_comp));
+    CU(cudaStreamSynchronize(s->s_comp));
+    float amax;
+    memcpy(&amax, &bits, sizeof amax);
+    s->hsc_a = pow2_scale(amax);
+    long long tot = 2ll * K * 3 * M;
+    build_cfd16_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(Y, ldy, M, K, NULL, K, F, hi, s->hsc_a,
+                                                                    s->d_Acf[0]);
+    LAUNCHED("build_cfd16");
+    const int Q = (int)pl->enface_n[OCT_METHOD_CFD];
+    if (Q > 0) {
+        tot = 2ll * Q * 3 * M;
+        build_cfd16_kernel<<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(Y, ldy, M, K, s->d_eidx[OCT_METHOD_CFD], Q, F,
+                                                                        hi, s->hsc_a, s->d_Acf[1]);
+        LAUNCHED("build_cfd16");
+    }
+    memcpy(s->held_cf, key, sizeof key);
+    s->cf_valid = true;
+    return OCT_OK;
+}
 /* The MSI of a PARTS_DEFER frame: GEMM of the parts' operands (converted
  * with bh) into d_Cdef, the sink after the last part with the GEMM of d
  * subtracted (SrcGemm bias); needs the frame's GEMM output to fit d_Cdef
@@ -216,6 +296,7 @@ bool defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     if (!cfd_on(eng) || (cms_on(eng) && s->RC > 0) || !s->have_plan_r1 || !s->have_plan_c1) return false;
+    if (cfd_gemm_ok(eng)) return false; /* the CFD's product after the last part: PARTS_BG */
     bool msi = msi_on(eng) && s->R > 0;
     /* MSI and CFD share d_x: only if both take the parts' bh */
     if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false;
@@ -349,6 +430,47 @@ oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
         TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
     }
     return OCT_OK;
+}
+
+/* The CFD as a matrix product (cfd_gemm_ok) over nrows rows on the compute
+ * stream: spectra jbase.. (MODE_SUB: the en-face depths) or the gathered
+ * cross-section rows (MODE_XS: all depths), C = [Re, Im] pairs per depth
+ * (split FP16 GEMM of x' with the map's rows), |.| in the sink (SrcCms). */
+oct_err cfd_gemm_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long long nrows, int nh,
+                      oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const bool sub = mode == MODE_SUB;
+    const int nd = sub ? k.Q : s->K;
+    if (nrows <= 0 || nd <= 0) return OCT_OK;
+    const __half *A = s->d_Acf[sub ? 1 : 0];
+    const __half *X = mode == MODE_XS ? (const __half *)s->d_xg : s->d_xc3;
+    const int ncol = 2 * nd, kM = 3 * s->M;
+    const float alpha = 1.0f / (s->hsc_c * s->hsc_a); /* powers of two: exact */
+    long long cs_max = std::max(1ll, (long long)(s->C_cap / ncol));
+    long long nch = (nrows + cs_max - 1) / cs_max;
+    long long cs = (nrows + nch - 1) / nch;
+    for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
+        long long nj = std::min(cs, jbase + nrows - j0);
+        TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, A, X + j0 * kM, s->d_C, e));
+        SrcCms src = {s->d_C, ncol};
+        TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
+    }
+    return OCT_OK;
+}
+
+/* The cross-sections of the CFD product: their rows of x' gathered (into
+ * the MSI's d_xg: the compute stream orders the two), all depths. */
+oct_err cfd_gemm_xsec(oct_engine *eng, const Sink &k, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    if (!k.xh && !k.xv) return OCT_OK;
+    int nh = k.xh ? s->N : 0, nv = k.xv ? s->L : 0, kM = 3 * s->M;
+    long long tot = (long long)(nh + nv) * kM;
+    gather_xsec_kernel<__half><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
+        s->d_xc3, kM, s->N, eng->params.xsec_h, eng->params.xsec_v, nh, nh + nv, (__half *)s->d_xg);
+    LAUNCHED("gather");
+    return cfd_gemm_pass(eng, k, MODE_XS, 0, nh + nv, nh, e);
 }
 
 /* Adds the column sums of raw spectra [j0, j0 + ns) to d_bgsum (compute stream). */
@@ -646,6 +768,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
     bool fft_path = s->path == OCT_MSI_FFT;
     bool klin = cfd && s->klin_T > 0;
+    /* the CFD as a matrix product of x' (split FP16, xc3) on the compute
+     * stream: no x~ / x' / k-lin / DFT for it (cfd_gemm_ok) */
+    bool cg = cfd && cfd_gemm_ok(eng);
     cudaStream_t cfd_st = s->s_comp; /* the stream that records EV_CFD (joined at the end) */
     TRY(mark(s, sl->ev[EV_START], s->s_comp, e));
 
@@ -654,10 +779,11 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
      * for k-lin and the plain CMS GEMM, its TF32 parts for the split CMS GEMM */
     bool split = s->gemm_mode == GEMM_SPLIT;
     bool msplit = msi && !fft_path && split;
-    float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
+    float *x = ((cfd && !klin && !cg) || (msi && !msplit)) ? s->d_x : NULL;
     float *x3 = msplit && !s->h16 ? s->d_x3 : NULL;
     __half *x3h = msplit && s->h16 ? (__half *)s->d_x3 : NULL; /* split FP16 parts */
-    float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
+    float *xp = ((klin && !cg) || (cms && !split)) ? s->d_xp : NULL;
+    __half *xc3 = cg ? s->d_xc3 : NULL;
     float *xp3 = cms && split ? s->d_xp3 : NULL;
     CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
     const float *bvec = NULL;
@@ -694,31 +820,31 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     /* conversion of spectra [j0, j0 + ns) with background bv into the
      * given outputs (any NULL) */
     auto convert_to = [&](long long j0, long long ns, const float *bv, float *ox, float *ox3, __half *ox3h,
-                          float *oxp, float *oxp3) -> oct_err {
+                          float *oxp, float *oxp3, __half *oxc) -> oct_err {
         long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
         unsigned nb = blocks_for(n4, 256);
         float *px = ox ? ox + o : NULL, *px3 = ox3 ? ox3 + o3 : NULL, *pxp = oxp ? oxp + o : NULL,
               *pxp3 = oxp3 ? oxp3 + o3 : NULL;
-        __half *px3h = ox3h ? ox3h + o3 : NULL;
+        __half *px3h = ox3h ? ox3h + o3 : NULL, *pxc = oxc ? oxc + j0 * 3 * s->M : NULL;
         switch (g->sample_type) {
         case OCT_SAMPLE_U16:
             convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                 n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                                 n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         case OCT_SAMPLE_I16:
             convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                                n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         default:
             convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                              n4, s->M, 0, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                              n4, s->M, 0, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         }
         LAUNCHED("convert");
         return OCT_OK;
     };
     auto convert = [&](long long j0, long long ns) -> oct_err {
-        return convert_to(j0, ns, bvec, x, x3, x3h, xp, xp3);
+        return convert_to(j0, ns, bvec, x, x3, x3h, xp, xp3, xc3);
     };
     if (pm == PARTS_BG && fpn_parts) {
         for (int p = 0; p < P; p++) {
@@ -761,7 +887,8 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                                                                                s->d_bhat);
                 LAUNCHED("bg_estimate");
             }
-            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin ? s->d_xp : NULL, NULL));
+            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin ? s->d_xp : NULL, NULL,
+                           NULL));
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
             CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
             if (klin) {
@@ -802,7 +929,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(convert(j0, np));
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
-            if (cfd) {
+            if (cg) {
+                if (kc.sub) TRY(cfd_gemm_pass(eng, kc, MODE_SUB, j0, np, 0, e));
+            } else if (cfd) {
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
                 if (klin) {
                     launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
@@ -820,7 +949,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             if (msi && (msi_full || km.sub))
                 TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
         }
-        if (cfd) {
+        if (cfd && !cg) {
             TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
             cfd_st = s->s_cfd;
         }
@@ -830,7 +959,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             /* the MSI's operands with the exact background (the CFD's
              * inputs were converted per part with bh) */
             float *fx = msi && !msplit ? s->d_x : NULL;
-            if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL));
+            if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL, NULL));
         }
         /* the correction: the CFD chain of the one spectrum d = b - bh */
         bg_delta_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(bvec, s->d_bhat, s->d_win, s->M, s->d_cd,
@@ -880,7 +1009,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
         sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
                                                        12.0 * ((x3 != NULL) + (xp3 != NULL)) +
-                                                       6.0 * (x3h != NULL));
+                                                       6.0 * ((x3h != NULL) + (xc3 != NULL)));
     }
     if (commit) {
         roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
@@ -900,8 +1029,15 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     bool x_on_comp = s->x_on_comp;
     bool late = !parts && cfd && klin && x_on_comp; /* parts: the CFD ran per part */
     if (parts) {
-        /* the CFD ran per part above */
-        if (!cfd) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* cfd_ms = 0 */
+        /* the CFD ran per part above (the product's cross-sections now) */
+        if (cg) TRY(cfd_gemm_xsec(eng, make_sink(eng, sl, OCT_METHOD_CFD), e));
+        if (!cfd || cg) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* (cfd_ms = 0 without the CFD) */
+    } else if (cg) {
+        /* the en-face depths of every spectrum, then the cross-sections */
+        Sink k = make_sink(eng, sl, OCT_METHOD_CFD);
+        if (k.sub) TRY(cfd_gemm_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
+        TRY(cfd_gemm_xsec(eng, k, e));
+        TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e));
     } else if (defer) {
         /* the CFD's sink over the whole frame, the correction subtracted */
         CU(cudaStreamWaitEvent(s->s_cfd, s->ev_corr, 0));
@@ -1027,6 +1163,7 @@ void graph_key(const oct_engine *eng, const Slot *sl, bool replay, const bool wa
     k->mats[0] = s->d_Bfull, k->mats[1] = s->d_Benf, k->mats[2] = s->d_C;
     k->hsc_x = s->hsc_x, k->hsc_m = s->hsc_m;
     k->path = (int)s->path, k->klin_T = s->klin_T, k->disp_on = s->disp_on, k->x_on_comp = s->x_on_comp;
+    k->hsc_a = s->hsc_a;
 }
 
 /* Captures run_frame on the compute stream (the CFD stream joins it) into
@@ -1077,6 +1214,8 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     CudaState *s = ST(eng);
     /* host to constant memory from pageable memory: never captured */
     TRY(upload_sinks(eng, sl, e));
+    /* the CFD matrices (their scale is read back: never captured) */
+    if (cfd_gemm_ok(eng)) TRY(prepare_cfd(eng, e));
     if (!graph_ok(eng, sl, want)) return run_frame(eng, sl, want, replay, e);
     /* lazily built matrices first (no-ops but after a change, which also
      * changes the key): their pointers are part of it */

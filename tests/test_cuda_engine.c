@@ -264,6 +264,7 @@ static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) *
 static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
 static long long g_disp_chunk; /* setup.cuda.disp_chunk of make_engine() (0 = auto) */
 static int g_disp;             /* setup.cuda.disp of make_engine() (0 = auto: cufft) */
+static int g_cfd;              /* setup.cuda.cfd of make_engine() (0 = auto) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -345,6 +346,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.graph = g_graph;
     s.cuda.disp_chunk = g_disp_chunk;
     s.cuda.disp = g_disp;
+    s.cuda.cfd = g_cfd;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -1706,6 +1708,124 @@ START_TEST(t_graph_parts)
 }
 END_TEST
 
+/* Issue 19: the CFD of a volume as a matrix product (cuda.cfd auto: en-face
+ * depths of every spectrum + all depths of the cross-sections, split FP16,
+ * the chain's map made from the unit spectra) against the float64
+ * reference: k-lin (sinc / cubic / linear) and dispersion with every
+ * background, whole frames (process) and the intra-frame pipeline
+ * (registered, 4 parts: PARTS_BG / PARTS_ALL), the cut-off zeroing en-face
+ * depths, CFD only, a DC 64x the fringes without background; two frames
+ * each (the second through the CUDA graph); live changes that must rebuild
+ * the matrices (window, a2, k-lin taps, en-face depths, cut-off).  A volume
+ * product (all depths of every spectrum) and cuda.cfd = fft keep the
+ * chain; oct_cuda_last_cfd_gemm() shows which path ran. */
+START_TEST(t_cfd_gemm)
+{
+    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16, R = 40, split FP16 */
+    fixture f;
+    fixture_make(&f, c, 2700);
+    const uint32_t M = c->g.samples;
+    g_parts = 4;
+    g_cfd = _i == 1 ? OCT_CUDA_CFD_FFT : OCT_CUDA_CFD_AUTO;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_parts = 0;
+    g_cfd = OCT_CUDA_CFD_AUTO;
+    size_t total = (f.bytes + 4095) & ~(size_t)4095;
+    uint8_t *buf = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+    memcpy(buf, f.frame, f.bytes);
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    bool reg = err == OCT_OK;
+    if (!reg) printf("cuda: t_cfd_gemm: register_host: %s (parts not exercised)\n", e.msg);
+    const uint32_t prod = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) |
+                          OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) | OCT_PRODUCT_F32;
+    static const struct {
+        const char *what;
+        uint32_t methods, bg, klin, window;
+        int taps, bgp, F, estart;
+        float a2;
+        bool parts, volume, dc;
+        int want; /* oct_cuda_last_cfd_gemm with cuda.cfd auto */
+    } v[] = {
+        {"sinc 21 + dispersion + frame mean, whole", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1,
+         30.0f, false, false, false, 1},
+        {"same, 4 parts", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true, false, false,
+         1},
+        {"window blackman (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 21, 0, 3, 1, 30.0f, true,
+         false, false, 1},
+        {"a2 -45 (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 21, 0, 3, 1, -45.0f, true, false,
+         false, 1},
+        {"sinc 11, en-face from 6, cut-off 7 (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 11, 0,
+         7, 6, -45.0f, true, false, false, 1},
+        {"cubic + reference, 4 parts (PARTS_ALL)", 3, OCT_BG_REFERENCE, OCT_KLIN_CUBIC, OCT_WINDOW_HAMMING, 4, 0, 2, 1,
+         0.0f, true, false, false, 1},
+        {"dispersion only, no background, whole", 3, OCT_BG_NONE, OCT_KLIN_OFF, OCT_WINDOW_TUKEY, 0, 0, 0, 0, 25.0f,
+         false, false, false, 1},
+        {"linear + dispersion + fpn G=12, 4 parts", 3, OCT_BG_FPN, OCT_KLIN_LINEAR, OCT_WINDOW_HANN, 2, 12, 1, 1, 30.0f,
+         true, false, false, 1},
+        {"cfd only, sinc 21 + dispersion + frame mean, 4 parts", 1, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21,
+         0, 3, 1, 30.0f, true, false, false, 1},
+        {"volume product: the chain", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true,
+         true, false, 0},
+        {"no k-lin, no dispersion (auto: the chain)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, OCT_WINDOW_HANN, 0, 0, 3, 1,
+         0.0f, true, false, false, 0},
+        {"DC 64x the fringes, no background, sinc 21 + dispersion, 4 parts", 3, OCT_BG_NONE, OCT_KLIN_SINC,
+         OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true, false, true, 1},
+    };
+    oct_products *out = oct_products_create();
+    uint64_t launches = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (v[i].parts && !reg) continue;
+        if (v[i].dc) {
+            tu_rng rng;
+            tu_rng_seed(&rng, 2709);
+            uint16_t *px = (uint16_t *)f.frame;
+            size_t n = f.bytes / sizeof(uint16_t);
+            for (size_t k = 0; k < n; k++) {
+                double sx = (double)(k % M) / M;
+                double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * sx);
+                px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
+            }
+            memcpy(buf, f.frame, f.bytes);
+        }
+        oct_params p = f.p;
+        p.methods = v[i].methods;
+        p.background = v[i].bg, p.background_param = v[i].bgp;
+        p.window = v[i].window, p.window_param = 0.5f;
+        p.klin = v[i].klin, p.klin_source = OCT_KLIN_POLY;
+        if (v[i].klin == OCT_KLIN_SINC) p.klin_taps = v[i].taps;
+        p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+        p.disp_a2 = v[i].a2, p.disp_a3 = v[i].a2 != 0.0f ? -20.0f : 0.0f, p.disp_k0 = 0.45f;
+        p.freq_cutoff = v[i].F;
+        p.enface_start = v[i].estart;
+        p.products = prod | (v[i].volume ? OCT_PRODUCT_BIT(OCT_KIND_VOLUME) : 0);
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+        for (int rep = 0; rep < 2; rep++) {
+            char label[200];
+            snprintf(label, sizeof label, "cfd gemm (cuda.cfd %s): %s (frame %d)", _i ? "fft" : "auto", v[i].what, rep);
+            run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, v[i].parts ? buf : NULL);
+            int want = _i ? 0 : v[i].want;
+            ck_assert_msg(oct_cuda_last_cfd_gemm(gpu) == want, "%s: product %d, expected %d", label,
+                          oct_cuda_last_cfd_gemm(gpu), want);
+            ck_assert_msg(oct_cuda_last_parts(gpu) == (v[i].parts ? 4 : 1), "%s: %d parts", label,
+                          oct_cuda_last_parts(gpu));
+        }
+    }
+    uint64_t fails = 0;
+    oct_cuda_graph_counts(gpu, &launches, NULL, &fails);
+    ck_assert_msg(fails == 0 && launches > 0, "cfd gemm: %llu graph launches, %llu failed", (unsigned long long)launches,
+                  (unsigned long long)fails);
+    printf("cuda: t_cfd_gemm (cuda.cfd %s): %llu graph launches\n", _i ? "fft" : "auto", (unsigned long long)launches);
+    oct_products_destroy(out);
+    if (reg) oct_engine_unregister_host(gpu, buf);
+    oct_engine_destroy(gpu);
+    free(buf);
+    fixture_free(&f);
+}
+END_TEST
+
 START_TEST(t_pipeline_errors)
 {
     tcase_cfg c = g_cfgs[6];
@@ -2141,6 +2261,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tp, t_parts_defer_msi);
     tcase_add_test(tp, t_disp_chunks);
     tcase_add_test(tp, t_graph_parts);
+    tcase_add_loop_test(tp, t_cfd_gemm, 0, 2);
     suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */
     TCase *tg = tcase_create("graph");
