@@ -281,11 +281,24 @@ oct_err prepare_cfd(oct_engine *eng, oct_error *e)
  * with bh) into d_Cdef, the sink after the last part with the GEMM of d
  * subtracted (SrcGemm bias); needs the frame's GEMM output to fit d_Cdef
  * (the en-face depths of a volume, not all depths: else PARTS_BG). */
+/* The CFD's product deferred likewise (cuda.cfd with a whole-frame
+ * background): each part's GEMM (x' with bh) into d_Ccf, the product of
+ * d = b - bh subtracted in the sink (SrcCms bias); needs the frame's
+ * en-face output to fit d_Ccf (else PARTS_BG: the product after the last part). */
+bool cfd_defer_ok(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    int ext = eng->setup.cuda.parts_ext;
+    if ((ext != 0 && ext != 3) || !s->d_Ccf || !cfd_gemm_ok(eng)) return false;
+    return (size_t)s->S * 2 * eng->plan->enface_n[OCT_METHOD_CFD] <= s->Ccf_cap;
+}
 bool msi_defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     int ext = eng->setup.cuda.parts_ext;
-    if (ext != 3 && !(ext == 0 && DEFER_MSI_AUTO)) return false;
+    /* (with the CFD's product deferred the MSI is by default too: else its
+     * whole frame would follow the last part) */
+    if (ext != 3 && !(ext == 0 && (DEFER_MSI_AUTO || cfd_defer_ok(eng)))) return false;
     if (!(msi_on(eng) && s->R > 0) || s->path != OCT_MSI_GEMM || !s->d_Cdef) return false;
     const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_MSI];
     size_t nl = (size_t)lag_count(eng);
@@ -296,10 +309,12 @@ bool defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     if (!cfd_on(eng) || (cms_on(eng) && s->RC > 0) || !s->have_plan_r1 || !s->have_plan_c1) return false;
-    if (cfd_gemm_ok(eng)) return false; /* the CFD's product after the last part: PARTS_BG */
+    if (cfd_gemm_ok(eng) && !cfd_defer_ok(eng)) return false; /* the CFD's product after the last part: PARTS_BG */
     bool msi = msi_on(eng) && s->R > 0;
-    /* MSI and CFD share d_x: only if both take the parts' bh */
-    if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false;
+    /* MSI and CFD share d_x: only if both take the parts' bh (the CFD's
+     * product reads its own x') */
+    if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT && !cfd_gemm_ok(eng))
+        return false;
     const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
     for (uint32_t i = 0; i < pm->nlayout; i++)
         if (pm->layout[i].select == OCT_SEL_GROUP) return false; /* angiography reads x~ and d_X */
@@ -426,7 +441,7 @@ oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
             BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, CUDA_R_32F,
                               kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_Cc, CUDA_R_32F, ncol,
                               CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-        SrcCms src = {s->d_Cc, ncol};
+        SrcCms src = {s->d_Cc, ncol, NULL};
         TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
     }
     return OCT_OK;
@@ -437,7 +452,7 @@ oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
  * cross-section rows (MODE_XS: all depths), C = [Re, Im] pairs per depth
  * (split FP16 GEMM of x' with the map's rows), |.| in the sink (SrcCms). */
 oct_err cfd_gemm_pass(oct_engine *eng, const Sink &k, int mode, long long jbase, long long nrows, int nh,
-                      oct_error *e)
+                      oct_error *e, float *cdef = NULL, const float *bias = NULL)
 {
     CudaState *s = ST(eng);
     const bool sub = mode == MODE_SUB;
@@ -452,16 +467,19 @@ oct_err cfd_gemm_pass(oct_engine *eng, const Sink &k, int mode, long long jbase,
     long long cs = (nrows + nch - 1) / nch;
     for (long long j0 = jbase; j0 < jbase + nrows; j0 += cs) {
         long long nj = std::min(cs, jbase + nrows - j0);
-        TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, A, X + j0 * kM, s->d_C, e));
-        SrcCms src = {s->d_C, ncol};
+        float *C = cdef ? cdef + j0 * ncol : s->d_C;
+        TRY(msi_gemm(s, GK_F16, ncol, (int)nj, kM, &alpha, A, X + j0 * kM, C, e));
+        if (cdef) continue; /* PARTS_DEFER: the sink after the last part */
+        SrcCms src = {s->d_C, ncol, bias};
         TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
     }
     return OCT_OK;
 }
 
 /* The cross-sections of the CFD product: their rows of x' gathered (into
- * the MSI's d_xg: the compute stream orders the two), all depths. */
-oct_err cfd_gemm_xsec(oct_engine *eng, const Sink &k, oct_error *e)
+ * the MSI's d_xg: the compute stream orders the two), all depths; bias:
+ * the deferred background's correction (rows converted with bh). */
+oct_err cfd_gemm_xsec(oct_engine *eng, const Sink &k, oct_error *e, const float *bias = NULL)
 {
     CudaState *s = ST(eng);
     if (!k.xh && !k.xv) return OCT_OK;
@@ -470,7 +488,7 @@ oct_err cfd_gemm_xsec(oct_engine *eng, const Sink &k, oct_error *e)
     gather_xsec_kernel<__half><<<blocks_for(tot, 256), 256, 0, s->s_comp>>>(
         s->d_xc3, kM, s->N, eng->params.xsec_h, eng->params.xsec_v, nh, nh + nv, (__half *)s->d_xg);
     LAUNCHED("gather");
-    return cfd_gemm_pass(eng, k, MODE_XS, 0, nh + nv, nh, e);
+    return cfd_gemm_pass(eng, k, MODE_XS, 0, nh + nv, nh, e, NULL, bias);
 }
 
 /* Adds the column sums of raw spectra [j0, j0 + ns) to d_bgsum (compute stream). */
@@ -874,8 +892,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             TRY(prepare_msi(eng, e));
             kmd = make_sink(eng, sl, OCT_METHOD_MSI);
         }
-        /* the parts' operands with bh: the CFD's and the MSI's */
-        float *px = !klin || (mdef && !msplit) ? s->d_x : NULL;
+        /* the parts' operands with bh: the CFD's and the MSI's (cg: the
+         * CFD's product reads x' split, its GEMM per part into d_Ccf) */
+        float *px = (!klin && !cg) || (mdef && !msplit) ? s->d_x : NULL;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
@@ -887,17 +906,21 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                                                                                s->d_bhat);
                 LAUNCHED("bg_estimate");
             }
-            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin ? s->d_xp : NULL, NULL,
-                           NULL));
-            CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
-            CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
-            if (klin) {
-                launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
-                            s->d_xk + j0 * s->M);
-                LAUNCHED("klin");
+            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin && !cg ? s->d_xp : NULL,
+                           NULL, xc3));
+            if (cg) {
+                if (kc.sub) TRY(cfd_gemm_pass(eng, kc, MODE_SUB, j0, np, 0, e, s->d_Ccf));
+            } else {
+                CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
+                CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
+                if (klin) {
+                    launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
+                                s->d_xk + j0 * s->M);
+                    LAUNCHED("klin");
+                }
+                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
             }
-            FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
-            if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
             if (mdef && (kmd.full || kmd.sub))
                 TRY(msi_pass(eng, kmd, kmd.full ? MODE_ALL : MODE_SUB, j0, np, 0, e, s->d_Cdef));
         }
@@ -965,22 +988,37 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         bg_delta_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(bvec, s->d_bhat, s->d_win, s->M, s->d_cd,
                                                                       s->d_cdx);
         LAUNCHED("bg_delta");
-        const float *cin = s->d_cdx;
-        if (klin) {
-            launch_klin(s->s_comp, s->d_cd, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, 1, s->d_cdk);
-            LAUNCHED("klin");
-            cin = s->d_cdk;
+        if (cg) {
+            /* ... or its product: d split (no window: the matrices hold
+             * it), times the en-face and the all-depth matrices */
+            convert_kernel<float><<<blocks_for(s->M / 4, 256), 256, 0, s->s_comp>>>(
+                s->d_cd, NULL, NULL, NULL, NULL, s->M / 4, s->M, 0, s->d_win, NULL, s->d_cbad, 0, NULL, 1.0f,
+                s->d_ccop, s->hsc_c);
+            LAUNCHED("convert");
+            const float alpha = 1.0f / (s->hsc_c * s->hsc_a);
+            const int Q = (int)eng->plan->enface_n[OCT_METHOD_CFD];
+            if (Q > 0)
+                TRY(msi_gemm(s, GK_F16, 2 * Q, 1, 3 * s->M, &alpha, s->d_Acf[1], s->d_ccop, s->d_cbias[1], e));
+            TRY(msi_gemm(s, GK_F16, 2 * s->K, 1, 3 * s->M, &alpha, s->d_Acf[0], s->d_ccop, s->d_cbias[0], e));
         }
-        FFT(cufftExecR2C(s->plan_r1, (cufftReal *)cin, (cufftComplex *)s->d_cX));
-        if (s->disp_on) {
-            disp_pad_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cX, s->K, s->M,
-                                                                         eng->params.freq_cutoff, 1, s->d_cZ);
-            LAUNCHED("disp_pad");
-            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_INVERSE));
-            disp_phase_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cZ, s->d_disp, s->M, 1,
-                                                                           1.0f / (float)s->M);
-            LAUNCHED("disp_phase");
-            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
+        if (!cg) {
+            const float *cin = s->d_cdx;
+            if (klin) {
+                launch_klin(s->s_comp, s->d_cd, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, 1, s->d_cdk);
+                LAUNCHED("klin");
+                cin = s->d_cdk;
+            }
+            FFT(cufftExecR2C(s->plan_r1, (cufftReal *)cin, (cufftComplex *)s->d_cX));
+            if (s->disp_on) {
+                disp_pad_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cX, s->K, s->M,
+                                                                             eng->params.freq_cutoff, 1, s->d_cZ);
+                LAUNCHED("disp_pad");
+                FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_INVERSE));
+                disp_phase_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cZ, s->d_disp, s->M, 1,
+                                                                               1.0f / (float)s->M);
+                LAUNCHED("disp_phase");
+                FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
+            }
         }
         CU(cudaEventRecord(s->ev_corr, s->s_comp));
         if (mdef) {
@@ -1033,10 +1071,20 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         if (cg) TRY(cfd_gemm_xsec(eng, make_sink(eng, sl, OCT_METHOD_CFD), e));
         if (!cfd || cg) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* (cfd_ms = 0 without the CFD) */
     } else if (cg) {
-        /* the en-face depths of every spectrum, then the cross-sections */
+        /* the en-face depths of every spectrum, then the cross-sections;
+         * deferred: the parts' products (x' with bh) are in d_Ccf, d's
+         * products subtracted in the sinks */
         Sink k = make_sink(eng, sl, OCT_METHOD_CFD);
-        if (k.sub) TRY(cfd_gemm_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
-        TRY(cfd_gemm_xsec(eng, k, e));
+        if (defer) {
+            if (k.sub) {
+                SrcCms src = {s->d_Ccf, 2 * k.Q, s->d_cbias[1]};
+                TRY(launch_sink(s->s_comp, src, k, MODE_SUB, 0, s->S, 0, e));
+            }
+            TRY(cfd_gemm_xsec(eng, k, e, s->d_cbias[0]));
+        } else {
+            if (k.sub) TRY(cfd_gemm_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
+            TRY(cfd_gemm_xsec(eng, k, e));
+        }
         TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e));
     } else if (defer) {
         /* the CFD's sink over the whole frame, the correction subtracted */

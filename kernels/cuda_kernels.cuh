@@ -600,13 +600,19 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
     __syncwarp(); /* w is reused by the warp's next row */
     return a;
 }
-struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
+/* |Re + i Im| of a GEMM output with (Re, Im) in columns (2s, 2s+1): the CMS,
+ * and the CFD as a matrix product (cuda.cfd); bias (NULL = none): pairs
+ * subtracted first (the CFD's deferred background correction) */
+struct SrcCms {
     const float *C;
     int ncol;
+    const float *bias;
     __device__ __forceinline__ float operator()(long long jl, int s) const
     {
         const float *p = C + jl * ncol + 2ll * s;
-        return sqrtf(p[0] * p[0] + p[1] * p[1]);
+        float re = p[0], im = p[1];
+        if (bias) re -= bias[2 * s], im -= bias[2 * s + 1];
+        return sqrtf(re * re + im * im);
     }
 };
 struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */

@@ -245,6 +245,11 @@ struct CudaState {
      * d_idX, d_idZ: its k-lin / window, DFT and dispersion outputs; own
      * plans of M spectra on the compute stream) for the values in held_cf */
     __half *d_xc3, *d_Acf[2];
+    /* ... deferred (cfd_defer_ok): the parts' en-face products (Ccf_cap
+     * floats), d's split operand and its products with the two matrices */
+    float *d_Ccf, *d_cbias[2];
+    size_t Ccf_cap;
+    __half *d_ccop;
     float hsc_c, hsc_a;
     float *d_id, *d_idk;
     float2 *d_idX, *d_idZ;
@@ -695,7 +700,8 @@ void free_state(CudaState *s)
                    s->d_disp, s->d_Z, s->d_tw, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
                    s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
                    s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad,
-                   s->d_xc3, s->d_Acf[0], s->d_Acf[1], s->d_id, s->d_idk, s->d_idX, s->d_idZ, s->d_amax};
+                   s->d_xc3, s->d_Acf[0], s->d_Acf[1], s->d_id, s->d_idk, s->d_idX, s->d_idZ, s->d_amax,
+                   s->d_Ccf, s->d_cbias[0], s->d_cbias[1], s->d_ccop};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -919,7 +925,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         TRY(dmalloc(s, &s->d_cop, (size_t)3 * s->M, "the background correction's MSI operand", e));
         TRY(dmalloc(s, &s->d_cbad, 1, "a flag", e));
         int ext = eng->setup.cuda.parts_ext;
-        if (s->R > 0 && (ext == 3 || (ext == 0 && DEFER_MSI_AUTO))) {
+        /* (the CFD as a matrix product defers the MSI too: cfd_defer_ok) */
+        bool cg_bufs = eng->setup.cuda.cfd != OCT_CUDA_CFD_FFT && s->L > 1 && s->h16 && gemm && s->M <= 2048;
+        if (s->R > 0 && (ext == 3 || (ext == 0 && (DEFER_MSI_AUTO || cg_bufs)))) {
             /* the MSI of the parts into one frame-sized output (at most 256 MiB:
              * the en-face depths of a volume; all depths only of small ones) */
             s->bias_cap = (size_t)s->R * GEMM_LAGS_MAX;
@@ -1038,6 +1046,13 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         FFT(cufftSetStream(s->plan_idc, s->s_comp));
         /* |x'| <= max |sample| + max |b| (as hsc_x, without the window) */
         s->hsc_c = pow2_scale(65536.0 + std::max(65536.0, s->refmax));
+        if (s->parts > 1) { /* the deferred background (at most 32 Mi floats of en-face products) */
+            s->Ccf_cap = std::min((size_t)s->S * 2 * K, (size_t)32 << 20);
+            TRY(dmalloc(s, &s->d_Ccf, s->Ccf_cap, "the CFD products of a frame", e));
+            TRY(dmalloc(s, &s->d_cbias[0], 2 * K, "the background correction's CFD", e));
+            TRY(dmalloc(s, &s->d_cbias[1], 2 * K, "the background correction's CFD", e));
+            TRY(dmalloc(s, (uint16_t **)&s->d_ccop, 3 * M, "the background correction's CFD operand", e));
+        }
     }
     if (blas) {
         BLAS(cublasCreate(&s->blas));

@@ -1713,7 +1713,9 @@ END_TEST
  * the chain's map made from the unit spectra) against the float64
  * reference: k-lin (sinc / cubic / linear) and dispersion with every
  * background, whole frames (process) and the intra-frame pipeline
- * (registered, 4 parts: PARTS_BG / PARTS_ALL), the cut-off zeroing en-face
+ * (registered, 4 parts: deferred (each part's product with the mean of
+ * part 0, the product of the difference to the frame's background
+ * subtracted in the sink; the MSI deferred too) / PARTS_ALL), the cut-off zeroing en-face
  * depths, CFD only, a DC 64x the fringes without background; two frames
  * each (the second through the CUDA graph); live changes that must rebuild
  * the matrices (window, a2, k-lin taps, en-face depths, cut-off).  A volume
@@ -1725,11 +1727,16 @@ START_TEST(t_cfd_gemm)
     fixture f;
     fixture_make(&f, c, 2700);
     const uint32_t M = c->g.samples;
+    /* _i: 0 auto, 1 cuda.cfd = fft, 2 auto with parts_ext 1 (the product
+     * after the last part, not deferred) */
+    static const char *const loop_name[] = {"auto", "fft", "auto, parts_ext 1"};
     g_parts = 4;
     g_cfd = _i == 1 ? OCT_CUDA_CFD_FFT : OCT_CUDA_CFD_AUTO;
+    g_parts_ext = _i == 2 ? 1 : 0;
     oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
     g_parts = 0;
     g_cfd = OCT_CUDA_CFD_AUTO;
+    g_parts_ext = 0;
     size_t total = (f.bytes + 4095) & ~(size_t)4095;
     uint8_t *buf = NULL;
     ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
@@ -1804,20 +1811,26 @@ START_TEST(t_cfd_gemm)
         ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
         for (int rep = 0; rep < 2; rep++) {
             char label[200];
-            snprintf(label, sizeof label, "cfd gemm (cuda.cfd %s): %s (frame %d)", _i ? "fft" : "auto", v[i].what, rep);
+            snprintf(label, sizeof label, "cfd gemm (cuda.cfd %s): %s (frame %d)", loop_name[_i], v[i].what, rep);
             run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, v[i].parts ? buf : NULL);
-            int want = _i ? 0 : v[i].want;
+            int want = _i == 1 ? 0 : v[i].want;
             ck_assert_msg(oct_cuda_last_cfd_gemm(gpu) == want, "%s: product %d, expected %d", label,
                           oct_cuda_last_cfd_gemm(gpu), want);
             ck_assert_msg(oct_cuda_last_parts(gpu) == (v[i].parts ? 4 : 1), "%s: %d parts", label,
                           oct_cuda_last_parts(gpu));
+            /* a whole-frame background in parts: deferred; with the product,
+             * the MSI's too (else its whole frame would follow the last part) */
+            bool whole = v[i].bg == OCT_BG_FRAME_MEAN || v[i].bg == OCT_BG_FPN;
+            int dwant = !v[i].parts || !whole || _i == 2 ? 0 : want && (v[i].methods & 2) ? 2 : 1;
+            ck_assert_msg(oct_cuda_last_deferred(gpu) == dwant, "%s: deferred %d, expected %d", label,
+                          oct_cuda_last_deferred(gpu), dwant);
         }
     }
     uint64_t fails = 0;
     oct_cuda_graph_counts(gpu, &launches, NULL, &fails);
     ck_assert_msg(fails == 0 && launches > 0, "cfd gemm: %llu graph launches, %llu failed", (unsigned long long)launches,
                   (unsigned long long)fails);
-    printf("cuda: t_cfd_gemm (cuda.cfd %s): %llu graph launches\n", _i ? "fft" : "auto", (unsigned long long)launches);
+    printf("cuda: t_cfd_gemm (cuda.cfd %s): %llu graph launches\n", loop_name[_i], (unsigned long long)launches);
     oct_products_destroy(out);
     if (reg) oct_engine_unregister_host(gpu, buf);
     oct_engine_destroy(gpu);
@@ -2261,7 +2274,7 @@ static Suite *cuda_suite(void)
     tcase_add_test(tp, t_parts_defer_msi);
     tcase_add_test(tp, t_disp_chunks);
     tcase_add_test(tp, t_graph_parts);
-    tcase_add_loop_test(tp, t_cfd_gemm, 0, 2);
+    tcase_add_loop_test(tp, t_cfd_gemm, 0, 3);
     suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */
     TCase *tg = tcase_create("graph");
