@@ -1778,6 +1778,9 @@ START_TEST(t_cfd_gemm)
          true, false, 0},
         {"no k-lin, no dispersion (auto: the chain)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, OCT_WINDOW_HANN, 0, 0, 3, 1,
          0.0f, true, false, false, 0},
+        /* (the same frame every time: the rolling mean is its mean) */
+        {"rolling K=3 + sinc 21 + dispersion, 4 parts", 3, OCT_BG_ROLLING, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 3, 3, 1,
+         30.0f, true, false, false, 1},
         {"DC 64x the fringes, no background, sinc 21 + dispersion, 4 parts", 3, OCT_BG_NONE, OCT_KLIN_SINC,
          OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true, false, true, 1},
     };
@@ -1820,7 +1823,7 @@ START_TEST(t_cfd_gemm)
                           oct_cuda_last_parts(gpu));
             /* a whole-frame background in parts: deferred; with the product,
              * the MSI's too (else its whole frame would follow the last part) */
-            bool whole = v[i].bg == OCT_BG_FRAME_MEAN || v[i].bg == OCT_BG_FPN;
+            bool whole = v[i].bg == OCT_BG_FRAME_MEAN || v[i].bg == OCT_BG_FPN || v[i].bg == OCT_BG_ROLLING;
             int dwant = !v[i].parts || !whole || _i == 2 ? 0 : want && (v[i].methods & 2) ? 2 : 1;
             ck_assert_msg(oct_cuda_last_deferred(gpu) == dwant, "%s: deferred %d, expected %d", label,
                           oct_cuda_last_deferred(gpu), dwant);
