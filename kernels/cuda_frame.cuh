@@ -192,6 +192,11 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  *   CFD's parts are in it (SGEMM / TF32 without k-lin) unless the MSI is
  *   deferred too, nor when a deferred MSI's frame output does not fit
  *   d_Cdef (all depths of a large volume): PARTS_BG there.
+ * With the CFD as a matrix product (cuda.cfd, cuda_cfd.cuh) the parts'
+ * CFD is their GEMM on the compute stream (no CFD stream): per part in
+ * PARTS_ALL; in PARTS_DEFER each part's GEMM with bh into d_Ccf and the
+ * product of d subtracted in the sink (SrcCms bias), the MSI deferred with
+ * it; in PARTS_BG (parts_ext 1, or d_Ccf too small) after the last part.
  * Off for the FFT-path MSI (or its masks: plan_x on the compute stream
  * shares the CFD plans' work area).  setup.cuda.parts_ext: 0 (default) as
  * above, 1 PARTS_BG for the whole-frame backgrounds, 2 off for k-lin,

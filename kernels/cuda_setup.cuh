@@ -1046,8 +1046,8 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         FFT(cufftSetStream(s->plan_idc, s->s_comp));
         /* |x'| <= max |sample| + max |b| (as hsc_x, without the window) */
         s->hsc_c = pow2_scale(65536.0 + std::max(65536.0, s->refmax));
-        if (s->parts > 1) { /* the deferred background (at most 32 Mi floats of en-face products) */
-            s->Ccf_cap = std::min((size_t)s->S * 2 * K, (size_t)32 << 20);
+        if (s->parts > 1) { /* the deferred background: up to 128 en-face depths (else PARTS_BG) */
+            s->Ccf_cap = (size_t)s->S * 2 * std::min(K, (size_t)128);
             TRY(dmalloc(s, &s->d_Ccf, s->Ccf_cap, "the CFD products of a frame", e));
             TRY(dmalloc(s, &s->d_cbias[0], 2 * K, "the background correction's CFD", e));
             TRY(dmalloc(s, &s->d_cbias[1], 2 * K, "the background correction's CFD", e));
