@@ -29,6 +29,7 @@ enum ini_key {
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
     K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
     K_CUDA_GRAPH,
+    K_CUDA_CFD,
     K_REG_WORKERS,
     K_OVERLAP_INPUT,
     K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS, K_PUB_COPIES, K_PUB_STATS,
@@ -53,6 +54,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
     [K_PREFAULT] = {"engine", "prefault"},
     [K_CUDA_GRAPH] = {"engine", "cuda_graph"},
+    [K_CUDA_CFD] = {"engine", "cuda_cfd"},
     [K_REG_WORKERS] = {"engine", "registration_workers"},
     [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
     [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
@@ -346,6 +348,12 @@ static int set_value(ini_ctx *x, int k, const char *v)
         else if (!strcasecmp(v, "on")) c->cuda_graph = OCT_CUDA_GRAPH_ON;
         else goto bad_word;
         return 1;
+    case K_CUDA_CFD:
+        if (!strcasecmp(v, "auto")) c->cuda_cfd = OCT_CUDA_CFD_AUTO;
+        else if (!strcasecmp(v, "fft")) c->cuda_cfd = OCT_CUDA_CFD_FFT;
+        else if (!strcasecmp(v, "gemm")) c->cuda_cfd = OCT_CUDA_CFD_GEMM;
+        else goto bad_word;
+        return 1;
     case K_PRECISION:
         if (!strcasecmp(v, "fp32")) c->precision = OCT_PRECISION_FP32;
         else if (!strcasecmp(v, "tf32")) c->precision = OCT_PRECISION_TF32;
@@ -523,6 +531,7 @@ bad_word:
                     k == K_BACKEND     ? "auto, cuda, cpu"
                     : k == K_PRECISION ? "fp32, tf32"
                     : k == K_CUDA_GRAPH ? "auto, on, off"
+                    : k == K_CUDA_CFD  ? "auto, fft, gemm"
                                        : "latest, all"), 0;
 }
 

@@ -34,6 +34,7 @@ typedef struct oct_daemon_config {
     int threads;                /* 0 = all cores */
     oct_precision precision;    /* fp32 */
     int cuda_graph;             /* enum oct_cuda_graph: auto (0) */
+    int cuda_cfd;               /* enum oct_cuda_cfd: auto (0) */
     /* [ring] */
     char ring_frames[256];      /* /octd-frames */
     char ring_control[256];     /* /octd-control */

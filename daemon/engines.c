@@ -101,6 +101,7 @@ static oct_err plan_engine(const oct_daemon_config *cfg, const oct_profile *prof
     }
     s.precision = cfg->precision;
     s.cuda.graph = cfg->cuda_graph;
+    s.cuda.cfd = cfg->cuda_cfd;
     oct_params p = *want;
     oct_error ve;
     if (oct_params_check(&p, &s, &ve) != OCT_OK) {

@@ -52,6 +52,11 @@ long long oct_cuda_disp_batch(const oct_engine *eng);
  * 0 when through cuFFT (or another backend). */
 int oct_cuda_disp_fused(const oct_engine *eng);
 
+/* 1 when the last submitted frame's CFD was the matrix product of
+ * setup.cuda.cfd (oct_cuda_cfd: en-face depths and cross-sections of a
+ * volume), 0 when the per-spectrum chain (or another backend). */
+int oct_cuda_last_cfd_gemm(const oct_engine *eng);
+
 /* CUDA graphs of the per-frame device work (setup.cuda.graph, issue 19):
  * frames launched as a graph, graphs captured (one per slot and plan key),
  * captures that failed (those frames ran launch by launch).  Zeros for

@@ -163,6 +163,8 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
     return OCT_OK;
 }
 
+#include "cuda_cfd.cuh" /* the CFD as a matrix product (cuda.cfd) */
+
 /* How a frame goes through the intra-frame pipeline (volumes DMA'd from
  * registered memory in parts):
  * PARTS_ALL: each part converted, CFD'd (k-lin, R2C, plain or dispersion
@@ -190,6 +192,11 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  *   CFD's parts are in it (SGEMM / TF32 without k-lin) unless the MSI is
  *   deferred too, nor when a deferred MSI's frame output does not fit
  *   d_Cdef (all depths of a large volume): PARTS_BG there.
+ * With the CFD as a matrix product (cuda.cfd, cuda_cfd.cuh) the parts'
+ * CFD is their GEMM on the compute stream (no CFD stream): per part in
+ * PARTS_ALL; in PARTS_DEFER each part's GEMM with bh into d_Ccf and the
+ * product of d subtracted in the sink (SrcCms bias), the MSI deferred with
+ * it; in PARTS_BG (parts_ext 1, or d_Ccf too small) after the last part.
  * Off for the FFT-path MSI (or its masks: plan_x on the compute stream
  * shares the CFD plans' work area).  setup.cuda.parts_ext: 0 (default) as
  * above, 1 PARTS_BG for the whole-frame backgrounds, 2 off for k-lin,
@@ -197,15 +204,25 @@ oct_err gather_xsec(oct_engine *eng, bool want_h, bool want_v, int *nh, int *nv,
  * with the MSI deferred.  With parts, the stage times other than device_ms
  * mix stages (octbench times a replay, which never uses parts). */
 enum { PARTS_OFF = 0, PARTS_ALL = 1, PARTS_BG = 2, PARTS_DEFER = 3 };
-/* The MSI of a PARTS_DEFER frame: GEMM of the parts' operands (converted
- * with bh) into d_Cdef, the sink after the last part with the GEMM of d
- * subtracted (SrcGemm bias); needs the frame's GEMM output to fit d_Cdef
- * (the en-face depths of a volume, not all depths: else PARTS_BG). */
+
+/* The CFD's product deferred likewise (cuda.cfd with a whole-frame
+ * background): each part's GEMM (x' with bh) into d_Ccf, the product of
+ * d = b - bh subtracted in the sink (SrcCms bias); needs the frame's
+ * en-face output to fit d_Ccf (else PARTS_BG: the product after the last part). */
+bool cfd_defer_ok(const oct_engine *eng)
+{
+    const CudaState *s = ST(eng);
+    int ext = eng->setup.cuda.parts_ext;
+    if ((ext != 0 && ext != 3) || !s->d_Ccf || !cfd_gemm_ok(eng)) return false;
+    return (size_t)s->S * 2 * eng->plan->enface_n[OCT_METHOD_CFD] <= s->Ccf_cap;
+}
 bool msi_defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     int ext = eng->setup.cuda.parts_ext;
-    if (ext != 3 && !(ext == 0 && DEFER_MSI_AUTO)) return false;
+    /* (with the CFD's product deferred the MSI is by default too: else its
+     * whole frame would follow the last part) */
+    if (ext != 3 && !(ext == 0 && (DEFER_MSI_AUTO || cfd_defer_ok(eng)))) return false;
     if (!(msi_on(eng) && s->R > 0) || s->path != OCT_MSI_GEMM || !s->d_Cdef) return false;
     const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_MSI];
     size_t nl = (size_t)lag_count(eng);
@@ -216,9 +233,12 @@ bool defer_ok(const oct_engine *eng)
 {
     const CudaState *s = ST(eng);
     if (!cfd_on(eng) || (cms_on(eng) && s->RC > 0) || !s->have_plan_r1 || !s->have_plan_c1) return false;
+    if (cfd_gemm_ok(eng) && !cfd_defer_ok(eng)) return false; /* the CFD's product after the last part: PARTS_BG */
     bool msi = msi_on(eng) && s->R > 0;
-    /* MSI and CFD share d_x: only if both take the parts' bh */
-    if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT) return false;
+    /* MSI and CFD share d_x: only if both take the parts' bh (the CFD's
+     * product reads its own x') */
+    if (msi && !msi_defer_ok(eng) && s->klin_T == 0 && s->gemm_mode != GEMM_SPLIT && !cfd_gemm_ok(eng))
+        return false;
     const oct_plan_method *pm = &eng->plan->method[OCT_METHOD_CFD];
     for (uint32_t i = 0; i < pm->nlayout; i++)
         if (pm->layout[i].select == OCT_SEL_GROUP) return false; /* angiography reads x~ and d_X */
@@ -345,7 +365,7 @@ oct_err cms_pass(oct_engine *eng, const Sink &k, int mode, long long nrows, int 
             BLAS(cublasGemmEx(s->blas, CUBLAS_OP_T, CUBLAS_OP_N, ncol, (int)nj, kM, &one, A, CUDA_R_32F,
                               kM, X + j0 * kM, CUDA_R_32F, kM, &zero, s->d_Cc, CUDA_R_32F, ncol,
                               CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
-        SrcCms src = {s->d_Cc, ncol};
+        SrcCms src = {s->d_Cc, ncol, NULL};
         TRY(launch_sink(s->s_comp, src, k, mode, j0, nj, nh, e));
     }
     return OCT_OK;
@@ -622,6 +642,16 @@ oct_err mark(const CudaState *s, cudaEvent_t ev, cudaStream_t st, oct_error *e)
     return OCT_OK;
 }
 
+/* The compute stream waits for part p of the frame's input copy (its event
+ * recorded on the copy stream by submit): while the frame is captured, as an
+ * external wait node, which waits at each launch for the record made before
+ * it (a plain wait on an event recorded outside the capture is not allowed). */
+oct_err wait_in(const CudaState *s, const Slot *sl, int p, oct_error *e)
+{
+    CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], s->capturing ? cudaEventWaitExternal : cudaEventWaitDefault));
+    return OCT_OK;
+}
+
 /* The device work of one frame already in (or queued for) sl->d_raw:
  * compute stream, CFD forked onto its own stream and joined at the end.
  * replay: a timing re-run of the last frame (the rolling history is kept).
@@ -636,6 +666,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     bool cfd = cfd_on(eng), msi = msi_on(eng) && s->R > 0, cms = cms_on(eng) && s->RC > 0;
     bool fft_path = s->path == OCT_MSI_FFT;
     bool klin = cfd && s->klin_T > 0;
+    /* the CFD as a matrix product of x' (split FP16, xc3) on the compute
+     * stream: no x~ / x' / k-lin / DFT for it (cfd_gemm_ok) */
+    bool cg = cfd && cfd_gemm_ok(eng);
     cudaStream_t cfd_st = s->s_comp; /* the stream that records EV_CFD (joined at the end) */
     TRY(mark(s, sl->ev[EV_START], s->s_comp, e));
 
@@ -644,10 +677,11 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
      * for k-lin and the plain CMS GEMM, its TF32 parts for the split CMS GEMM */
     bool split = s->gemm_mode == GEMM_SPLIT;
     bool msplit = msi && !fft_path && split;
-    float *x = ((cfd && !klin) || (msi && !msplit)) ? s->d_x : NULL;
+    float *x = ((cfd && !klin && !cg) || (msi && !msplit)) ? s->d_x : NULL;
     float *x3 = msplit && !s->h16 ? s->d_x3 : NULL;
     __half *x3h = msplit && s->h16 ? (__half *)s->d_x3 : NULL; /* split FP16 parts */
-    float *xp = (klin || (cms && !split)) ? s->d_xp : NULL;
+    float *xp = ((klin && !cg) || (cms && !split)) ? s->d_xp : NULL;
+    __half *xc3 = cg ? s->d_xc3 : NULL;
     float *xp3 = cms && split ? s->d_xp3 : NULL;
     CU(cudaMemsetAsync(sl->d_bad, 0x7f, sizeof(int), s->s_comp));
     const float *bvec = NULL;
@@ -684,35 +718,35 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     /* conversion of spectra [j0, j0 + ns) with background bv into the
      * given outputs (any NULL) */
     auto convert_to = [&](long long j0, long long ns, const float *bv, float *ox, float *ox3, __half *ox3h,
-                          float *oxp, float *oxp3) -> oct_err {
+                          float *oxp, float *oxp3, __half *oxc) -> oct_err {
         long long n4 = ns * s->M / 4, o = j0 * s->M, o3 = j0 * s->kM;
         unsigned nb = blocks_for(n4, 256);
         float *px = ox ? ox + o : NULL, *px3 = ox3 ? ox3 + o3 : NULL, *pxp = oxp ? oxp + o : NULL,
               *pxp3 = oxp3 ? oxp3 + o3 : NULL;
-        __half *px3h = ox3h ? ox3h + o3 : NULL;
+        __half *px3h = ox3h ? ox3h + o3 : NULL, *pxc = oxc ? oxc + j0 * 3 * s->M : NULL;
         switch (g->sample_type) {
         case OCT_SAMPLE_U16:
             convert_kernel<uint16_t><<<nb, 256, 0, s->s_comp>>>((const uint16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                 n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                                 n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         case OCT_SAMPLE_I16:
             convert_kernel<int16_t><<<nb, 256, 0, s->s_comp>>>((const int16_t *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                                n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                                n4, s->M, sh, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         default:
             convert_kernel<float><<<nb, 256, 0, s->s_comp>>>((const float *)sl->d_raw + o, px, px3, pxp, pxp3,
-                                                              n4, s->M, 0, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x);
+                                                              n4, s->M, 0, s->d_win, bv, sl->d_bad, j0, px3h, s->hsc_x, pxc, s->hsc_c);
             break;
         }
         LAUNCHED("convert");
         return OCT_OK;
     };
     auto convert = [&](long long j0, long long ns) -> oct_err {
-        return convert_to(j0, ns, bvec, x, x3, x3h, xp, xp3);
+        return convert_to(j0, ns, bvec, x, x3, x3h, xp, xp3, xc3);
     };
     if (pm == PARTS_BG && fpn_parts) {
         for (int p = 0; p < P; p++) {
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(fpn_part(p));
         }
         sums_done = true;
@@ -721,7 +755,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         long long np = s->S / P;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(colsum_rows(eng, sl, (long long)p * np, np, e));
         }
         sums_done = true;
@@ -738,12 +772,13 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             TRY(prepare_msi(eng, e));
             kmd = make_sink(eng, sl, OCT_METHOD_MSI);
         }
-        /* the parts' operands with bh: the CFD's and the MSI's */
-        float *px = !klin || (mdef && !msplit) ? s->d_x : NULL;
+        /* the parts' operands with bh: the CFD's and the MSI's (cg: the
+         * CFD's product reads x' split, its GEMM per part into d_Ccf) */
+        float *px = (!klin && !cg) || (mdef && !msplit) ? s->d_x : NULL;
         CU(cudaMemsetAsync(s->d_bgsum, 0, (size_t)s->M * sizeof(double), s->s_comp));
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             if (!fpn_parts || p == 0) TRY(colsum_rows(eng, sl, j0, np, e));
             if (fpn_parts) TRY(fpn_part(p));
             if (p == 0) {
@@ -751,16 +786,21 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                                                                                s->d_bhat);
                 LAUNCHED("bg_estimate");
             }
-            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin ? s->d_xp : NULL, NULL));
-            CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
-            CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
-            if (klin) {
-                launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
-                            s->d_xk + j0 * s->M);
-                LAUNCHED("klin");
+            TRY(convert_to(j0, np, s->d_bhat, px, mdef ? x3 : NULL, mdef ? x3h : NULL, klin && !cg ? s->d_xp : NULL,
+                           NULL, xc3));
+            if (cg) {
+                if (kc.sub) TRY(cfd_gemm_pass(eng, kc, MODE_SUB, j0, np, 0, e, s->d_Ccf));
+            } else {
+                CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
+                CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
+                if (klin) {
+                    launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
+                                s->d_xk + j0 * s->M);
+                    LAUNCHED("klin");
+                }
+                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
             }
-            FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
-            if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
             if (mdef && (kmd.full || kmd.sub))
                 TRY(msi_pass(eng, kmd, kmd.full ? MODE_ALL : MODE_SUB, j0, np, 0, e, s->d_Cdef));
         }
@@ -768,7 +808,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     } else if (sl->nparts > 1 && pm != PARTS_ALL) {
         /* parts were copied but this frame is done whole: wait for them all
          * (the compute stream waited for the first only) */
-        CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[sl->nparts - 1], 0));
+        TRY(wait_in(s, sl, sl->nparts - 1, e));
     }
     TRY(background(eng, sl, replay, sums_done, &bvec, &commit, e));
     /* PARTS_ALL: per part, wait for its copy, convert it, then CFD (own
@@ -789,10 +829,12 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         const float *xc = klin ? s->d_xk : s->d_x; /* the CFD's R2C input */
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
-            if (p > 0) CU(cudaStreamWaitEvent(s->s_comp, sl->ev_in[p], 0));
+            if (p > 0) TRY(wait_in(s, sl, p, e));
             TRY(convert(j0, np));
             CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
-            if (cfd) {
+            if (cg) {
+                if (kc.sub) TRY(cfd_gemm_pass(eng, kc, MODE_SUB, j0, np, 0, e));
+            } else if (cfd) {
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
                 if (klin) {
                     launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
@@ -810,7 +852,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             if (msi && (msi_full || km.sub))
                 TRY(msi_pass(eng, km, msi_full ? MODE_ALL : MODE_SUB, j0, np, 0, e));
         }
-        if (cfd) {
+        if (cfd && !cg) {
             TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
             cfd_st = s->s_cfd;
         }
@@ -820,28 +862,43 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             /* the MSI's operands with the exact background (the CFD's
              * inputs were converted per part with bh) */
             float *fx = msi && !msplit ? s->d_x : NULL;
-            if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL));
+            if (fx || x3 || x3h) TRY(convert_to(0, s->S, bvec, fx, x3, x3h, NULL, NULL, NULL));
         }
         /* the correction: the CFD chain of the one spectrum d = b - bh */
         bg_delta_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(bvec, s->d_bhat, s->d_win, s->M, s->d_cd,
                                                                       s->d_cdx);
         LAUNCHED("bg_delta");
-        const float *cin = s->d_cdx;
-        if (klin) {
-            launch_klin(s->s_comp, s->d_cd, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, 1, s->d_cdk);
-            LAUNCHED("klin");
-            cin = s->d_cdk;
+        if (cg) {
+            /* ... or its product: d split (no window: the matrices hold
+             * it), times the en-face and the all-depth matrices */
+            convert_kernel<float><<<blocks_for(s->M / 4, 256), 256, 0, s->s_comp>>>(
+                s->d_cd, NULL, NULL, NULL, NULL, s->M / 4, s->M, 0, s->d_win, NULL, s->d_cbad, 0, NULL, 1.0f,
+                s->d_ccop, s->hsc_c);
+            LAUNCHED("convert");
+            const float alpha = 1.0f / (s->hsc_c * s->hsc_a);
+            const int Q = (int)eng->plan->enface_n[OCT_METHOD_CFD];
+            if (Q > 0)
+                TRY(msi_gemm(s, GK_F16, 2 * Q, 1, 3 * s->M, &alpha, s->d_Acf[1], s->d_ccop, s->d_cbias[1], e));
+            TRY(msi_gemm(s, GK_F16, 2 * s->K, 1, 3 * s->M, &alpha, s->d_Acf[0], s->d_ccop, s->d_cbias[0], e));
         }
-        FFT(cufftExecR2C(s->plan_r1, (cufftReal *)cin, (cufftComplex *)s->d_cX));
-        if (s->disp_on) {
-            disp_pad_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cX, s->K, s->M,
-                                                                         eng->params.freq_cutoff, 1, s->d_cZ);
-            LAUNCHED("disp_pad");
-            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_INVERSE));
-            disp_phase_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cZ, s->d_disp, s->M, 1,
-                                                                           1.0f / (float)s->M);
-            LAUNCHED("disp_phase");
-            FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
+        if (!cg) {
+            const float *cin = s->d_cdx;
+            if (klin) {
+                launch_klin(s->s_comp, s->d_cd, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, 1, s->d_cdk);
+                LAUNCHED("klin");
+                cin = s->d_cdk;
+            }
+            FFT(cufftExecR2C(s->plan_r1, (cufftReal *)cin, (cufftComplex *)s->d_cX));
+            if (s->disp_on) {
+                disp_pad_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cX, s->K, s->M,
+                                                                             eng->params.freq_cutoff, 1, s->d_cZ);
+                LAUNCHED("disp_pad");
+                FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_INVERSE));
+                disp_phase_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_cZ, s->d_disp, s->M, 1,
+                                                                               1.0f / (float)s->M);
+                LAUNCHED("disp_phase");
+                FFT(cufftExecC2C(s->plan_c1, (cufftComplex *)s->d_cZ, (cufftComplex *)s->d_cZ, CUFFT_FORWARD));
+            }
         }
         CU(cudaEventRecord(s->ev_corr, s->s_comp));
         if (mdef) {
@@ -870,7 +927,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
         bool colsum = eng->params.background == OCT_BG_FRAME_MEAN || eng->params.background == OCT_BG_ROLLING;
         sl->conv_bytes = in * (colsum ? 2 : 1) + ns * (4.0 * ((x != NULL) + (xp != NULL)) +
                                                        12.0 * ((x3 != NULL) + (xp3 != NULL)) +
-                                                       6.0 * (x3h != NULL));
+                                                       6.0 * ((x3h != NULL) + (xc3 != NULL)));
     }
     if (commit) {
         roll_commit_kernel<<<blocks_for(s->M, 256), 256, 0, s->s_comp>>>(s->d_bgsum, 1.0 / (double)s->S,
@@ -890,8 +947,25 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     bool x_on_comp = s->x_on_comp;
     bool late = !parts && cfd && klin && x_on_comp; /* parts: the CFD ran per part */
     if (parts) {
-        /* the CFD ran per part above */
-        if (!cfd) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* cfd_ms = 0 */
+        /* the CFD ran per part above (the product's cross-sections now) */
+        if (cg) TRY(cfd_gemm_xsec(eng, make_sink(eng, sl, OCT_METHOD_CFD), e));
+        if (!cfd || cg) TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e)); /* (cfd_ms = 0 without the CFD) */
+    } else if (cg) {
+        /* the en-face depths of every spectrum, then the cross-sections;
+         * deferred: the parts' products (x' with bh) are in d_Ccf, d's
+         * products subtracted in the sinks */
+        Sink k = make_sink(eng, sl, OCT_METHOD_CFD);
+        if (defer) {
+            if (k.sub) {
+                SrcCms src = {s->d_Ccf, 2 * k.Q, s->d_cbias[1]};
+                TRY(launch_sink(s->s_comp, src, k, MODE_SUB, 0, s->S, 0, e));
+            }
+            TRY(cfd_gemm_xsec(eng, k, e, s->d_cbias[0]));
+        } else {
+            if (k.sub) TRY(cfd_gemm_pass(eng, k, MODE_SUB, 0, s->S, 0, e));
+            TRY(cfd_gemm_xsec(eng, k, e));
+        }
+        TRY(mark(s, sl->ev[EV_CFD], s->s_comp, e));
     } else if (defer) {
         /* the CFD's sink over the whole frame, the correction subtracted */
         CU(cudaStreamWaitEvent(s->s_cfd, s->ev_corr, 0));
@@ -899,6 +973,9 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                           s->disp_on ? INT_MAX : s->M - eng->params.freq_cutoff};
         TRY(launch_sink(s->s_cfd, src, make_sink(eng, sl, OCT_METHOD_CFD), MODE_ALL, 0, s->S, 0, e));
         TRY(mark(s, sl->ev[EV_CFD], s->s_cfd, e));
+        /* joined at the end: the download (after EV_PROD) reads its products,
+         * and a capture must end with every stream joined */
+        cfd_st = s->s_cfd;
     } else {
         if (x_on_comp && (msi || (cfd && !klin))) {
             FFT(cufftExecR2C(s->plan_x, s->d_x, (cufftComplex *)s->d_X));
@@ -984,23 +1061,29 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
     return OCT_OK;
 }
 
-/* Frames the graph path takes: whole frames (the intra-frame pipeline
- * waits for the parts' copy events, recorded outside), no rolling
- * background (its history restarts by host state) and no angiography (its
- * stage plans and allocates lazily). */
+/* Frames the graph path takes: whole frames and the intra-frame pipeline's
+ * parts (issue 19: its per-part launches cost ~0.5-0.7 ms of host time a
+ * volume; the waits for the parts' copies are external wait nodes,
+ * wait_in), not a rolling background (its history restarts by host state)
+ * nor angiography (its stage plans and allocates lazily). */
 bool graph_ok(const oct_engine *eng, const Slot *sl, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT])
 {
+    (void)sl;
     if (eng->setup.cuda.graph == OCT_CUDA_GRAPH_OFF) return false;
-    if (sl->nparts > 1 || eng->params.background == OCT_BG_ROLLING) return false;
+    if (eng->params.background == OCT_BG_ROLLING) return false;
     for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
         if (want[OCT_METHOD_CFD][k]) return false;
     return true;
 }
 
-void graph_key(const oct_engine *eng, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT], GraphKey *k)
+void graph_key(const oct_engine *eng, const Slot *sl, bool replay, const bool want[OCT_METHOD_COUNT][OCT_KIND_COUNT],
+               GraphKey *k)
 {
     const CudaState *s = ST(eng);
     memset(k, 0, sizeof *k);
+    /* the input's parts (run_frame's P and its waits): a replay of a frame
+     * copied in parts runs whole after the last part's event */
+    k->nparts = sl->nparts > 1 ? (replay ? -sl->nparts : sl->nparts) : 1;
     k->plan = eng->plan;
     memcpy(k->gen, eng->plan->gen, sizeof k->gen);
     memcpy(&k->params, &eng->params, sizeof k->params);
@@ -1008,6 +1091,7 @@ void graph_key(const oct_engine *eng, const bool want[OCT_METHOD_COUNT][OCT_KIND
     k->mats[0] = s->d_Bfull, k->mats[1] = s->d_Benf, k->mats[2] = s->d_C;
     k->hsc_x = s->hsc_x, k->hsc_m = s->hsc_m;
     k->path = (int)s->path, k->klin_T = s->klin_T, k->disp_on = s->disp_on, k->x_on_comp = s->x_on_comp;
+    k->hsc_a = s->hsc_a;
 }
 
 /* Captures run_frame on the compute stream (the CFD stream joins it) into
@@ -1058,13 +1142,15 @@ oct_err run_device(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][
     CudaState *s = ST(eng);
     /* host to constant memory from pageable memory: never captured */
     TRY(upload_sinks(eng, sl, e));
+    /* the CFD matrices (their scale is read back: never captured) */
+    if (cfd_gemm_ok(eng)) TRY(prepare_cfd(eng, e));
     if (!graph_ok(eng, sl, want)) return run_frame(eng, sl, want, replay, e);
     /* lazily built matrices first (no-ops but after a change, which also
      * changes the key): their pointers are part of it */
     if (msi_on(eng) && s->R > 0) TRY(prepare_msi(eng, e));
     if (cms_on(eng) && s->RC > 0) TRY(prepare_cms(eng, e));
     GraphKey k;
-    graph_key(eng, want, &k);
+    graph_key(eng, sl, replay, want, &k);
     if (sl->gexec && !memcmp(&k, &sl->gkey, sizeof k)) {
         CU(cudaGraphLaunch(sl->gexec, s->s_comp));
         s->graph_launches++;

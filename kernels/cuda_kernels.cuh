@@ -98,7 +98,7 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
                                float *__restrict__ xp3, long long n4, int M, int sh,
                                const float *__restrict__ w, const float *__restrict__ bg,
                                int *__restrict__ bad, long long jbase, __half *__restrict__ x3h,
-                               float hsc)
+                               float hsc, __half *__restrict__ xp3h = NULL, float hscp = 1.0f)
 {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n4) return;
@@ -121,6 +121,56 @@ __global__ void convert_kernel(const T *__restrict__ raw, float *__restrict__ x,
     if (x3h) store_split_h(x3h, j, n, M, o, hsc);
     if (xp) reinterpret_cast<float4 *>(xp)[i] = d;
     if (xp3) store_split(xp3, j, n, M, d);
+    if (xp3h) store_split_h(xp3h, j, n, M, d, hscp); /* x' split FP16: the CFD matrix product */
+}
+
+/* The CFD as a matrix product (cuda.cfd, issue 19): the chain's input for
+ * the M unit spectra, row r = e_r (w == NULL: the k-linearisation's input
+ * x') or w[r] e_r (the windowed spectrum's DFT input without k-lin). */
+__global__ void cfd_basis_kernel(const float *__restrict__ w, int M, float *__restrict__ out)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)M * M) return;
+    int r = (int)(i / M), c = (int)(i % M);
+    out[i] = r == c ? (w ? w[c] : 1.0f) : 0.0f;
+}
+
+/* max |Re|, |Im| of the chain's outputs Y (M rows of ldy, bins [0, K)) into
+ * *amax as float bits (non-negative floats order as unsigned integers). */
+__global__ void cfd_amax_kernel(const float2 *__restrict__ Y, int ldy, int M, int K, unsigned *__restrict__ amax)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    float v = 0.0f;
+    if (i < (long long)M * K) {
+        float2 z = Y[(i / K) * ldy + i % K];
+        v = fmaxf(fabsf(z.x), fabsf(z.y));
+    }
+    for (int o = 16; o > 0; o /= 2) v = fmaxf(v, __shfl_down_sync(0xffffffffu, v, o));
+    if ((threadIdx.x & 31) == 0 && v > 0.0f) atomicMax(amax, __float_as_uint(v));
+}
+
+/* The CFD matrix as split FP16 ([hi | lo | hi] of sc * value per column, as
+ * build_matrix16_kernel): column 2q / 2q + 1 = Re / Im of depth d = idx[q]
+ * (idx NULL: d = q) over the unit spectra n: Y[n][d] (the chain's output for
+ * e_n is column n of the map); 0 for d < F and d > hi (the sinks' cut-off). */
+__global__ void build_cfd16_kernel(const float2 *__restrict__ Y, int ldy, int M, int K, const int *__restrict__ idx,
+                                   int nd, int F, int hi, float sc, __half *__restrict__ A)
+{
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    int kM = 3 * M;
+    if (i >= (long long)nd * 2 * kM) return;
+    int nn = (int)(i % kM);
+    int part = nn / M, n = nn - part * M;
+    long long c = i / kM;
+    int q = (int)(c / 2);
+    int d = idx ? idx[q] : q;
+    float v = 0.0f;
+    if (d >= F && d <= hi && d < K) {
+        float2 z = Y[(long long)n * ldy + d];
+        v = sc * ((c & 1) ? z.y : z.x);
+    }
+    __half h = __float2half_rn(v);
+    A[i] = part == 1 ? __float2half_rn(v - __half2float(h)) : h;
 }
 
 /* Frame-mean background: b[n] = sum[n] / S (as float, the CPU's order of operations). */
@@ -550,13 +600,19 @@ __device__ __forceinline__ float sink_value(const SrcGemm &src, long long row, i
     __syncwarp(); /* w is reused by the warp's next row */
     return a;
 }
-struct SrcCms { /* |Re + i Im| of the CMS GEMM output, columns (2s, 2s+1) */
+/* |Re + i Im| of a GEMM output with (Re, Im) in columns (2s, 2s+1): the CMS,
+ * and the CFD as a matrix product (cuda.cfd); bias (NULL = none): pairs
+ * subtracted first (the CFD's deferred background correction) */
+struct SrcCms {
     const float *C;
     int ncol;
+    const float *bias;
     __device__ __forceinline__ float operator()(long long jl, int s) const
     {
         const float *p = C + jl * ncol + 2ll * s;
-        return sqrtf(p[0] * p[0] + p[1] * p[1]);
+        float re = p[0], im = p[1];
+        if (bias) re -= bias[2 * s], im -= bias[2 * s + 1];
+        return sqrtf(re * re + im * im);
     }
 };
 struct SrcDisp { /* |Y[d]| of the dispersion-compensated spectra, d >= F */

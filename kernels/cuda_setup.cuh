@@ -52,6 +52,8 @@ struct GraphKey {
     const void *mats[3];
     float hsc_x, hsc_m;
     int path, klin_T, disp_on, x_on_comp;
+    float hsc_a; /* the CFD matrix's scale (cuda.cfd gemm: the GEMM's alpha) */
+    int nparts; /* the frame's input parts (-: a replay of such a frame, run whole) */
 };
 
 /* What one frame in flight owns. */
@@ -235,6 +237,28 @@ struct CudaState {
     int *d_cbad;
     cufftHandle plan_r1, plan_c1;
     bool have_plan_r1, have_plan_c1;
+
+    /* CFD as a matrix product (cuda.cfd, cfd_gemm_ok): x' of every spectrum
+     * as split FP16 (scale hsc_c), the map's rows as split FP16 matrices
+     * (scale hsc_a) for all depths (cross-sections) and the en-face depths;
+     * made by sending the unit spectra (d_id) through the chain (d_idk,
+     * d_idX, d_idZ: its k-lin / window, DFT and dispersion outputs; own
+     * plans of M spectra on the compute stream) for the values in held_cf */
+    __half *d_xc3, *d_Acf[2];
+    /* ... deferred (cfd_defer_ok): the parts' en-face products (Ccf_cap
+     * floats), d's split operand and its products with the two matrices */
+    float *d_Ccf, *d_cbias[2];
+    size_t Ccf_cap;
+    __half *d_ccop;
+    float hsc_c, hsc_a;
+    float *d_id, *d_idk;
+    float2 *d_idX, *d_idZ;
+    unsigned *d_amax;
+    cufftHandle plan_idr, plan_idc;
+    bool have_plan_idr, have_plan_idc;
+    uint64_t held_cf[5];
+    bool cf_valid;
+    int last_cfd; /* the last submitted frame's CFD was the product (oct_cuda_last_cfd_gemm) */
 
     /* CMS: q (2RC x M), its GEMM matrices (all depths / en-face depths),
      * the TF32 parts of x', gathered cross-section rows, GEMM output chunk */
@@ -662,6 +686,8 @@ void free_state(CudaState *s)
     if (s->have_plan_xp) WARN_LIB(cufftDestroy(s->plan_xp), CUFFT_SUCCESS);
     if (s->have_plan_r1) WARN_LIB(cufftDestroy(s->plan_r1), CUFFT_SUCCESS);
     if (s->have_plan_c1) WARN_LIB(cufftDestroy(s->plan_c1), CUFFT_SUCCESS);
+    if (s->have_plan_idr) WARN_LIB(cufftDestroy(s->plan_idr), CUFFT_SUCCESS);
+    if (s->have_plan_idc) WARN_LIB(cufftDestroy(s->plan_idc), CUFFT_SUCCESS);
     if (s->have_blas) WARN_LIB(cublasDestroy(s->blas), CUBLAS_STATUS_SUCCESS);
     for (GemmPick &g : s->pick) pick_free(&g);
     if (s->have_lt) WARN_LIB(cublasLtDestroy(s->lt), CUBLAS_STATUS_SUCCESS);
@@ -673,7 +699,9 @@ void free_state(CudaState *s)
                    s->d_bcur, s->d_ring, s->d_roll, s->d_kidx, s->d_kw, s->d_xp, s->d_xk,
                    s->d_disp, s->d_Z, s->d_tw, s->d_cq, s->d_Qfull, s->d_Qenf, s->d_xp3, s->d_xgc, s->d_Cc,
                    s->d_fpk, s->d_fpm, s->d_fps, s->d_bhat, s->d_cd, s->d_cdx, s->d_cdk, s->d_cX, s->d_cZ,
-                   s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad};
+                   s->d_Cdef, s->d_cop, s->d_bias_enf, s->d_bias_full, s->d_cbad,
+                   s->d_xc3, s->d_Acf[0], s->d_Acf[1], s->d_id, s->d_idk, s->d_idX, s->d_idZ, s->d_amax,
+                   s->d_Ccf, s->d_cbias[0], s->d_cbias[1], s->d_ccop};
     for (void *p : dev) WARN_CUDA(cudaFree(p));
     oct_angio_cuda_destroy(s->ang);
     s->ang = NULL;
@@ -757,7 +785,7 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     s->h16 = s->gemm_mode == GEMM_SPLIT &&
              (eng->setup.cuda.gemm == OCT_CUDA_GEMM_3XFP16 || eng->setup.cuda.gemm == OCT_CUDA_GEMM_AUTO) &&
              eng->setup.geom.sample_type != OCT_SAMPLE_F32;
-    s->hsc_x = s->hsc_m = 1.0f;
+    s->hsc_x = s->hsc_m = s->hsc_c = s->hsc_a = 1.0f;
     s->refmax = 0.0;
     if (eng->reference)
         for (int n = 0; n < s->M; n++) s->refmax = std::max(s->refmax, (double)fabsf(eng->reference[n]));
@@ -897,7 +925,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         TRY(dmalloc(s, &s->d_cop, (size_t)3 * s->M, "the background correction's MSI operand", e));
         TRY(dmalloc(s, &s->d_cbad, 1, "a flag", e));
         int ext = eng->setup.cuda.parts_ext;
-        if (s->R > 0 && (ext == 3 || (ext == 0 && DEFER_MSI_AUTO))) {
+        /* (the CFD as a matrix product defers the MSI too: cfd_defer_ok) */
+        bool cg_bufs = eng->setup.cuda.cfd != OCT_CUDA_CFD_FFT && s->L > 1 && s->h16 && gemm && s->M <= 2048;
+        if (s->R > 0 && (ext == 3 || (ext == 0 && (DEFER_MSI_AUTO || cg_bufs)))) {
             /* the MSI of the parts into one frame-sized output (at most 256 MiB:
              * the en-face depths of a volume; all depths only of small ones) */
             s->bias_cap = (size_t)s->R * GEMM_LAGS_MAX;
@@ -993,6 +1023,35 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
         if (gemm) {
             TRY(ensure_matrices(eng, lag_count(eng), e));
             TRY(dmalloc(s, &s->d_xg, ng * s->kM, "the cross-section spectra", e));
+        }
+    }
+    /* the CFD as a matrix product (cuda.cfd): volumes with the split-FP16
+     * GEMM (its output chunk, gathered rows and handle), M <= 2048 (the
+     * unit spectra's chain: ~40 MB at 2048) */
+    if (eng->setup.cuda.cfd != OCT_CUDA_CFD_FFT && s->L > 1 && s->h16 && gemm && s->M <= 2048) {
+        size_t M = (size_t)s->M, K = (size_t)s->K;
+        TRY(dmalloc(s, (uint16_t **)&s->d_xc3, (size_t)s->S * 3 * M, "the CFD's split spectra", e));
+        TRY(dmalloc(s, (uint16_t **)&s->d_Acf[0], 2 * K * 3 * M, "the CFD matrix", e));
+        TRY(dmalloc(s, (uint16_t **)&s->d_Acf[1], 2 * K * 3 * M, "the CFD en-face matrix", e));
+        TRY(dmalloc(s, &s->d_id, M * M, "the CFD matrix's unit spectra", e));
+        TRY(dmalloc(s, &s->d_idk, M * M, "the CFD matrix's unit spectra", e));
+        TRY(dmalloc(s, &s->d_idX, M * K, "the CFD matrix's unit spectra", e));
+        TRY(dmalloc(s, &s->d_idZ, M * M, "the CFD matrix's unit spectra", e));
+        TRY(dmalloc(s, &s->d_amax, 1, "a maximum", e));
+        FFT(cufftPlan1d(&s->plan_idr, s->M, CUFFT_R2C, s->M));
+        s->have_plan_idr = true;
+        FFT(cufftSetStream(s->plan_idr, s->s_comp));
+        FFT(cufftPlan1d(&s->plan_idc, s->M, CUFFT_C2C, s->M));
+        s->have_plan_idc = true;
+        FFT(cufftSetStream(s->plan_idc, s->s_comp));
+        /* |x'| <= max |sample| + max |b| (as hsc_x, without the window) */
+        s->hsc_c = pow2_scale(65536.0 + std::max(65536.0, s->refmax));
+        if (s->parts > 1) { /* the deferred background: up to 128 en-face depths (else PARTS_BG) */
+            s->Ccf_cap = (size_t)s->S * 2 * std::min(K, (size_t)128);
+            TRY(dmalloc(s, &s->d_Ccf, s->Ccf_cap, "the CFD products of a frame", e));
+            TRY(dmalloc(s, &s->d_cbias[0], 2 * K, "the background correction's CFD", e));
+            TRY(dmalloc(s, &s->d_cbias[1], 2 * K, "the background correction's CFD", e));
+            TRY(dmalloc(s, (uint16_t **)&s->d_ccop, 3 * M, "the background correction's CFD operand", e));
         }
     }
     if (blas) {

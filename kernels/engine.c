@@ -665,6 +665,8 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->disp < 0 || ct->disp > 2)
         return oct_error_set(e, OCT_EINVAL, "cuda.disp = %d: must be 0 (auto: cufft), 1 (cufft) or 2 (fused)",
                              ct->disp);
+    if (ct->cfd < 0 || ct->cfd > 2)
+        return oct_error_set(e, OCT_EINVAL, "cuda.cfd = %d: must be 0 (auto), 1 (fft) or 2 (gemm)", ct->cfd);
     if (ct->disp_chunk < 0)
         return oct_error_set(e, OCT_EINVAL, "cuda.disp_chunk = %lld: must be >= 0 (0 = auto)",
                              (long long)ct->disp_chunk);

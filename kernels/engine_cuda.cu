@@ -255,6 +255,7 @@ oct_err submit_inner(oct_engine *eng, CudaState *s, Slot *sl, const void *frame,
     sl->direct_in = find_reg(s, frame, s->frame_bytes) != NULL;
     sl->nparts = sl->direct_in && parts_mode(eng) != PARTS_OFF ? s->parts : 1;
     s->last_nparts = sl->nparts;
+    s->last_cfd = cfd_gemm_ok(eng) ? 1 : 0;
     s->last_defer = sl->nparts > 1 && !eng->hold_history && parts_mode(eng) == PARTS_DEFER
                         ? (msi_on(eng) && s->R > 0 && msi_defer_ok(eng) ? 2 : 1)
                         : 0;
@@ -647,6 +648,7 @@ uint64_t oct_cuda_alloc_count(const oct_engine *eng)
 int oct_cuda_last_parts(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_nparts : 0; }
 int oct_cuda_last_deferred(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_defer : 0; }
 long long oct_cuda_disp_batch(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->DB : 0; }
+int oct_cuda_last_cfd_gemm(const oct_engine *eng) { return is_cuda(eng) ? ST(eng)->last_cfd : 0; }
 int oct_cuda_disp_fused(const oct_engine *eng) { return is_cuda(eng) && ST(eng)->disp_fused && !ST(eng)->x_on_comp; }
 
 void oct_cuda_graph_counts(const oct_engine *eng, uint64_t *launches, uint64_t *captures, uint64_t *fails)

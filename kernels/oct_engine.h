@@ -266,6 +266,8 @@ typedef struct oct_cuda_tuning {
     int64_t disp_chunk;
     /* issue 19: the dispersion chain, enum oct_cuda_disp (0 = auto: cuFFT) */
     int disp;
+    /* issue 19: the CFD of volumes with k-lin / dispersion, enum oct_cuda_cfd (0 = auto) */
+    int cfd;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
  * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
@@ -281,9 +283,10 @@ enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUT
 /* OCT_CUDA_GRAPH_AUTO (the default) = ON: a frame's device work (conversion,
  * background, CFD, MSI, CMS and their sinks on the compute and CFD streams) is
  * captured once per in-flight slot and plan (after one eager frame of that
- * plan) and re-launched as one CUDA graph; frames it cannot take (the
- * intra-frame pipeline's parts, a rolling background, angiography) and
- * OCT_CUDA_GRAPH_OFF launch kernel by kernel, as before (A/B). */
+ * plan) and re-launched as one CUDA graph, the intra-frame pipeline's parts
+ * too (their copies' events as external wait nodes); frames it cannot take
+ * (a rolling background, angiography) and OCT_CUDA_GRAPH_OFF launch kernel
+ * by kernel, as before (A/B). */
 enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_GRAPH_ON = 2 };
 /* OCT_CUDA_DISP_AUTO (the default) = CUFFT: the dispersion chain (pad,
  * inverse C2C, phase, forward C2C, store / sink) in cuFFT and kernel steps
@@ -294,6 +297,18 @@ enum oct_cuda_graph { OCT_CUDA_GRAPH_AUTO = 0, OCT_CUDA_GRAPH_OFF = 1, OCT_CUDA_
  * memory but took longer than cuFFT's (volume-klin-disp: device work after
  * the copy 1.21 vs 1.05 ms), so it is not the default. */
 enum oct_cuda_disp { OCT_CUDA_DISP_AUTO = 0, OCT_CUDA_DISP_CUFFT = 1, OCT_CUDA_DISP_FUSED = 2 };
+/* OCT_CUDA_CFD_AUTO (the default) = GEMM where it applies: a volume whose CFD
+ * products need only the en-face depths of every spectrum and all depths of
+ * the cross-sections (en-face, confocal, xsec_h, xsec_v; not volume, slabs
+ * or angiography), with k-linearisation or dispersion, split-FP16 MSI
+ * operands (integer samples) and M <= 2048: the whole CFD chain (k-lin,
+ * window, DFT, dispersion) is one linear map of x' = x - b, so the en-face
+ * depths are one matrix product of x' (split FP16) with that map's rows for
+ * those depths, the cross-sections one with all its rows (the map is made
+ * by sending the unit spectra through the chain, once per change of its
+ * values).  OCT_CUDA_CFD_FFT: the chain per spectrum (cuFFT), as before
+ * (A/B); OCT_CUDA_CFD_GEMM: the product also without k-lin and dispersion. */
+enum oct_cuda_cfd { OCT_CUDA_CFD_AUTO = 0, OCT_CUDA_CFD_FFT = 1, OCT_CUDA_CFD_GEMM = 2 };
 
 typedef struct oct_setup {
     oct_geometry geom;

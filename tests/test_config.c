@@ -159,6 +159,7 @@ START_TEST(ini_defaults_and_values)
                     "  threads = 3   ; inline comment\n"
                     "precision = tf32\n"
                     "cuda_graph = off\n"
+                    "cuda_cfd = fft\n"
                     "overlap_input = no\n"
                     "\n"
                     "[ring]\n"
@@ -189,6 +190,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.threads, 3);
     ck_assert_int_eq(c.precision, OCT_PRECISION_TF32);
     ck_assert_int_eq(c.cuda_graph, OCT_CUDA_GRAPH_OFF);
+    ck_assert_int_eq(c.cuda_cfd, OCT_CUDA_CFD_FFT);
     ck_assert(!c.overlap_input);
     ck_assert_str_eq(c.ring_frames, "/f1");
     ck_assert_str_eq(c.ring_control, "/c1");
@@ -232,6 +234,7 @@ static const ini_case ini_cases[] = {
     {"[engine]\nthreads = 99999999999999999999\n", OCT_EINVAL, "c.ini:2:", "[engine] threads"},
     {"[engine]\nprecision = fp16\n", OCT_EINVAL, "c.ini:2:", "[engine] precision"},
     {"[engine]\ncuda_graph = yes\n", OCT_EINVAL, "c.ini:2:", "auto, on, off"},
+    {"[engine]\ncuda_cfd = fast\n", OCT_EINVAL, "c.ini:2:", "[engine] cuda_cfd: 'fast' is not one of auto, fft, gemm"},
     {"[engine]\noverlap_input = maybe\n", OCT_EINVAL, "c.ini:2:",
      "[engine] overlap_input: 'maybe' is not yes or no"},
     {"[engine]\nbackend =\n", OCT_EINVAL, "c.ini:2:", "[engine] backend: empty"},

@@ -264,6 +264,7 @@ static int g_gemm_algo; /* setup.cuda.gemm_algo of make_engine() (0 = default) *
 static int g_graph;     /* setup.cuda.graph of make_engine() (0 = auto: on) */
 static long long g_disp_chunk; /* setup.cuda.disp_chunk of make_engine() (0 = auto) */
 static int g_disp;             /* setup.cuda.disp of make_engine() (0 = auto: cufft) */
+static int g_cfd;              /* setup.cuda.cfd of make_engine() (0 = auto) */
 
 /* Poisons every wanted product with the opposite of its expected gray (and
  * NaN f32), processes, and compares with the float64 reference. */
@@ -345,6 +346,7 @@ static oct_engine *make_engine(const fixture *f, oct_backend b)
     s.cuda.graph = g_graph;
     s.cuda.disp_chunk = g_disp_chunk;
     s.cuda.disp = g_disp;
+    s.cuda.cfd = g_cfd;
     oct_engine *eng = NULL;
     oct_error e = {{0}};
     oct_err err = oct_engine_create(&eng, &s, &f->p, &e);
@@ -1573,6 +1575,273 @@ START_TEST(t_graph)
 }
 END_TEST
 
+/* Issue 19: the intra-frame pipeline's parts as a CUDA graph per slot
+ * (external wait nodes for the parts' copies), k-lin sinc 21 + dispersion
+ * + the deferred frame-mean background, volume 256 x 20 x 12 u16 in 4
+ * parts from registered memory, CFD + MSI.  Per round, 6 different frames
+ * at depth 3 (one eager, three captures, two launches) against an engine
+ * launching part by part (graph off) and the fixture frame against the
+ * float64 reference (SPEC 7) through the graph; between rounds control
+ * values that a stale graph would keep: the window, the dispersion
+ * coefficients, the k-lin taps, the background mode (FPN and reference:
+ * other launches; frame mean again). */
+START_TEST(t_graph_parts)
+{
+    const tcase_cfg *c = &g_cfgs[0];
+    fixture f;
+    fixture_make(&f, c, 2600);
+    const uint32_t M = c->g.samples;
+    f.p.methods = OCT_METHOD_BIT(OCT_METHOD_CFD) | OCT_METHOD_BIT(OCT_METHOD_MSI);
+    f.p.window = OCT_WINDOW_HANN;
+    f.p.klin = OCT_KLIN_SINC, f.p.klin_taps = 21, f.p.klin_source = OCT_KLIN_POLY;
+    f.p.klin_coef[0] = 0.5, f.p.klin_coef[1] = 0.9 * M, f.p.klin_coef[2] = 0.08 * M, f.p.klin_coef[3] = 0.0;
+    f.p.disp_a2 = 30.0f, f.p.disp_a3 = -20.0f, f.p.disp_k0 = 0.45f;
+    f.p.background = OCT_BG_FRAME_MEAN;
+    f.p.products = OCT_PRODUCTS_KNOWN & ~OCT_PRODUCT_BIT(OCT_KIND_VOLUME);
+    g_parts = 4;
+    g_graph = OCT_CUDA_GRAPH_ON;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_graph = OCT_CUDA_GRAPH_OFF;
+    oct_engine *eag = make_engine(&f, OCT_BACKEND_CUDA);
+    g_graph = OCT_CUDA_GRAPH_AUTO;
+    g_parts = 0;
+    enum { NF = 6 };
+    const size_t stride = (f.bytes + 4095) & ~(size_t)4095;
+    uint8_t *buf = NULL; /* NF frames, then the fixture frame */
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, stride * (NF + 1)), 0);
+    for (int i = 0; i < NF; i++) {
+        size_t b = 0;
+        void *fr = frame_of(7900 + 17 * (uint64_t)i, &c->g, &b);
+        ck_assert(b == f.bytes);
+        memcpy(buf + (size_t)i * stride, fr, b);
+        free(fr);
+    }
+    uint8_t *fix = buf + (size_t)NF * stride;
+    memcpy(fix, f.frame, f.bytes);
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, buf, stride * (NF + 1), &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    if (err != OCT_OK) {
+        printf("cuda: t_graph_parts: register_host: %s (parts not exercised)\n", e.msg);
+    } else {
+        ck_assert_msg(oct_engine_register_host(eag, buf, stride * (NF + 1), &e) == OCT_OK, "%s", e.msg);
+        oct_products *sync = oct_products_create(), *ref = oct_products_create(), *pool[OCT_ENGINE_DEPTH_MAX];
+        for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) {
+            pool[i] = oct_engine_products_create(gpu, &e);
+            ck_assert_msg(pool[i] != NULL, "%s", e.msg);
+        }
+        /* background, the window, dispersion a2, k-lin taps; the deferred path expected */
+        static const struct {
+            const char *what;
+            uint32_t bg, window;
+            int bgp, taps, defer;
+            float a2;
+        } r[] = {
+            {"frame mean, hann", OCT_BG_FRAME_MEAN, OCT_WINDOW_HANN, 0, 21, 1, 30.0f},
+            {"frame mean, blackman, a2 -45", OCT_BG_FRAME_MEAN, OCT_WINDOW_BLACKMAN, 0, 21, 1, -45.0f},
+            {"fpn G=12", OCT_BG_FPN, OCT_WINDOW_BLACKMAN, 12, 21, 1, -45.0f},
+            {"reference (not deferred)", OCT_BG_REFERENCE, OCT_WINDOW_HAMMING, 0, 21, 0, -45.0f},
+            {"frame mean, k-lin sinc 11", OCT_BG_FRAME_MEAN, OCT_WINDOW_HAMMING, 0, 11, 1, 10.0f},
+        };
+        char label[200];
+        uint64_t launches = 0, captures = 0, fails = 0, l0 = 0, c0 = 0;
+        size_t same = 0, total = 0;
+        for (size_t round = 0; round < sizeof r / sizeof r[0]; round++) {
+            oct_params p = f.p;
+            p.background = r[round].bg, p.background_param = r[round].bgp;
+            p.window = r[round].window, p.klin_taps = r[round].taps, p.disp_a2 = r[round].a2;
+            ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_msg(oct_engine_set_params(eag, &p, &e) == OCT_OK, "%s", e.msg);
+            oct_cuda_graph_counts(gpu, &l0, &c0, NULL);
+            int next = 0, got = 0, nfree = OCT_ENGINE_DEPTH_MAX;
+            oct_products *freel[OCT_ENGINE_DEPTH_MAX];
+            for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) freel[i] = pool[i];
+            while (got < NF) {
+                while (next < NF && nfree > 0) {
+                    ck_assert_msg(oct_engine_submit(gpu, buf + (size_t)next * stride, f.bytes, freel[--nfree], &e) ==
+                                      OCT_OK,
+                                  "submit: %s", e.msg);
+                    next++;
+                }
+                oct_products *done = NULL;
+                ck_assert_msg(oct_engine_complete(gpu, &done, 10000, &e) == OCT_OK, "complete: %s", e.msg);
+                snprintf(label, sizeof label, "graph parts: %s, frame %d", r[round].what, got);
+                ck_assert_msg(oct_cuda_last_parts(gpu) == 4 || next < NF, "%s: %d parts", label,
+                              oct_cuda_last_parts(gpu));
+                /* the same frame part by part, launch by launch */
+                oct_products *x = NULL;
+                ck_assert_msg(oct_engine_submit(eag, buf + (size_t)got * stride, f.bytes, sync, &e) == OCT_OK,
+                              "eager: %s", e.msg);
+                ck_assert_msg(oct_engine_complete(eag, &x, 10000, &e) == OCT_OK && x == sync, "eager: %s", e.msg);
+                ck_assert_msg(oct_cuda_last_parts(eag) == 4, "%s: eager %d parts", label, oct_cuda_last_parts(eag));
+                same += same_bytes(done, sync, &total, label, 1e-7);
+                freel[nfree++] = done;
+                got++;
+            }
+            oct_cuda_graph_counts(gpu, &launches, &captures, &fails);
+            snprintf(label, sizeof label, "graph parts: %s", r[round].what);
+            ck_assert_msg(launches - l0 == NF - 1 && captures - c0 == OCT_ENGINE_DEPTH_MAX && fails == 0,
+                          "%s: %llu launches, %llu captures, %llu failed (expected %d, %d, 0)", label,
+                          (unsigned long long)(launches - l0), (unsigned long long)(captures - c0),
+                          (unsigned long long)fails, NF - 1, OCT_ENGINE_DEPTH_MAX);
+            /* the fixture frame through slot 0's graph against float64 */
+            run_and_check_from(gpu, &f, &p, TU_TOL_FP32, ref, label, fix);
+            oct_cuda_graph_counts(gpu, &l0, NULL, NULL);
+            ck_assert_msg(l0 == launches + 1, "%s: the reference frame was not a graph launch", label);
+            ck_assert_msg(oct_cuda_last_parts(gpu) == 4 && oct_cuda_last_deferred(gpu) == r[round].defer,
+                          "%s: %d parts, deferred %d (expected 4, %d)", label, oct_cuda_last_parts(gpu),
+                          oct_cuda_last_deferred(gpu), r[round].defer);
+        }
+        printf("cuda: t_graph_parts (%s): %zu of %zu product values byte-identical to part by part; %llu graph "
+               "launches, %llu captures\n",
+               oct_cuda_gemm_name(gpu), same, total, (unsigned long long)l0, (unsigned long long)captures);
+        for (int i = 0; i < OCT_ENGINE_DEPTH_MAX; i++) oct_products_destroy(pool[i]);
+        oct_products_destroy(sync);
+        oct_products_destroy(ref);
+        oct_engine_unregister_host(gpu, buf);
+        oct_engine_unregister_host(eag, buf);
+    }
+    oct_engine_destroy(gpu);
+    oct_engine_destroy(eag);
+    free(buf);
+    fixture_free(&f);
+}
+END_TEST
+
+/* Issue 19: the CFD of a volume as a matrix product (cuda.cfd auto: en-face
+ * depths of every spectrum + all depths of the cross-sections, split FP16,
+ * the chain's map made from the unit spectra) against the float64
+ * reference: k-lin (sinc / cubic / linear) and dispersion with every
+ * background, whole frames (process) and the intra-frame pipeline
+ * (registered, 4 parts: deferred (each part's product with the mean of
+ * part 0, the product of the difference to the frame's background
+ * subtracted in the sink; the MSI deferred too) / PARTS_ALL), the cut-off zeroing en-face
+ * depths, CFD only, a DC 64x the fringes without background; two frames
+ * each (the second through the CUDA graph); live changes that must rebuild
+ * the matrices (window, a2, k-lin taps, en-face depths, cut-off).  A volume
+ * product (all depths of every spectrum) and cuda.cfd = fft keep the
+ * chain; oct_cuda_last_cfd_gemm() shows which path ran. */
+START_TEST(t_cfd_gemm)
+{
+    const tcase_cfg *c = &g_cfgs[0]; /* 256 x 20 x 12 u16, R = 40, split FP16 */
+    fixture f;
+    fixture_make(&f, c, 2700);
+    const uint32_t M = c->g.samples;
+    /* _i: 0 auto, 1 cuda.cfd = fft, 2 auto with parts_ext 1 (the product
+     * after the last part, not deferred) */
+    static const char *const loop_name[] = {"auto", "fft", "auto, parts_ext 1"};
+    g_parts = 4;
+    g_cfd = _i == 1 ? OCT_CUDA_CFD_FFT : OCT_CUDA_CFD_AUTO;
+    g_parts_ext = _i == 2 ? 1 : 0;
+    oct_engine *gpu = make_engine(&f, OCT_BACKEND_CUDA);
+    g_parts = 0;
+    g_cfd = OCT_CUDA_CFD_AUTO;
+    g_parts_ext = 0;
+    size_t total = (f.bytes + 4095) & ~(size_t)4095;
+    uint8_t *buf = NULL;
+    ck_assert_int_eq(posix_memalign((void **)&buf, 4096, total), 0);
+    memcpy(buf, f.frame, f.bytes);
+    oct_error e = {{0}};
+    oct_err err = oct_engine_register_host(gpu, buf, total, &e);
+    ck_assert_msg(err == OCT_OK || err == OCT_EUNSUPPORTED, "%s", e.msg);
+    bool reg = err == OCT_OK;
+    if (!reg) printf("cuda: t_cfd_gemm: register_host: %s (parts not exercised)\n", e.msg);
+    const uint32_t prod = OCT_PRODUCT_BIT(OCT_KIND_ENFACE) | OCT_PRODUCT_BIT(OCT_KIND_CONFOCAL) |
+                          OCT_PRODUCT_BIT(OCT_KIND_XSEC_H) | OCT_PRODUCT_BIT(OCT_KIND_XSEC_V) | OCT_PRODUCT_F32;
+    static const struct {
+        const char *what;
+        uint32_t methods, bg, klin, window;
+        int taps, bgp, F, estart;
+        float a2;
+        bool parts, volume, dc;
+        int want; /* oct_cuda_last_cfd_gemm with cuda.cfd auto */
+    } v[] = {
+        {"sinc 21 + dispersion + frame mean, whole", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1,
+         30.0f, false, false, false, 1},
+        {"same, 4 parts", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true, false, false,
+         1},
+        {"window blackman (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 21, 0, 3, 1, 30.0f, true,
+         false, false, 1},
+        {"a2 -45 (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 21, 0, 3, 1, -45.0f, true, false,
+         false, 1},
+        {"sinc 11, en-face from 6, cut-off 7 (rebuild)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_BLACKMAN, 11, 0,
+         7, 6, -45.0f, true, false, false, 1},
+        {"cubic + reference, 4 parts (PARTS_ALL)", 3, OCT_BG_REFERENCE, OCT_KLIN_CUBIC, OCT_WINDOW_HAMMING, 4, 0, 2, 1,
+         0.0f, true, false, false, 1},
+        {"dispersion only, no background, whole", 3, OCT_BG_NONE, OCT_KLIN_OFF, OCT_WINDOW_TUKEY, 0, 0, 0, 0, 25.0f,
+         false, false, false, 1},
+        {"linear + dispersion + fpn G=12, 4 parts", 3, OCT_BG_FPN, OCT_KLIN_LINEAR, OCT_WINDOW_HANN, 2, 12, 1, 1, 30.0f,
+         true, false, false, 1},
+        {"cfd only, sinc 21 + dispersion + frame mean, 4 parts", 1, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21,
+         0, 3, 1, 30.0f, true, false, false, 1},
+        {"volume product: the chain", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true,
+         true, false, 0},
+        {"no k-lin, no dispersion (auto: the chain)", 3, OCT_BG_FRAME_MEAN, OCT_KLIN_OFF, OCT_WINDOW_HANN, 0, 0, 3, 1,
+         0.0f, true, false, false, 0},
+        /* (the same frame every time: the rolling mean is its mean) */
+        {"rolling K=3 + sinc 21 + dispersion, 4 parts", 3, OCT_BG_ROLLING, OCT_KLIN_SINC, OCT_WINDOW_HANN, 21, 3, 3, 1,
+         30.0f, true, false, false, 1},
+        {"DC 64x the fringes, no background, sinc 21 + dispersion, 4 parts", 3, OCT_BG_NONE, OCT_KLIN_SINC,
+         OCT_WINDOW_HANN, 21, 0, 3, 1, 30.0f, true, false, true, 1},
+    };
+    oct_products *out = oct_products_create();
+    uint64_t launches = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        if (v[i].parts && !reg) continue;
+        if (v[i].dc) {
+            tu_rng rng;
+            tu_rng_seed(&rng, 2709);
+            uint16_t *px = (uint16_t *)f.frame;
+            size_t n = f.bytes / sizeof(uint16_t);
+            for (size_t k = 0; k < n; k++) {
+                double sx = (double)(k % M) / M;
+                double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * sx);
+                px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
+            }
+            memcpy(buf, f.frame, f.bytes);
+        }
+        oct_params p = f.p;
+        p.methods = v[i].methods;
+        p.background = v[i].bg, p.background_param = v[i].bgp;
+        p.window = v[i].window, p.window_param = 0.5f;
+        p.klin = v[i].klin, p.klin_source = OCT_KLIN_POLY;
+        if (v[i].klin == OCT_KLIN_SINC) p.klin_taps = v[i].taps;
+        p.klin_coef[0] = 0.5, p.klin_coef[1] = 0.9 * M, p.klin_coef[2] = 0.08 * M, p.klin_coef[3] = 0.0;
+        p.disp_a2 = v[i].a2, p.disp_a3 = v[i].a2 != 0.0f ? -20.0f : 0.0f, p.disp_k0 = 0.45f;
+        p.freq_cutoff = v[i].F;
+        p.enface_start = v[i].estart;
+        p.products = prod | (v[i].volume ? OCT_PRODUCT_BIT(OCT_KIND_VOLUME) : 0);
+        ck_assert_msg(oct_engine_set_params(gpu, &p, &e) == OCT_OK, "%s: %s", v[i].what, e.msg);
+        for (int rep = 0; rep < 2; rep++) {
+            char label[200];
+            snprintf(label, sizeof label, "cfd gemm (cuda.cfd %s): %s (frame %d)", loop_name[_i], v[i].what, rep);
+            run_and_check_from(gpu, &f, &p, TU_TOL_FP32, out, label, v[i].parts ? buf : NULL);
+            int want = _i == 1 ? 0 : v[i].want;
+            ck_assert_msg(oct_cuda_last_cfd_gemm(gpu) == want, "%s: product %d, expected %d", label,
+                          oct_cuda_last_cfd_gemm(gpu), want);
+            ck_assert_msg(oct_cuda_last_parts(gpu) == (v[i].parts ? 4 : 1), "%s: %d parts", label,
+                          oct_cuda_last_parts(gpu));
+            /* a whole-frame background in parts: deferred; with the product,
+             * the MSI's too (else its whole frame would follow the last part) */
+            bool whole = v[i].bg == OCT_BG_FRAME_MEAN || v[i].bg == OCT_BG_FPN || v[i].bg == OCT_BG_ROLLING;
+            int dwant = !v[i].parts || !whole || _i == 2 ? 0 : want && (v[i].methods & 2) ? 2 : 1;
+            ck_assert_msg(oct_cuda_last_deferred(gpu) == dwant, "%s: deferred %d, expected %d", label,
+                          oct_cuda_last_deferred(gpu), dwant);
+        }
+    }
+    uint64_t fails = 0;
+    oct_cuda_graph_counts(gpu, &launches, NULL, &fails);
+    ck_assert_msg(fails == 0 && launches > 0, "cfd gemm: %llu graph launches, %llu failed", (unsigned long long)launches,
+                  (unsigned long long)fails);
+    printf("cuda: t_cfd_gemm (cuda.cfd %s): %llu graph launches\n", loop_name[_i], (unsigned long long)launches);
+    oct_products_destroy(out);
+    if (reg) oct_engine_unregister_host(gpu, buf);
+    oct_engine_destroy(gpu);
+    free(buf);
+    fixture_free(&f);
+}
+END_TEST
+
 START_TEST(t_pipeline_errors)
 {
     tcase_cfg c = g_cfgs[6];
@@ -2007,6 +2276,8 @@ static Suite *cuda_suite(void)
     tcase_add_test(tp, t_parts_defer);
     tcase_add_test(tp, t_parts_defer_msi);
     tcase_add_test(tp, t_disp_chunks);
+    tcase_add_test(tp, t_graph_parts);
+    tcase_add_loop_test(tp, t_cfd_gemm, 0, 3);
     suite_add_tcase(s, tp);
     /* a case of its own: CK_RUN_CASE=graph runs it alone */
     TCase *tg = tcase_create("graph");

@@ -251,6 +251,10 @@ START_TEST(test_bad_setup)
     s.cuda.disp = 3;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.disp = 3") && strstr(e.msg, "fused"), "'%s'", e.msg);
+    s.cuda.disp = 0;
+    s.cuda.cfd = 3;
+    ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
+    ck_assert_msg(strstr(e.msg, "cuda.cfd = 3") && strstr(e.msg, "gemm"), "'%s'", e.msg);
     free(m);
 }
 END_TEST

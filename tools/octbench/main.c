@@ -125,6 +125,10 @@ static void usage(FILE *f)
             "  --cuda-disp cufft|fused  dispersion chain: cuFFT steps per chunk (default) or\n"
             "                           one kernel per spectrum with a shared-memory FFT (M a\n"
             "                           power of two <= 2048; slower on an H200: A/B runs)\n"
+            "  --cuda-cfd auto|fft|gemm a volume's CFD: a matrix product for the en-face\n"
+            "                           depths and cross-sections with k-lin or dispersion\n"
+            "                           (auto), the per-spectrum chain (fft), or the product\n"
+            "                           also without them (gemm)\n"
             "  --cuda-disp-chunk N      spectra per cuFFT dispersion chunk (0 = auto: ~1/3 of\n"
             "                           L2, tiling an intra-frame part exactly)\n"
             "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
@@ -151,7 +155,7 @@ int main(int argc, char **argv)
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
            O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS, O_DISP_CHUNK,
-           O_DISP };
+           O_DISP, O_CFD };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -170,6 +174,7 @@ int main(int argc, char **argv)
         {"c2r-batch", required_argument, 0, O_C2R},
         {"cuda-disp-chunk", required_argument, 0, O_DISP_CHUNK},
         {"cuda-disp", required_argument, 0, O_DISP},
+        {"cuda-cfd", required_argument, 0, O_CFD},
         {"cuda-sink", required_argument, 0, O_SINK},
         {"gemm-algo", required_argument, 0, O_GEMM_ALGO},
         {"cuda-graph", required_argument, 0, O_GRAPH},
@@ -293,6 +298,18 @@ int main(int argc, char **argv)
                 o.cuda.disp = OCT_CUDA_DISP_AUTO;
             else {
                 fprintf(stderr, "octbench: --cuda-disp %s: must be fused or cufft\n", optarg);
+                return OCT_EX_USAGE;
+            }
+            break;
+        case O_CFD:
+            if (!strcmp(optarg, "auto"))
+                o.cuda.cfd = OCT_CUDA_CFD_AUTO;
+            else if (!strcmp(optarg, "fft"))
+                o.cuda.cfd = OCT_CUDA_CFD_FFT;
+            else if (!strcmp(optarg, "gemm"))
+                o.cuda.cfd = OCT_CUDA_CFD_GEMM;
+            else {
+                fprintf(stderr, "octbench: --cuda-cfd %s: must be auto, fft or gemm\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
