@@ -582,7 +582,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->sndhwm = 4;
     c->log_level = LOG_INFO;
     c->stale_ms = 2000;
-    c->poll_us = 50;
+    c->poll_us = 20;
     c->fail_engine = -1; /* the last engine */
     c->numa = true;
     c->timer_slack_ns = 1000;

@@ -41,7 +41,7 @@ typedef struct oct_daemon_config {
     char ring_status[256];      /* /octd-status */
     int policy;                 /* oct_ring_policy: 0 latest, 1 all */
     uint32_t stale_ms;          /* 2000: producer heartbeat older than this = gone */
-    uint32_t poll_us;           /* 50: longest sleep between ring polls while frames come */
+    uint32_t poll_us;           /* 20: longest sleep between ring polls while frames come */
     /* [publish] */
     char endpoints[OCT_MAX_ENDPOINTS][256]; /* tcp://127.0.0.1:5556 */
     int endpoint_count;

@@ -57,7 +57,6 @@
 #define IDLE_WAIT_MS 100                    /* as main.c's ring timeout */
 #define POLL_NS 20000                       /* 20 us: a frame takes >= 100 us on a GPU */
 #define WORKER_POLL_NS 200000               /* 200 us: CPU engines' threads (several engines) */
-#define STREAM_POLL_MS 50                   /* a frame taken this recently: poll as in flight */
 #define COMPLETE_WAIT_MS 1000               /* a full pipeline: wait this long per try */
 #define STAGE_MOVE_BYTES (4u << 20)         /* engines on several nodes: frames this large
                                              * are staged from the engine's node */
@@ -135,7 +134,6 @@ typedef struct octd_frames {
     bool warned_reg;
     bool no_publish; /* at exit: the publisher is gone */
     octd_follow follow; /* the frame thread on its engines' NUMA node (issue 20.1) */
-    uint64_t t_last_take; /* CLOCK_MONOTONIC of the last frame taken (stream_poll) */
     bool overlap;       /* in place, one pipelining engine: [engine] overlap_input */
     loop_prof prof;
 } octd_frames;
@@ -865,21 +863,6 @@ static void poll_sleep(octd_frames *g)
     prof_add(g, PH_SLEEP, t0);
 }
 
-/* Nothing in flight, but frames are streaming (one taken within
- * STREAM_POLL_MS) to engines without worker threads: the ring is polled
- * every POLL_NS as while frames are in flight, not left to the ring
- * library's back-off (50 -> 200 us sleeps: ~0.1 ms from commit to take for
- * a volume every 4 ms, issue 19); an idle octd still sleeps in the library. */
-static bool stream_poll(const octd_frames *g)
-{
-    if (!g->t_last_take || oct_time_monotonic_ns() - g->t_last_take > STREAM_POLL_MS * 1000000ull)
-        return false;
-    for (int i = 0; i < g->nlanes; i++)
-        if (g->lane[i].w)
-            return false;
-    return true;
-}
-
 static bool complete_oldest(octd_frames *g, octd *d, int timeout_ms)
 {
     path_lane *L = oldest_lane(g);
@@ -937,8 +920,8 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
         octd_prefault(d->scratch.data, d->scratch.cap); /* not page by page in the copy */
     for (;;) {
         /* nothing else to do: let the ring library sleep */
-        bool streaming = !oldest_lane(g) && stream_poll(g);
-        int wait = oldest_lane(g) || streaming ? 0 : IDLE_WAIT_MS;
+        /* while frames stream, the library polls every [ring] poll_us */
+        int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
         uint64_t t0 = prof_now();
         oct_err rc = g->in_place
                          ? oct_ring_consumer_peek(d->ring, pol, wait, ptr, info, e)
@@ -952,13 +935,7 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
             continue;
         if (oct_time_monotonic_ns() >= deadline)
             return rc;
-        if (streaming) {
-            uint64_t t1 = prof_now();
-            sleep_ns(POLL_NS);
-            prof_add(g, PH_SLEEP, t1);
-        } else {
-            poll_sleep(g);
-        }
+        poll_sleep(g);
     }
 }
 
@@ -1109,7 +1086,6 @@ static oct_err step(octd *d, oct_error *e)
     memset(f, 0, sizeof *f);
     f->info = info;
     f->t_take = oct_time_realtime_ns();
-    g->t_last_take = oct_time_monotonic_ns();
     loop_prof_latency(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
     uint64_t behind = __atomic_load_n(&oct_ring_consumer_header(d->ring)->write_seq,
                                       __ATOMIC_RELAXED) - info.seq - 1;

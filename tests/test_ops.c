@@ -138,7 +138,7 @@ START_TEST(ini_stale_ms_and_metrics)
     const char *def = "[ring]\npolicy = all\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, def, strlen(def), "/x/o.ini", &e), OCT_OK);
     ck_assert_uint_eq(c.stale_ms, 2000);
-    ck_assert_uint_eq(c.poll_us, 50);
+    ck_assert_uint_eq(c.poll_us, 20);
     ck_assert_str_eq(c.metrics_listen, ""); /* off by default */
     const char *host = "[metrics]\nlisten = localhost:9000\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, host, strlen(host), "/x/o.ini", &e), OCT_OK);
