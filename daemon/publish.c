@@ -15,6 +15,10 @@
  * thread copies every pooled image into a buffer it keeps for reuse before
  * the fan-out, so subscribers' queues hold those copies and the pool comes
  * back at once (issue 21: stalled and churning subscribers held all of it).
+ * copies = auto (r5) decides per image in the publisher thread: zero-copy
+ * while at most half of the image's pool is held (its octd_pool_gauge), a
+ * copy once more is (stalled or churning subscribers' queues hold it), so
+ * a quiet run copies nothing and a crowd still cannot drain the pool.
  *
  * Fan-out runs off the frame loop (issue 21): the frame loop's socket has
  * one peer, an XSUB bound at a private inproc endpoint, and a publisher
@@ -96,6 +100,11 @@
  * thread's memcpy would not keep up with a GPU's volume rate). */
 #define COPY_FLAG '\x01'
 #define COPY_MAX (8u << 20)
+/* copies = auto: the topic on the inproc link is COPY_AUTO, then the
+ * address of the image's pool gauge (AUTO_PREFIX bytes in all), then the
+ * topic; the publisher thread reads the gauge as it forwards the image. */
+#define COPY_AUTO '\x02'
+#define AUTO_PREFIX (1 + sizeof(octd_pool_gauge *))
 
 typedef struct pub_topic {
     char name[TOPIC_CAP];
@@ -165,11 +174,16 @@ struct octd_pub {
     int nice;
     bool pin;
     cpu_set_t cpus;
-    bool copy_in_thread; /* [publish] copies = publisher */
+    bool copy_in_thread; /* [publish] copies = publisher or auto: copy-only buffers into kept ones */
+    int copies;          /* [publish] copies: OCT_PUB_COPIES_* */
     /* [publish] stats: what each side did since the last line */
     int stats_s;
     atomic_uint_fast64_t st_frames, st_send_ns, st_send_max_ns, st_fl_copies, st_flagged;
     uint64_t st_fwd, st_busy_ns, st_pub_copies, st_pub_copy_ns; /* the publisher thread's */
+    uint64_t st_pub_zc;
+    /* since the start (octd_pub_get_counts): pooled images the publisher
+     * thread copied / forwarded zero-copy, images the frame loop copied */
+    atomic_uint_fast64_t n_pub_copies, n_pub_zc, n_fl_copies;
     copy_cache cache;
 };
 
@@ -465,17 +479,35 @@ static bool forward_one(octd_pub *p)
         return false;
     }
     p->st_fwd++;
-    bool copy = zmq_msg_size(&msg) > 0 && *(const char *)zmq_msg_data(&msg) == COPY_FLAG;
+    const char *t0p = zmq_msg_data(&msg);
+    size_t t0n = zmq_msg_size(&msg);
+    bool copy = t0n > 0 && t0p[0] == COPY_FLAG;
+    size_t strip = copy ? 1 : 0;
+    if (t0n >= AUTO_PREFIX && t0p[0] == COPY_AUTO) {
+        /* copies = auto: copy only while the image's pool runs low */
+        octd_pool_gauge *g;
+        memcpy(&g, t0p + 1, sizeof g);
+        copy = octd_pool_low(g);
+        strip = AUTO_PREFIX;
+    }
+    bool flagged = strip > 0;
     for (bool first = true;; first = false) {
         int more = zmq_msg_more(&msg); /* a copy has no MORE flag: read first */
-        if (copy && first && !msg_copy(&msg, 1))
+        if (flagged && first && !msg_copy(&msg, strip))
             copy = false; /* out of memory: the subscribers see a flagged topic */
-        if (copy && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
-            uint64_t t0 = p->stats_s ? mono_ns() : 0;
-            if (msg_copy_kept(p, &msg))
-                p->st_pub_copies++;
-            if (p->stats_s)
-                p->st_pub_copy_ns += mono_ns() - t0;
+        if (flagged && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
+            if (copy) {
+                uint64_t t0 = p->stats_s ? mono_ns() : 0;
+                if (msg_copy_kept(p, &msg)) {
+                    p->st_pub_copies++;
+                    atomic_fetch_add_explicit(&p->n_pub_copies, 1, memory_order_relaxed);
+                }
+                if (p->stats_s)
+                    p->st_pub_copy_ns += mono_ns() - t0;
+            } else {
+                p->st_pub_zc++;
+                atomic_fetch_add_explicit(&p->n_pub_zc, 1, memory_order_relaxed);
+            }
         }
         if (zmq_msg_send(&msg, p->xpub, more ? ZMQ_SNDMORE : 0) < 0)
             zmq_msg_close(&msg);
@@ -506,13 +538,13 @@ static void log_stats(octd_pub *p, double secs)
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
              "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
              "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
-             " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
-             "idle; %" PRIu64 " subscription changes in all",
+             " copies %.1f us mean, %" PRIu64 " pooled images zero-copy, copy buffers made %"
+             PRIu64 " freed %" PRIu64 " (in all), %.0f MB idle; %" PRIu64 " subscription changes in all",
              (double)(oct_time_realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
              frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
-             made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
-    p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = 0;
+             p->st_pub_zc, made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
+    p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = p->st_pub_zc = 0;
 }
 
 /* The control pair's commands: TERMINATE, PAUSE, RESUME (the tests' way to
@@ -696,7 +728,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         goto fail;
     bad = OCT_EIO;
     p->nice = cfg->pub_nice;
-    p->copy_in_thread = cfg->pub_copies == OCT_PUB_COPIES_PUBLISHER;
+    p->copies = cfg->pub_copies;
+    p->copy_in_thread = cfg->pub_copies != OCT_PUB_COPIES_FRAME;
     p->stats_s = cfg->pub_stats_s;
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
@@ -848,6 +881,15 @@ void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c)
 {
     *c = p->counts;
     c->subscription_changes = atomic_load_explicit(&p->sub_events, memory_order_relaxed);
+    c->pub_copies = atomic_load_explicit(&p->n_pub_copies, memory_order_relaxed);
+    c->pub_zero_copy = atomic_load_explicit(&p->n_pub_zc, memory_order_relaxed);
+    c->frame_copies = atomic_load_explicit(&p->n_fl_copies, memory_order_relaxed);
+}
+
+bool octd_pool_low(const octd_pool_gauge *g)
+{
+    int cap = atomic_load_explicit(&g->cap, memory_order_relaxed);
+    return atomic_load_explicit(&g->held, memory_order_relaxed) > cap / 2;
 }
 
 bool octd_pub_wanted(const octd_pub *p, int method, int kind, bool f32)
@@ -877,7 +919,13 @@ static bool topic_wanted(octd_pub *p, const char *topic)
     return true;
 }
 
-void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
+void octd_slot_release(octd_slot *s)
+{
+    /* read before the last reference goes: the frame loop may reuse s then */
+    octd_pool_gauge *g = s->gauge;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1 && g)
+        atomic_fetch_sub_explicit(&g->held, 1, memory_order_relaxed);
+}
 
 static void slot_free_cb(void *data, void *hint)
 {
@@ -954,7 +1002,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
 {
     unsigned sent = 0;
     int images = 0;
-    char header[2048], topic[64];
+    char header[2048], topic[AUTO_PREFIX + TOPIC_CAP];
     uint64_t t0 = p->stats_s ? mono_ns() : 0;
     /* [publish] copies = publisher: pooled images go to the publisher thread
      * zero-copy and flagged; it copies them before the fan-out and releases
@@ -963,7 +1011,9 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
      * then copied every image itself).  Copy-only buffers (the publisher
      * thread lags by a whole pool) are still copied here, into kept buffers:
      * a lagging thread then costs images, never frames. */
-    bool pool = !s->copy_only, flag_pool = pool && p->copy_in_thread;
+    bool pool = !s->copy_only;
+    bool flag_pool = pool && p->copies == OCT_PUB_COPIES_PUBLISHER;
+    bool flag_auto = pool && p->copies == OCT_PUB_COPIES_AUTO && s->gauge;
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
             const oct_image *img = &s->prod->img[method][kind];
@@ -985,16 +1035,17 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     *last_sent_ns = oct_time_realtime_ns();
                     continue;
                 }
-                /* topic + 1: the topic; topic[0]: the copy flag on the inproc link */
-                topic[0] = COPY_FLAG;
-                snprintf(topic + 1, sizeof topic - 1, "%s/%s%s", oct_kind_name(kind),
+                /* tp: the topic; before it, the copy flag on the inproc link
+                 * (COPY_FLAG, or COPY_AUTO and the pool's gauge) */
+                char *tp = topic + AUTO_PREFIX;
+                snprintf(tp, sizeof topic - AUTO_PREFIX, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
-                size_t hlen = image_header(header, sizeof header, topic + 1, method, kind, NULL,
+                size_t hlen = image_header(header, sizeof header, tp, method, kind, NULL,
                                            f32, seq, img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
                 if (hlen == 0) {
-                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", topic + 1,
+                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", tp,
                              sizeof header);
                     (*drops)++;
                     continue;
@@ -1002,11 +1053,21 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 /* The first part decides: PUB does not fail later parts of
                  * a message whose first part was accepted. */
                 p->counts.handed++;
-                bool flag = flag_pool && bytes <= COPY_MAX;
-                const char *t = flag ? topic : topic + 1;
-                if (send_part(p->sock, t, strlen(t), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
+                bool big = bytes >= ZERO_COPY_MIN && bytes <= COPY_MAX;
+                bool flag = flag_pool && bytes <= COPY_MAX, autoc = flag_auto && big;
+                const char *t = tp;
+                size_t tlen = strlen(tp);
+                if (flag) {
+                    tp[-1] = COPY_FLAG;
+                    t = tp - 1, tlen++;
+                } else if (autoc) {
+                    topic[0] = COPY_AUTO;
+                    memcpy(topic + 1, &s->gauge, sizeof s->gauge);
+                    t = topic, tlen += AUTO_PREFIX;
+                }
+                if (send_part(p->sock, t, tlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
                     if (zmq_errno() != EAGAIN)
-                        octd_log(LOG_WARNING, "%s: send: %s", topic + 1, zmq_strerror(zmq_errno()));
+                        octd_log(LOG_WARNING, "%s: send: %s", tp, zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
@@ -1014,15 +1075,17 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     (!pool && p->copy_in_thread && bytes >= ZERO_COPY_MIN
                          ? send_kept(p, data, bytes, ZMQ_DONTWAIT)
                          : send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT)) != 0) {
-                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic + 1,
+                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", tp,
                              zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
-                if (flag)
+                if (flag || autoc) {
                     atomic_fetch_add_explicit(&p->st_flagged, 1, memory_order_relaxed);
-                else if (!pool && bytes >= ZERO_COPY_MIN)
+                } else if (!pool && bytes >= ZERO_COPY_MIN) {
                     atomic_fetch_add_explicit(&p->st_fl_copies, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&p->n_fl_copies, 1, memory_order_relaxed);
+                }
                 sent++;
                 *last_sent_ns = oct_time_realtime_ns();
             }

@@ -12,12 +12,22 @@
 #include "oct_engine.h"
 #include "oct_ipc.h"
 
+/* How much of one engine's pool of zero-copy product buffers is held
+ * (frames.c's, one per engine): [publish] copies = auto copies images only
+ * while more than half of it is held.  held counts the pooled buffers with
+ * refs > 0 (raised by the frame loop as it takes one, lowered by whichever
+ * thread drops the last reference); cap is the pool's size limit. */
+typedef struct octd_pool_gauge {
+    atomic_int held, cap;
+} octd_pool_gauge;
+
 /* One oct_products object and the number of holders: octd while it fills
  * and sends it, plus one per ZeroMQ message that still points into it.
  * The free callback runs in a ZeroMQ I/O thread, hence the atomic. */
 typedef struct octd_slot {
     oct_products *prod;
     atomic_int refs;
+    octd_pool_gauge *gauge; /* its pool's (NULL: not pooled, or copy-only) */
     bool copy_only; /* its images are sent as copies: ZeroMQ never holds it */
     /* octd's stamps of the frame in it (CLOCK_REALTIME ns, 0 = none): taken
      * off the ring, submitted to the engine, completed (products in host
@@ -51,7 +61,13 @@ void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
  * loop's socket). */
 typedef struct octd_pub_counts {
     uint64_t handed, unwanted, subscription_changes;
+    /* images of pooled buffers (over ZERO_COPY_MIN) since the start: the
+     * publisher thread copied / forwarded zero-copy (copies = auto and
+     * frame), and those the frame loop copied (copy-only buffers) */
+    uint64_t pub_copies, pub_zero_copy, frame_copies;
 } octd_pub_counts;
+/* Whether more than half of g's pool is held (copies = auto copies then). */
+bool octd_pool_low(const octd_pool_gauge *g);
 void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c);
 /* Whether any subscriber's prefix matches kind/method[/f32] now: one atomic
  * load, no ZeroMQ call (the publisher thread keeps the answer current). */
