@@ -425,6 +425,14 @@ static void pool_sync(path_lane *g, octd *d)
         (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)
         while (pool_grow(g, d, false))
             ;
+    /* Small products' copy-only buffers (depth of them) too: they are first
+     * taken when subscribers hold every pooled buffer (issue 21, churning
+     * crowds), and a pinned allocation then (milliseconds; it may
+     * synchronise the device) or a fresh buffer's page faults would cost
+     * the frame loop frames just when it is busiest. */
+    if (g->nslots > 0 && g->slot_bytes <= POOL_SMALL_BYTES)
+        while (g->ncopy < g->depth && pool_grow(g, d, true))
+            ;
 }
 
 /* ---- engines ---- */
