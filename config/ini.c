@@ -570,6 +570,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->timer_slack_ns = 1000;
     c->prefault = true;
     c->overlap_input = true;
+    c->pub_copies = OCT_PUB_COPIES_AUTO; /* r5: zero-copy until a crowd holds half the pool */
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

@@ -11,7 +11,7 @@
  * writes into slots nobody holds (the pool is frames.c's).  A copy_only
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
- * With [publish] copies = publisher (the default since r4) the publisher
+ * With [publish] copies = publisher (the default in r4) the publisher
  * thread copies every pooled image into a buffer it keeps for reuse before
  * the fan-out, so subscribers' queues hold those copies and the pool comes
  * back at once (issue 21: stalled and churning subscribers held all of it).
@@ -537,7 +537,7 @@ static void log_stats(octd_pub *p, double secs)
     /* t: the realtime clock's seconds mod 10,000, to line up with a benchmark's phases */
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
              "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
-             "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
+             "publisher to copy (auto: or not); publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
              " copies %.1f us mean, %" PRIu64 " pooled images zero-copy, copy buffers made %"
              PRIu64 " freed %" PRIu64 " (in all), %.0f MB idle; %" PRIu64 " subscription changes in all",
              (double)(oct_time_realtime_ns() / 100000000ull % 100000) / 10, secs, frames,

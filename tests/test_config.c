@@ -145,7 +145,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.pub_io_threads, 0);
     ck_assert_int_eq(c.pub_nice, 0);
     ck_assert_str_eq(c.pub_cpus, "");
-    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_PUBLISHER);
+    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_AUTO);
     ck_assert_int_eq(c.pub_stats_s, 0);
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
