@@ -647,6 +647,40 @@ END_TEST
 START_TEST(frame_copies_keep_pool_held) { pool_returns(OCT_PUB_COPIES_FRAME); }
 END_TEST
 
+/* copy_stream (the publisher's copies into cold buffers, r5) copies exactly
+ * what memcpy does, whatever the size and the alignment of either end, and
+ * writes nothing outside the destination. */
+START_TEST(stream_copy_exact)
+{
+    enum { CAP = 300000, PAD = 64 };
+    uint8_t *src = malloc(CAP + PAD), *dst = malloc(CAP + 2 * PAD);
+    ck_assert(src && dst);
+    uint64_t x = 12345;
+    for (size_t i = 0; i < CAP + PAD; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = (uint8_t)(x >> 56);
+    }
+    static const size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 4096, 65537, 262144 + 513, CAP};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t so = 0; so < 3; so++)
+            for (size_t doff = 0; doff < 20; doff += 7) {
+                size_t n = sizes[k];
+                memset(dst, 0xa5, CAP + 2 * PAD);
+                copy_stream(dst + PAD + doff, src + so * 5, n);
+                ck_assert_msg(memcmp(dst + PAD + doff, src + so * 5, n) == 0,
+                              "%zu bytes, offsets %zu/%zu: differ", n, so * 5, doff);
+                bool outside = false;
+                for (size_t i = 0; i < PAD + doff; i++)
+                    outside |= dst[i] != 0xa5;
+                for (size_t i = PAD + doff + n; i < CAP + 2 * PAD; i++)
+                    outside |= dst[i] != 0xa5;
+                ck_assert_msg(!outside, "%zu bytes, offsets %zu/%zu: written outside", n, so * 5, doff);
+            }
+    free(src);
+    free(dst);
+}
+END_TEST
+
 /* [publish] copies = auto (r5): a pool of POOL_N fixtures with a gauge; the
  * test takes a free one as the frame loop does (refs 0 -> 1, held + 1),
  * sends it and drops its own reference.  Quiet (one reader): every pooled
@@ -1093,6 +1127,7 @@ int main(void)
     tcase_add_test(tc, copy_mode_returns_pool);
     tcase_add_test(tc, frame_copies_keep_pool_held);
     tcase_add_test(tc, copies_reuse_and_return);
+    tcase_add_test(tc, stream_copy_exact);
     tcase_add_test(tc, auto_quiet_zero_copy);
     tcase_add_test(tc, auto_stalled_pool_comes_back);
     tcase_add_test(tc, bad_endpoint_named);
