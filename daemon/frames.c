@@ -690,6 +690,15 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .review = review,
         .want_f32 = want_f32,
     };
+    if (!review && d->ring) {
+        /* a quarter of the ring committed behind this frame: octd is
+         * catching up, and a copy-only buffer's images are dropped rather
+         * than copied here (issue 21: a publisher thread saturated by a
+         * crowd cost the frame loop frames, H200 r5) */
+        const oct_ring_header *h = oct_ring_consumer_header(d->ring);
+        uint64_t behind = __atomic_load_n(&h->write_seq, __ATOMIC_RELAXED) - info->seq - 1;
+        m.behind = behind >= h->slot_count / 4 && behind < (1ull << 40);
+    }
     uint64_t last_sent = 0;
     /* the volume made for registration alone is not published */
     bool hide_volume = !(d->params.products & OCT_PRODUCT_BIT(OCT_KIND_VOLUME));

@@ -196,6 +196,8 @@ struct octd_pub {
     /* since the start (octd_pub_get_counts): pooled images the publisher
      * thread copied / forwarded zero-copy, images the frame loop copied */
     atomic_uint_fast64_t n_pub_copies, n_pub_zc, n_fl_copies;
+    uint64_t n_behind; /* the frame loop's: copy-only images dropped while behind */
+    atomic_uint_fast64_t st_behind;
     copy_cache cache;
 };
 
@@ -583,19 +585,20 @@ static void log_stats(octd_pub *p, double secs)
 {
     uint64_t frames = stat_take(&p->st_frames), send_ns = stat_take(&p->st_send_ns);
     uint64_t send_max = stat_take(&p->st_send_max_ns), fl_copies = stat_take(&p->st_fl_copies);
-    uint64_t flagged = stat_take(&p->st_flagged);
+    uint64_t flagged = stat_take(&p->st_flagged), behind = stat_take(&p->st_behind);
     pthread_mutex_lock(&p->cache.mu);
     uint64_t made = p->cache.made, freed = p->cache.freed;
     double idle = (double)p->cache.idle_bytes;
     pthread_mutex_unlock(&p->cache.mu);
     /* t: the realtime clock's seconds mod 10,000, to line up with a benchmark's phases */
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
-             "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
+             "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " dropped while behind, %"
+             PRIu64 " handed to the "
              "publisher to copy (auto: or not); publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
              " copies %.1f us mean, %" PRIu64 " pooled images zero-copy, copy buffers made %"
              PRIu64 " freed %" PRIu64 " (in all), %.0f MB idle; %" PRIu64 " subscription changes in all",
              (double)(oct_time_realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
-             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
+             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, behind, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
              p->st_pub_zc, made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
     p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = p->st_pub_zc = 0;
@@ -899,8 +902,9 @@ void octd_pub_destroy(octd_pub *p)
     if (p->thread_started) {
         octd_log(LOG_INFO, "publisher: the frame loop handed %" PRIu64 " messages to ZeroMQ "
                  "and skipped %" PRIu64 " that nobody wanted; %" PRIu64 " subscription "
-                 "changes handled by the publisher thread", p->counts.handed, p->counts.unwanted,
-                 (uint64_t)atomic_load(&p->sub_events));
+                 "changes handled by the publisher thread; %" PRIu64 " images of copy-only "
+                 "buffers dropped while octd caught up", p->counts.handed, p->counts.unwanted,
+                 (uint64_t)atomic_load(&p->sub_events), p->n_behind);
         /* the proxy ends on TERMINATE and closes its sockets; should the
          * send fail, ending the context below ends it with ETERM */
         if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {
@@ -938,6 +942,7 @@ void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c)
     c->pub_copies = atomic_load_explicit(&p->n_pub_copies, memory_order_relaxed);
     c->pub_zero_copy = atomic_load_explicit(&p->n_pub_zc, memory_order_relaxed);
     c->frame_copies = atomic_load_explicit(&p->n_fl_copies, memory_order_relaxed);
+    c->behind_drops = p->n_behind;
 }
 
 bool octd_pool_low(const octd_pool_gauge *g)
@@ -1107,6 +1112,13 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 /* The first part decides: PUB does not fail later parts of
                  * a message whose first part was accepted. */
                 p->counts.handed++;
+                if (!pool && m->behind && bytes >= ZERO_COPY_MIN) {
+                    /* octd is catching up: no copy in the frame loop */
+                    p->n_behind++;
+                    atomic_fetch_add_explicit(&p->st_behind, 1, memory_order_relaxed);
+                    (*drops)++;
+                    continue;
+                }
                 bool big = bytes >= ZERO_COPY_MIN && bytes <= COPY_MAX;
                 bool flag = flag_pool && bytes <= COPY_MAX, autoc = flag_auto && big;
                 const char *t = tp;

@@ -43,6 +43,11 @@ typedef struct octd_frame_meta {
     uint64_t t_take_ns, t_sub_ns, t_done_ns; /* octd_slot's stamps (0: not sent) */
     bool review;   /* re-processed kept frame */
     bool want_f32; /* the frame's params asked for float32 copies */
+    /* octd is catching up (a quarter of the ring committed behind this
+     * frame): a copy-only buffer's images are dropped (counted in *drops),
+     * not copied by the frame loop (r5: a saturated publisher thread must
+     * cost images, not frames) */
+    bool behind;
     uint32_t averaged; /* registered averages: volumes in the mean ("averaged"; 0: none) */
 } octd_frame_meta;
 
@@ -65,6 +70,7 @@ typedef struct octd_pub_counts {
      * publisher thread copied / forwarded zero-copy (copies = auto and
      * frame), and those the frame loop copied (copy-only buffers) */
     uint64_t pub_copies, pub_zero_copy, frame_copies;
+    uint64_t behind_drops; /* copy-only images dropped while octd caught up */
 } octd_pub_counts;
 /* Whether more than half of g's pool is held (copies = auto copies then). */
 bool octd_pool_low(const octd_pool_gauge *g);

@@ -806,6 +806,47 @@ static void auto_copies(bool stalled_peer)
         fixture_free(&a.f[i]);
 }
 
+/* octd catching up (a quarter of the ring behind the frame it publishes):
+ * a copy-only buffer's images are dropped and counted, not copied by the
+ * frame loop; pooled ones still go; the next copy-only frame with octd on
+ * time is copied and delivered byte for byte (r5). */
+START_TEST(copy_only_behind_dropped)
+{
+    cfg.pub_copies = OCT_PUB_COPIES_AUTO;
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture a, b;
+    fixture_init(&a, 31), fixture_init(&b, 32);
+    b.slot.copy_only = true;
+    void *zctx = zmq_ctx_new();
+    void *reader = subscriber(zctx, "", 0);
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    ck_assert(await_status(p, reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    uint64_t drops = 0, last = 0;
+    octd_frame_meta m = {.frame_id = 1, .behind = true};
+    ck_assert_uint_eq(octd_pub_send_products(p, &b.slot, &m, &drops, &last), 0);
+    ck_assert_uint_eq(drops, 2);
+    m.frame_id = 2; /* pooled: sent although behind */
+    ck_assert_uint_eq(octd_pub_send_products(p, &a.slot, &m, &drops, &last), 2);
+    m.frame_id = 3, m.behind = false;
+    ck_assert_uint_eq(octd_pub_send_products(p, &b.slot, &m, &drops, &last), 2);
+    ck_assert_uint_eq(drops, 2);
+    read_frame(reader, 2, &a);
+    read_frame(reader, 3, &b);
+    octd_pub_counts c;
+    octd_pub_get_counts(p, &c);
+    ck_assert_uint_eq(c.behind_drops, 2);
+    ck_assert_uint_eq(c.frame_copies, 2);
+    zmq_close(reader);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    fixture_free(&a), fixture_free(&b);
+}
+END_TEST
+
 START_TEST(auto_quiet_zero_copy) { auto_copies(false); }
 END_TEST
 
@@ -1130,6 +1171,7 @@ int main(void)
     tcase_add_test(tc, stream_copy_exact);
     tcase_add_test(tc, auto_quiet_zero_copy);
     tcase_add_test(tc, auto_stalled_pool_comes_back);
+    tcase_add_test(tc, copy_only_behind_dropped);
     tcase_add_test(tc, bad_endpoint_named);
     tcase_add_test(tc, thread_options_applied);
     tcase_add_test(tc, cpus_not_allowed_named);
