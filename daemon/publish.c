@@ -60,10 +60,8 @@
 #include <time.h>
 #include <unistd.h>
 #include <zmq.h>
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
 
+#include "copy_cache.h"
 #include "json.h"
 #include "oct_control_keys.h"
 #include "sys.h"
@@ -114,45 +112,6 @@ typedef struct pub_topic {
     size_t len;
     atomic_bool wanted; /* written by the publisher thread, read by the frame loop */
 } pub_topic;
-
-/* The publisher thread's copies (copies = publisher) live in buffers it
- * keeps for reuse: memory fresh from malloc page-faults on the copy (H200,
- * 2026-11-24: 16 faults and ~30 us per 256 KB B-scan image, ~50 % of the
- * thread at 8,000 frames/s, and with churning subscribers holding hundreds
- * of images glibc's trimming made every copy fault again).  Buffers come
- * back from ZeroMQ's threads (the last subscriber's copy gone); those that
- * stayed unused a whole second beyond COPY_KEEP per size go back to the
- * system, so the memory a burst of churn took is returned. */
-#define COPY_CLASSES 16              /* image sizes kept at once */
-#define COPY_KEEP 4                  /* idle buffers of a size kept beyond a second */
-#define COPY_IDLE_MAX (512ull << 20) /* idle bytes kept at most */
-
-/* Copies into a size whose buffers in messages exceed this many bytes (a
- * crowd's queues hold them: far more than any cache) stream past the caches
- * (copy_stream): the destination is cold anyway, and ordinary stores would
- * first read every line of it (H200, r5: the publisher thread's 256 KB
- * copies took 46-48 us with a churning crowd instead of 27-30 us quiet;
- * with glibc's non-temporal threshold lowered, 20-38 us, one run). */
-#define STREAM_OUT_BYTES (32ull << 20)
-
-typedef struct copy_buf {
-    struct copy_buf *next;
-    struct copy_cache *cache;
-    int cls; /* its size class; -1: not kept */
-    bool cold; /* this use: copy with copy_stream */
-    uint8_t *data;
-} copy_buf;
-
-typedef struct copy_cache {
-    pthread_mutex_t mu;
-    struct {
-        size_t size;         /* 0: unused */
-        copy_buf *free;
-        int nfree, out, low; /* idle, in messages, least idle since the last trim */
-    } cls[COPY_CLASSES];
-    uint64_t idle_bytes;
-    uint64_t made, freed;    /* buffers allocated / returned to the system */
-} copy_cache;
 
 typedef struct pub_prefix {
     uint8_t *bytes;
@@ -297,185 +256,18 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void cache_init(copy_cache *c)
-{
-    memset(c, 0, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-}
-
-static void buf_free(copy_buf *b)
-{
-    free(b->data);
-    free(b);
-}
-
-/* A buffer of `size` bytes: an idle one of that size, else a new one. */
-static copy_buf *cache_get(copy_cache *c, size_t size)
-{
-    int cls = -1, unused = -1;
-    pthread_mutex_lock(&c->mu);
-    for (int i = 0; i < COPY_CLASSES && cls < 0; i++) {
-        if (c->cls[i].size == size)
-            cls = i;
-        else if (unused < 0 && (c->cls[i].size == 0 || (c->cls[i].out == 0 && c->cls[i].nfree == 0)))
-            unused = i; /* a size nobody uses any more */
-    }
-    if (cls < 0 && unused >= 0) {
-        cls = unused;
-        c->cls[cls].size = size;
-        c->cls[cls].low = 0;
-    }
-    copy_buf *b = NULL;
-    if (cls >= 0 && (b = c->cls[cls].free) != NULL) {
-        c->cls[cls].free = b->next;
-        c->cls[cls].nfree--;
-        c->idle_bytes -= size;
-        if (c->cls[cls].nfree < c->cls[cls].low)
-            c->cls[cls].low = c->cls[cls].nfree;
-    }
-    if (cls >= 0)
-        c->cls[cls].out++;
-    if (!b)
-        c->made++;
-    bool cold = !b || (cls >= 0 && (uint64_t)c->cls[cls].out * size > STREAM_OUT_BYTES);
-    pthread_mutex_unlock(&c->mu);
-    if (b) {
-        b->cold = cold;
-        return b;
-    }
-    b = malloc(sizeof *b);
-    if (b && !(b->data = malloc(size ? size : 1))) {
-        free(b);
-        b = NULL;
-    }
-    if (!b) {
-        pthread_mutex_lock(&c->mu);
-        if (cls >= 0)
-            c->cls[cls].out--;
-        pthread_mutex_unlock(&c->mu);
-        return NULL;
-    }
-    b->cache = c;
-    b->cls = cls;
-    b->cold = cold;
-    return b;
-}
-
-/* memcpy with non-temporal stores where the CPU has them: for destinations
- * no cache holds (see STREAM_OUT_BYTES); the fence orders the stores before
- * the buffer is handed to another thread. */
-static void copy_stream(void *dst, const void *src, size_t n)
-{
-#if defined(__SSE2__)
-    uint8_t *d = dst;
-    const uint8_t *s = src;
-    size_t head = (16 - ((uintptr_t)d & 15)) & 15;
-    if (head > n)
-        head = n;
-    memcpy(d, s, head);
-    d += head, s += head, n -= head;
-    for (; n >= 64; n -= 64, d += 64, s += 64) {
-        __m128i a = _mm_loadu_si128((const __m128i *)s);
-        __m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
-        __m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
-        __m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
-        _mm_stream_si128((__m128i *)d, a);
-        _mm_stream_si128((__m128i *)(d + 16), b);
-        _mm_stream_si128((__m128i *)(d + 32), c);
-        _mm_stream_si128((__m128i *)(d + 48), e);
-    }
-    _mm_sfence();
-    memcpy(d, s, n);
-#else
-    memcpy(dst, src, n);
-#endif
-}
-
-static void copy_into(copy_buf *b, const void *src, size_t n)
-{
-    if (b->cold)
-        copy_stream(b->data, src, n);
-    else
-        memcpy(b->data, src, n);
-}
-
-/* ZeroMQ's free callback of a copy (any of its threads): idle again. */
-static void cache_put_cb(void *data, void *hint)
-{
-    (void)data;
-    copy_buf *b = hint;
-    copy_cache *c = b->cache;
-    pthread_mutex_lock(&c->mu);
-    bool keep = false;
-    if (b->cls >= 0) {
-        size_t size = c->cls[b->cls].size;
-        c->cls[b->cls].out--;
-        keep = c->idle_bytes + size <= COPY_IDLE_MAX;
-        if (keep) {
-            b->next = c->cls[b->cls].free;
-            c->cls[b->cls].free = b;
-            c->cls[b->cls].nfree++;
-            c->idle_bytes += size;
-        }
-    }
-    if (!keep)
-        c->freed++;
-    pthread_mutex_unlock(&c->mu);
-    if (!keep)
-        buf_free(b);
-}
-
-/* Once a second (the publisher thread): buffers idle all the while, beyond
- * COPY_KEEP per size, go back to the system. */
-static void cache_trim(copy_cache *c)
-{
-    copy_buf *drop = NULL;
-    pthread_mutex_lock(&c->mu);
-    for (int i = 0; i < COPY_CLASSES; i++) {
-        int n = c->cls[i].low - COPY_KEEP;
-        for (; n > 0 && c->cls[i].free; n--) {
-            copy_buf *b = c->cls[i].free;
-            c->cls[i].free = b->next;
-            c->cls[i].nfree--;
-            c->idle_bytes -= c->cls[i].size;
-            c->freed++;
-            b->next = drop;
-            drop = b;
-        }
-        c->cls[i].low = c->cls[i].nfree;
-    }
-    pthread_mutex_unlock(&c->mu);
-    while (drop) {
-        copy_buf *b = drop;
-        drop = b->next;
-        buf_free(b);
-    }
-}
-
-/* At the end: every message is gone (zmq_ctx_term returned). */
-static void cache_free(copy_cache *c)
-{
-    for (int i = 0; i < COPY_CLASSES; i++)
-        while (c->cls[i].free) {
-            copy_buf *b = c->cls[i].free;
-            c->cls[i].free = b->next;
-            buf_free(b);
-        }
-    pthread_mutex_destroy(&c->mu);
-}
-
 /* The frame loop's copy of a copy-only buffer's image (copies = publisher:
  * the publisher thread lags by a whole pool), into a kept buffer too, so
  * that the frame loop's copy does not page-fault either. */
 static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
 {
-    copy_buf *b = cache_get(&p->cache, len);
+    copy_buf *b = copy_cache_get(&p->cache, len);
     if (!b)
         return zmq_send(p->sock, data, len, flags) < 0 ? -1 : 0;
-    copy_into(b, data, len);
+    copy_cache_into(b, data, len);
     zmq_msg_t msg;
-    if (zmq_msg_init_data(&msg, b->data, len, cache_put_cb, b) != 0) {
-        cache_put_cb(b->data, b);
+    if (zmq_msg_init_data(&msg, b->data, len, copy_cache_put_cb, b) != 0) {
+        copy_cache_put_cb(b->data, b);
         return -1;
     }
     if (zmq_msg_send(&msg, p->sock, flags) < 0) {
@@ -492,13 +284,13 @@ static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
 static bool msg_copy_kept(octd_pub *p, zmq_msg_t *msg)
 {
     size_t n = zmq_msg_size(msg);
-    copy_buf *b = cache_get(&p->cache, n);
+    copy_buf *b = copy_cache_get(&p->cache, n);
     if (!b)
         return false;
-    copy_into(b, zmq_msg_data(msg), n);
+    copy_cache_into(b, zmq_msg_data(msg), n);
     zmq_msg_t c;
-    if (zmq_msg_init_data(&c, b->data, n, cache_put_cb, b) != 0) {
-        cache_put_cb(b->data, b);
+    if (zmq_msg_init_data(&c, b->data, n, copy_cache_put_cb, b) != 0) {
+        copy_cache_put_cb(b->data, b);
         return false;
     }
     zmq_msg_move(msg, &c);
@@ -651,7 +443,7 @@ static void *proxy_main(void *arg)
         p->st_busy_ns += now - woke;
         woke = now;
         if (now - trimmed >= 1000000000ull) {
-            cache_trim(&p->cache);
+            copy_cache_trim(&p->cache);
             trimmed = now;
         }
         if (stats_ns && now - last >= stats_ns) {
@@ -764,7 +556,7 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     octd_pub *p = calloc(1, sizeof *p);
     if (!p)
         return oct_error_set(e, OCT_ENOMEM, "publisher: out of memory");
-    cache_init(&p->cache);
+    copy_cache_init(&p->cache);
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
         pthread_mutex_destroy(&p->cache.mu);
@@ -931,7 +723,7 @@ void octd_pub_destroy(octd_pub *p)
     for (int k = 0; k < p->nprefix; k++)
         free(p->prefix[k].bytes);
     free(p->prefix);
-    cache_free(&p->cache);
+    copy_cache_free(&p->cache);
     free(p);
 }
 
