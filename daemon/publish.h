@@ -66,9 +66,10 @@ void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
  * loop's socket). */
 typedef struct octd_pub_counts {
     uint64_t handed, unwanted, subscription_changes;
-    /* images of pooled buffers (over ZERO_COPY_MIN) since the start: the
-     * publisher thread copied / forwarded zero-copy (copies = auto and
-     * frame), and those the frame loop copied (copy-only buffers) */
+    /* images (over ZERO_COPY_MIN) since the start: those of pooled buffers
+     * the publisher thread copied / forwarded zero-copy after deciding
+     * (copies = publisher, auto), and those the frame loop copied (copy-only
+     * buffers) */
     uint64_t pub_copies, pub_zero_copy, frame_copies;
     uint64_t behind_drops; /* copy-only images dropped while octd caught up */
 } octd_pub_counts;
