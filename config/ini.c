@@ -483,9 +483,11 @@ static int set_value(ini_ctx *x, int k, const char *v)
             c->pub_copies = OCT_PUB_COPIES_PUBLISHER;
         else if (!strcmp(v, "frame"))
             c->pub_copies = OCT_PUB_COPIES_FRAME;
+        else if (!strcmp(v, "auto"))
+            c->pub_copies = OCT_PUB_COPIES_AUTO;
         else
-            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not publisher or frame", sec, key,
-                            v), 0;
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not publisher, frame or auto", sec,
+                            key, v), 0;
         return 1;
     case K_PUB_STATS:
         if (!parse_int(v, 0, 3600, &c->pub_stats_s))
@@ -588,6 +590,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->timer_slack_ns = 1000;
     c->prefault = true;
     c->overlap_input = true;
+    c->pub_copies = OCT_PUB_COPIES_AUTO; /* r5: zero-copy until a crowd holds half the pool */
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,

@@ -103,8 +103,10 @@ typedef struct oct_daemon_config {
 /* [publish] copies (issue 21): with every pooled product buffer held by
  * subscribers' queued messages, images are copied by the publisher thread
  * (which then releases the buffer at once: the pool refills) or, as before
- * r4, by the frame loop itself. */
-enum { OCT_PUB_COPIES_PUBLISHER = 0, OCT_PUB_COPIES_FRAME = 1 };
+ * r4, by the frame loop itself; auto (r5, the default): the publisher thread
+ * copies only while more than half of the pool is held, else forwards
+ * zero-copy. */
+enum { OCT_PUB_COPIES_PUBLISHER = 0, OCT_PUB_COPIES_FRAME = 1, OCT_PUB_COPIES_AUTO = 2 };
 #define OCT_REG_WORKERS_MAX 8
 
 enum { OCT_ZERO_COPY_AUTO = 0, OCT_ZERO_COPY_ON = 1, OCT_ZERO_COPY_OFF = 2 };

@@ -100,6 +100,7 @@ typedef struct path_lane {
     octd_slot *slots[POOL_MAX + OCT_ENGINE_DEPTH_MAX];
     int nslots, ncopy, pool_max;
     int cursor; /* where pool_acquire looks first: after the buffer it took last */
+    octd_pool_gauge gauge; /* how much of it is held ([publish] copies = auto) */
     uint64_t slot_bytes; /* host bytes of one products object (largest seen) */
     /* buffers of an earlier key that ZeroMQ still held: freed once released */
     octd_slot *retired[RETIRED_MAX];
@@ -311,6 +312,7 @@ static void set_pool_max(path_lane *g, const octd_slot *s)
         n = small;
     int lo = g->depth + POOL_EXTRA;
     g->pool_max = n < (uint64_t)lo ? lo : n > POOL_MAX ? POOL_MAX : (int)n;
+    atomic_store_explicit(&g->gauge.cap, g->pool_max, memory_order_relaxed);
 }
 
 /* A new buffer (refs 0), zero-copy or copy-only; NULL at the limit. */
@@ -343,6 +345,7 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
     }
     atomic_init(&s->refs, 0);
     s->copy_only = copy_only;
+    s->gauge = copy_only ? NULL : &g->gauge;
     g->slots[g->nslots++] = s;
     g->ncopy += copy_only;
     set_pool_max(g, s);
@@ -367,12 +370,16 @@ static octd_slot *pool_acquire(path_lane *g, octd *d)
                 atomic_load_explicit(&g->slots[i]->refs, memory_order_relaxed) == 0 &&
                 atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1)) {
                 g->cursor = (i + 1) % g->nslots;
+                if (!copy_only)
+                    atomic_fetch_add_explicit(&g->gauge.held, 1, memory_order_relaxed);
                 return g->slots[i];
             }
         }
         octd_slot *s = pool_grow(g, d, copy_only);
         if (s) {
             atomic_store(&s->refs, 1);
+            if (!copy_only)
+                atomic_fetch_add_explicit(&g->gauge.held, 1, memory_order_relaxed);
             return s;
         }
         if (!copy_only && !g->warned_copy) {
@@ -417,6 +424,14 @@ static void pool_sync(path_lane *g, octd *d)
     if (g->nslots > 0 && g->slots[0]->prod->pinned &&
         (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)
         while (pool_grow(g, d, false))
+            ;
+    /* Small products' copy-only buffers (depth of them) too: they are first
+     * taken when subscribers hold every pooled buffer (issue 21, churning
+     * crowds), and a pinned allocation then (milliseconds; it may
+     * synchronise the device) or a fresh buffer's page faults would cost
+     * the frame loop frames just when it is busiest. */
+    if (g->nslots > 0 && g->slot_bytes <= POOL_SMALL_BYTES)
+        while (g->ncopy < g->depth && pool_grow(g, d, true))
             ;
 }
 
@@ -675,6 +690,15 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .review = review,
         .want_f32 = want_f32,
     };
+    if (!review && d->ring) {
+        /* a quarter of the ring committed behind this frame: octd is
+         * catching up, and a copy-only buffer's images are dropped rather
+         * than copied here (issue 21: a publisher thread saturated by a
+         * crowd cost the frame loop frames, H200 r5) */
+        const oct_ring_header *h = oct_ring_consumer_header(d->ring);
+        uint64_t behind = __atomic_load_n(&h->write_seq, __ATOMIC_RELAXED) - info->seq - 1;
+        m.behind = behind >= h->slot_count / 4 && behind < (1ull << 40);
+    }
     uint64_t last_sent = 0;
     /* the volume made for registration alone is not published */
     bool hide_volume = !(d->params.products & OCT_PRODUCT_BIT(OCT_KIND_VOLUME));

@@ -11,10 +11,14 @@
  * writes into slots nobody holds (the pool is frames.c's).  A copy_only
  * slot's images are copied into the message (once: ZeroMQ shares one
  * message among its subscribers), so no subscriber can hold that slot.
- * With [publish] copies = publisher (the default since r4) the publisher
+ * With [publish] copies = publisher (the default in r4) the publisher
  * thread copies every pooled image into a buffer it keeps for reuse before
  * the fan-out, so subscribers' queues hold those copies and the pool comes
  * back at once (issue 21: stalled and churning subscribers held all of it).
+ * copies = auto (r5) decides per image in the publisher thread: zero-copy
+ * while at most half of the image's pool is held (its octd_pool_gauge), a
+ * copy once more is (stalled or churning subscribers' queues hold it), so
+ * a quiet run copies nothing and a crowd still cannot drain the pool.
  *
  * Fan-out runs off the frame loop (issue 21): the frame loop's socket has
  * one peer, an XSUB bound at a private inproc endpoint, and a publisher
@@ -57,6 +61,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "copy_cache.h"
 #include "json.h"
 #include "oct_control_keys.h"
 #include "sys.h"
@@ -96,42 +101,17 @@
  * thread's memcpy would not keep up with a GPU's volume rate). */
 #define COPY_FLAG '\x01'
 #define COPY_MAX (8u << 20)
+/* copies = auto: the topic on the inproc link is COPY_AUTO, then the
+ * address of the image's pool gauge (AUTO_PREFIX bytes in all), then the
+ * topic; the publisher thread reads the gauge as it forwards the image. */
+#define COPY_AUTO '\x02'
+#define AUTO_PREFIX (1 + sizeof(octd_pool_gauge *))
 
 typedef struct pub_topic {
     char name[TOPIC_CAP];
     size_t len;
     atomic_bool wanted; /* written by the publisher thread, read by the frame loop */
 } pub_topic;
-
-/* The publisher thread's copies (copies = publisher) live in buffers it
- * keeps for reuse: memory fresh from malloc page-faults on the copy (H200,
- * 2026-11-24: 16 faults and ~30 us per 256 KB B-scan image, ~50 % of the
- * thread at 8,000 frames/s, and with churning subscribers holding hundreds
- * of images glibc's trimming made every copy fault again).  Buffers come
- * back from ZeroMQ's threads (the last subscriber's copy gone); those that
- * stayed unused a whole second beyond COPY_KEEP per size go back to the
- * system, so the memory a burst of churn took is returned. */
-#define COPY_CLASSES 16              /* image sizes kept at once */
-#define COPY_KEEP 4                  /* idle buffers of a size kept beyond a second */
-#define COPY_IDLE_MAX (512ull << 20) /* idle bytes kept at most */
-
-typedef struct copy_buf {
-    struct copy_buf *next;
-    struct copy_cache *cache;
-    int cls; /* its size class; -1: not kept */
-    uint8_t *data;
-} copy_buf;
-
-typedef struct copy_cache {
-    pthread_mutex_t mu;
-    struct {
-        size_t size;         /* 0: unused */
-        copy_buf *free;
-        int nfree, out, low; /* idle, in messages, least idle since the last trim */
-    } cls[COPY_CLASSES];
-    uint64_t idle_bytes;
-    uint64_t made, freed;    /* buffers allocated / returned to the system */
-} copy_cache;
 
 typedef struct pub_prefix {
     uint8_t *bytes;
@@ -165,11 +145,18 @@ struct octd_pub {
     int nice;
     bool pin;
     cpu_set_t cpus;
-    bool copy_in_thread; /* [publish] copies = publisher */
+    bool copy_in_thread; /* [publish] copies = publisher or auto: copy-only buffers into kept ones */
+    int copies;          /* [publish] copies: OCT_PUB_COPIES_* */
     /* [publish] stats: what each side did since the last line */
     int stats_s;
     atomic_uint_fast64_t st_frames, st_send_ns, st_send_max_ns, st_fl_copies, st_flagged;
     uint64_t st_fwd, st_busy_ns, st_pub_copies, st_pub_copy_ns; /* the publisher thread's */
+    uint64_t st_pub_zc;
+    /* since the start (octd_pub_get_counts): pooled images the publisher
+     * thread copied / forwarded zero-copy, images the frame loop copied */
+    atomic_uint_fast64_t n_pub_copies, n_pub_zc, n_fl_copies;
+    uint64_t n_behind; /* the frame loop's: copy-only images dropped while behind */
+    atomic_uint_fast64_t st_behind;
     copy_cache cache;
 };
 
@@ -269,143 +256,18 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void cache_init(copy_cache *c)
-{
-    memset(c, 0, sizeof *c);
-    pthread_mutex_init(&c->mu, NULL);
-}
-
-static void buf_free(copy_buf *b)
-{
-    free(b->data);
-    free(b);
-}
-
-/* A buffer of `size` bytes: an idle one of that size, else a new one. */
-static copy_buf *cache_get(copy_cache *c, size_t size)
-{
-    int cls = -1, unused = -1;
-    pthread_mutex_lock(&c->mu);
-    for (int i = 0; i < COPY_CLASSES && cls < 0; i++) {
-        if (c->cls[i].size == size)
-            cls = i;
-        else if (unused < 0 && (c->cls[i].size == 0 || (c->cls[i].out == 0 && c->cls[i].nfree == 0)))
-            unused = i; /* a size nobody uses any more */
-    }
-    if (cls < 0 && unused >= 0) {
-        cls = unused;
-        c->cls[cls].size = size;
-        c->cls[cls].low = 0;
-    }
-    copy_buf *b = NULL;
-    if (cls >= 0 && (b = c->cls[cls].free) != NULL) {
-        c->cls[cls].free = b->next;
-        c->cls[cls].nfree--;
-        c->idle_bytes -= size;
-        if (c->cls[cls].nfree < c->cls[cls].low)
-            c->cls[cls].low = c->cls[cls].nfree;
-    }
-    if (cls >= 0)
-        c->cls[cls].out++;
-    if (!b)
-        c->made++;
-    pthread_mutex_unlock(&c->mu);
-    if (b)
-        return b;
-    b = malloc(sizeof *b);
-    if (b && !(b->data = malloc(size ? size : 1))) {
-        free(b);
-        b = NULL;
-    }
-    if (!b) {
-        pthread_mutex_lock(&c->mu);
-        if (cls >= 0)
-            c->cls[cls].out--;
-        pthread_mutex_unlock(&c->mu);
-        return NULL;
-    }
-    b->cache = c;
-    b->cls = cls;
-    return b;
-}
-
-/* ZeroMQ's free callback of a copy (any of its threads): idle again. */
-static void cache_put_cb(void *data, void *hint)
-{
-    (void)data;
-    copy_buf *b = hint;
-    copy_cache *c = b->cache;
-    pthread_mutex_lock(&c->mu);
-    bool keep = false;
-    if (b->cls >= 0) {
-        size_t size = c->cls[b->cls].size;
-        c->cls[b->cls].out--;
-        keep = c->idle_bytes + size <= COPY_IDLE_MAX;
-        if (keep) {
-            b->next = c->cls[b->cls].free;
-            c->cls[b->cls].free = b;
-            c->cls[b->cls].nfree++;
-            c->idle_bytes += size;
-        }
-    }
-    if (!keep)
-        c->freed++;
-    pthread_mutex_unlock(&c->mu);
-    if (!keep)
-        buf_free(b);
-}
-
-/* Once a second (the publisher thread): buffers idle all the while, beyond
- * COPY_KEEP per size, go back to the system. */
-static void cache_trim(copy_cache *c)
-{
-    copy_buf *drop = NULL;
-    pthread_mutex_lock(&c->mu);
-    for (int i = 0; i < COPY_CLASSES; i++) {
-        int n = c->cls[i].low - COPY_KEEP;
-        for (; n > 0 && c->cls[i].free; n--) {
-            copy_buf *b = c->cls[i].free;
-            c->cls[i].free = b->next;
-            c->cls[i].nfree--;
-            c->idle_bytes -= c->cls[i].size;
-            c->freed++;
-            b->next = drop;
-            drop = b;
-        }
-        c->cls[i].low = c->cls[i].nfree;
-    }
-    pthread_mutex_unlock(&c->mu);
-    while (drop) {
-        copy_buf *b = drop;
-        drop = b->next;
-        buf_free(b);
-    }
-}
-
-/* At the end: every message is gone (zmq_ctx_term returned). */
-static void cache_free(copy_cache *c)
-{
-    for (int i = 0; i < COPY_CLASSES; i++)
-        while (c->cls[i].free) {
-            copy_buf *b = c->cls[i].free;
-            c->cls[i].free = b->next;
-            buf_free(b);
-        }
-    pthread_mutex_destroy(&c->mu);
-}
-
 /* The frame loop's copy of a copy-only buffer's image (copies = publisher:
  * the publisher thread lags by a whole pool), into a kept buffer too, so
  * that the frame loop's copy does not page-fault either. */
 static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
 {
-    copy_buf *b = cache_get(&p->cache, len);
+    copy_buf *b = copy_cache_get(&p->cache, len);
     if (!b)
         return zmq_send(p->sock, data, len, flags) < 0 ? -1 : 0;
-    memcpy(b->data, data, len);
+    copy_cache_into(b, data, len);
     zmq_msg_t msg;
-    if (zmq_msg_init_data(&msg, b->data, len, cache_put_cb, b) != 0) {
-        cache_put_cb(b->data, b);
+    if (zmq_msg_init_data(&msg, b->data, len, copy_cache_put_cb, b) != 0) {
+        copy_cache_put_cb(b->data, b);
         return -1;
     }
     if (zmq_msg_send(&msg, p->sock, flags) < 0) {
@@ -422,13 +284,13 @@ static int send_kept(octd_pub *p, const void *data, size_t len, int flags)
 static bool msg_copy_kept(octd_pub *p, zmq_msg_t *msg)
 {
     size_t n = zmq_msg_size(msg);
-    copy_buf *b = cache_get(&p->cache, n);
+    copy_buf *b = copy_cache_get(&p->cache, n);
     if (!b)
         return false;
-    memcpy(b->data, zmq_msg_data(msg), n);
+    copy_cache_into(b, zmq_msg_data(msg), n);
     zmq_msg_t c;
-    if (zmq_msg_init_data(&c, b->data, n, cache_put_cb, b) != 0) {
-        cache_put_cb(b->data, b);
+    if (zmq_msg_init_data(&c, b->data, n, copy_cache_put_cb, b) != 0) {
+        copy_cache_put_cb(b->data, b);
         return false;
     }
     zmq_msg_move(msg, &c);
@@ -465,17 +327,35 @@ static bool forward_one(octd_pub *p)
         return false;
     }
     p->st_fwd++;
-    bool copy = zmq_msg_size(&msg) > 0 && *(const char *)zmq_msg_data(&msg) == COPY_FLAG;
+    const char *t0p = zmq_msg_data(&msg);
+    size_t t0n = zmq_msg_size(&msg);
+    bool copy = t0n > 0 && t0p[0] == COPY_FLAG;
+    size_t strip = copy ? 1 : 0;
+    if (t0n >= AUTO_PREFIX && t0p[0] == COPY_AUTO) {
+        /* copies = auto: copy only while the image's pool runs low */
+        octd_pool_gauge *g;
+        memcpy(&g, t0p + 1, sizeof g);
+        copy = octd_pool_low(g);
+        strip = AUTO_PREFIX;
+    }
+    bool flagged = strip > 0;
     for (bool first = true;; first = false) {
         int more = zmq_msg_more(&msg); /* a copy has no MORE flag: read first */
-        if (copy && first && !msg_copy(&msg, 1))
+        if (flagged && first && !msg_copy(&msg, strip))
             copy = false; /* out of memory: the subscribers see a flagged topic */
-        if (copy && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
-            uint64_t t0 = p->stats_s ? mono_ns() : 0;
-            if (msg_copy_kept(p, &msg))
-                p->st_pub_copies++;
-            if (p->stats_s)
-                p->st_pub_copy_ns += mono_ns() - t0;
+        if (flagged && !more && zmq_msg_size(&msg) >= ZERO_COPY_MIN) {
+            if (copy) {
+                uint64_t t0 = p->stats_s ? mono_ns() : 0;
+                if (msg_copy_kept(p, &msg)) {
+                    p->st_pub_copies++;
+                    atomic_fetch_add_explicit(&p->n_pub_copies, 1, memory_order_relaxed);
+                }
+                if (p->stats_s)
+                    p->st_pub_copy_ns += mono_ns() - t0;
+            } else {
+                p->st_pub_zc++;
+                atomic_fetch_add_explicit(&p->n_pub_zc, 1, memory_order_relaxed);
+            }
         }
         if (zmq_msg_send(&msg, p->xpub, more ? ZMQ_SNDMORE : 0) < 0)
             zmq_msg_close(&msg);
@@ -497,22 +377,23 @@ static void log_stats(octd_pub *p, double secs)
 {
     uint64_t frames = stat_take(&p->st_frames), send_ns = stat_take(&p->st_send_ns);
     uint64_t send_max = stat_take(&p->st_send_max_ns), fl_copies = stat_take(&p->st_fl_copies);
-    uint64_t flagged = stat_take(&p->st_flagged);
+    uint64_t flagged = stat_take(&p->st_flagged), behind = stat_take(&p->st_behind);
     pthread_mutex_lock(&p->cache.mu);
     uint64_t made = p->cache.made, freed = p->cache.freed;
     double idle = (double)p->cache.idle_bytes;
     pthread_mutex_unlock(&p->cache.mu);
     /* t: the realtime clock's seconds mod 10,000, to line up with a benchmark's phases */
     octd_log(LOG_INFO, "publisher stats: t %.1f, %.1f s: frame loop %" PRIu64 " frames, send %.1f us "
-             "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " handed to the "
-             "publisher to copy; publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
-             " copies %.1f us mean, copy buffers made %" PRIu64 " freed %" PRIu64 " (in all), %.0f MB "
-             "idle; %" PRIu64 " subscription changes in all",
+             "mean %.1f max, %" PRIu64 " images copied by it, %" PRIu64 " dropped while behind, %"
+             PRIu64 " handed to the "
+             "publisher to copy (auto: or not); publisher thread %" PRIu64 " messages, busy %.0f %%, %" PRIu64
+             " copies %.1f us mean, %" PRIu64 " pooled images zero-copy, copy buffers made %"
+             PRIu64 " freed %" PRIu64 " (in all), %.0f MB idle; %" PRIu64 " subscription changes in all",
              (double)(oct_time_realtime_ns() / 100000000ull % 100000) / 10, secs, frames,
-             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
+             frames ? send_ns / 1e3 / (double)frames : 0, send_max / 1e3, fl_copies, behind, flagged, p->st_fwd, 100.0 * (double)p->st_busy_ns / (secs * 1e9), p->st_pub_copies,
              p->st_pub_copies ? p->st_pub_copy_ns / 1e3 / (double)p->st_pub_copies : 0,
-             made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
-    p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = 0;
+             p->st_pub_zc, made, freed, idle / 1e6, (uint64_t)atomic_load(&p->sub_events));
+    p->st_fwd = p->st_busy_ns = p->st_pub_copies = p->st_pub_copy_ns = p->st_pub_zc = 0;
 }
 
 /* The control pair's commands: TERMINATE, PAUSE, RESUME (the tests' way to
@@ -562,7 +443,7 @@ static void *proxy_main(void *arg)
         p->st_busy_ns += now - woke;
         woke = now;
         if (now - trimmed >= 1000000000ull) {
-            cache_trim(&p->cache);
+            copy_cache_trim(&p->cache);
             trimmed = now;
         }
         if (stats_ns && now - last >= stats_ns) {
@@ -675,7 +556,7 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     octd_pub *p = calloc(1, sizeof *p);
     if (!p)
         return oct_error_set(e, OCT_ENOMEM, "publisher: out of memory");
-    cache_init(&p->cache);
+    copy_cache_init(&p->cache);
     p->ctx = zmq_ctx_new();
     if (!p->ctx) {
         pthread_mutex_destroy(&p->cache.mu);
@@ -696,7 +577,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
         goto fail;
     bad = OCT_EIO;
     p->nice = cfg->pub_nice;
-    p->copy_in_thread = cfg->pub_copies == OCT_PUB_COPIES_PUBLISHER;
+    p->copies = cfg->pub_copies;
+    p->copy_in_thread = cfg->pub_copies != OCT_PUB_COPIES_FRAME;
     p->stats_s = cfg->pub_stats_s;
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
@@ -812,8 +694,9 @@ void octd_pub_destroy(octd_pub *p)
     if (p->thread_started) {
         octd_log(LOG_INFO, "publisher: the frame loop handed %" PRIu64 " messages to ZeroMQ "
                  "and skipped %" PRIu64 " that nobody wanted; %" PRIu64 " subscription "
-                 "changes handled by the publisher thread", p->counts.handed, p->counts.unwanted,
-                 (uint64_t)atomic_load(&p->sub_events));
+                 "changes handled by the publisher thread; %" PRIu64 " images of copy-only "
+                 "buffers dropped while octd caught up", p->counts.handed, p->counts.unwanted,
+                 (uint64_t)atomic_load(&p->sub_events), p->n_behind);
         /* the proxy ends on TERMINATE and closes its sockets; should the
          * send fail, ending the context below ends it with ETERM */
         if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {
@@ -840,7 +723,7 @@ void octd_pub_destroy(octd_pub *p)
     for (int k = 0; k < p->nprefix; k++)
         free(p->prefix[k].bytes);
     free(p->prefix);
-    cache_free(&p->cache);
+    copy_cache_free(&p->cache);
     free(p);
 }
 
@@ -848,6 +731,16 @@ void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c)
 {
     *c = p->counts;
     c->subscription_changes = atomic_load_explicit(&p->sub_events, memory_order_relaxed);
+    c->pub_copies = atomic_load_explicit(&p->n_pub_copies, memory_order_relaxed);
+    c->pub_zero_copy = atomic_load_explicit(&p->n_pub_zc, memory_order_relaxed);
+    c->frame_copies = atomic_load_explicit(&p->n_fl_copies, memory_order_relaxed);
+    c->behind_drops = p->n_behind;
+}
+
+bool octd_pool_low(const octd_pool_gauge *g)
+{
+    int cap = atomic_load_explicit(&g->cap, memory_order_relaxed);
+    return atomic_load_explicit(&g->held, memory_order_relaxed) > cap / 2;
 }
 
 bool octd_pub_wanted(const octd_pub *p, int method, int kind, bool f32)
@@ -877,7 +770,13 @@ static bool topic_wanted(octd_pub *p, const char *topic)
     return true;
 }
 
-void octd_slot_release(octd_slot *s) { atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel); }
+void octd_slot_release(octd_slot *s)
+{
+    /* read before the last reference goes: the frame loop may reuse s then */
+    octd_pool_gauge *g = s->gauge;
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1 && g)
+        atomic_fetch_sub_explicit(&g->held, 1, memory_order_relaxed);
+}
 
 static void slot_free_cb(void *data, void *hint)
 {
@@ -954,7 +853,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
 {
     unsigned sent = 0;
     int images = 0;
-    char header[2048], topic[64];
+    char header[2048], topic[AUTO_PREFIX + TOPIC_CAP];
     uint64_t t0 = p->stats_s ? mono_ns() : 0;
     /* [publish] copies = publisher: pooled images go to the publisher thread
      * zero-copy and flagged; it copies them before the fan-out and releases
@@ -963,7 +862,9 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
      * then copied every image itself).  Copy-only buffers (the publisher
      * thread lags by a whole pool) are still copied here, into kept buffers:
      * a lagging thread then costs images, never frames. */
-    bool pool = !s->copy_only, flag_pool = pool && p->copy_in_thread;
+    bool pool = !s->copy_only;
+    bool flag_pool = pool && p->copies == OCT_PUB_COPIES_PUBLISHER;
+    bool flag_auto = pool && p->copies == OCT_PUB_COPIES_AUTO && s->gauge;
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
             const oct_image *img = &s->prod->img[method][kind];
@@ -985,16 +886,17 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     *last_sent_ns = oct_time_realtime_ns();
                     continue;
                 }
-                /* topic + 1: the topic; topic[0]: the copy flag on the inproc link */
-                topic[0] = COPY_FLAG;
-                snprintf(topic + 1, sizeof topic - 1, "%s/%s%s", oct_kind_name(kind),
+                /* tp: the topic; before it, the copy flag on the inproc link
+                 * (COPY_FLAG, or COPY_AUTO and the pool's gauge) */
+                char *tp = topic + AUTO_PREFIX;
+                snprintf(tp, sizeof topic - AUTO_PREFIX, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
-                size_t hlen = image_header(header, sizeof header, topic + 1, method, kind, NULL,
+                size_t hlen = image_header(header, sizeof header, tp, method, kind, NULL,
                                            f32, seq, img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
                 if (hlen == 0) {
-                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", topic + 1,
+                    octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", tp,
                              sizeof header);
                     (*drops)++;
                     continue;
@@ -1002,11 +904,28 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 /* The first part decides: PUB does not fail later parts of
                  * a message whose first part was accepted. */
                 p->counts.handed++;
-                bool flag = flag_pool && bytes <= COPY_MAX;
-                const char *t = flag ? topic : topic + 1;
-                if (send_part(p->sock, t, strlen(t), NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
+                if (!pool && m->behind && bytes >= ZERO_COPY_MIN) {
+                    /* octd is catching up: no copy in the frame loop */
+                    p->n_behind++;
+                    atomic_fetch_add_explicit(&p->st_behind, 1, memory_order_relaxed);
+                    (*drops)++;
+                    continue;
+                }
+                bool big = bytes >= ZERO_COPY_MIN && bytes <= COPY_MAX;
+                bool flag = flag_pool && bytes <= COPY_MAX, autoc = flag_auto && big;
+                const char *t = tp;
+                size_t tlen = strlen(tp);
+                if (flag) {
+                    tp[-1] = COPY_FLAG;
+                    t = tp - 1, tlen++;
+                } else if (autoc) {
+                    topic[0] = COPY_AUTO;
+                    memcpy(topic + 1, &s->gauge, sizeof s->gauge);
+                    t = topic, tlen += AUTO_PREFIX;
+                }
+                if (send_part(p->sock, t, tlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0) {
                     if (zmq_errno() != EAGAIN)
-                        octd_log(LOG_WARNING, "%s: send: %s", topic + 1, zmq_strerror(zmq_errno()));
+                        octd_log(LOG_WARNING, "%s: send: %s", tp, zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
@@ -1014,15 +933,17 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     (!pool && p->copy_in_thread && bytes >= ZERO_COPY_MIN
                          ? send_kept(p, data, bytes, ZMQ_DONTWAIT)
                          : send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT)) != 0) {
-                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", topic + 1,
+                    octd_log(LOG_WARNING, "%s: send of a later part failed: %s", tp,
                              zmq_strerror(zmq_errno()));
                     (*drops)++;
                     continue;
                 }
-                if (flag)
+                if (flag || autoc) {
                     atomic_fetch_add_explicit(&p->st_flagged, 1, memory_order_relaxed);
-                else if (!pool && bytes >= ZERO_COPY_MIN)
+                } else if (!pool && bytes >= ZERO_COPY_MIN) {
                     atomic_fetch_add_explicit(&p->st_fl_copies, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&p->n_fl_copies, 1, memory_order_relaxed);
+                }
                 sent++;
                 *last_sent_ns = oct_time_realtime_ns();
             }

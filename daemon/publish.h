@@ -12,12 +12,22 @@
 #include "oct_engine.h"
 #include "oct_ipc.h"
 
+/* How much of one engine's pool of zero-copy product buffers is held
+ * (frames.c's, one per engine): [publish] copies = auto copies images only
+ * while more than half of it is held.  held counts the pooled buffers with
+ * refs > 0 (raised by the frame loop as it takes one, lowered by whichever
+ * thread drops the last reference); cap is the pool's size limit. */
+typedef struct octd_pool_gauge {
+    atomic_int held, cap;
+} octd_pool_gauge;
+
 /* One oct_products object and the number of holders: octd while it fills
  * and sends it, plus one per ZeroMQ message that still points into it.
  * The free callback runs in a ZeroMQ I/O thread, hence the atomic. */
 typedef struct octd_slot {
     oct_products *prod;
     atomic_int refs;
+    octd_pool_gauge *gauge; /* its pool's (NULL: not pooled, or copy-only) */
     bool copy_only; /* its images are sent as copies: ZeroMQ never holds it */
     /* octd's stamps of the frame in it (CLOCK_REALTIME ns, 0 = none): taken
      * off the ring, submitted to the engine, completed (products in host
@@ -33,6 +43,11 @@ typedef struct octd_frame_meta {
     uint64_t t_take_ns, t_sub_ns, t_done_ns; /* octd_slot's stamps (0: not sent) */
     bool review;   /* re-processed kept frame */
     bool want_f32; /* the frame's params asked for float32 copies */
+    /* octd is catching up (a quarter of the ring committed behind this
+     * frame): a copy-only buffer's images are dropped (counted in *drops),
+     * not copied by the frame loop (r5: a saturated publisher thread must
+     * cost images, not frames) */
+    bool behind;
     uint32_t averaged; /* registered averages: volumes in the mean ("averaged"; 0: none) */
 } octd_frame_meta;
 
@@ -51,7 +66,15 @@ void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3]);
  * loop's socket). */
 typedef struct octd_pub_counts {
     uint64_t handed, unwanted, subscription_changes;
+    /* images (over ZERO_COPY_MIN) since the start: those of pooled buffers
+     * the publisher thread copied / forwarded zero-copy after deciding
+     * (copies = publisher, auto), and those the frame loop copied (copy-only
+     * buffers) */
+    uint64_t pub_copies, pub_zero_copy, frame_copies;
+    uint64_t behind_drops; /* copy-only images dropped while octd caught up */
 } octd_pub_counts;
+/* Whether more than half of g's pool is held (copies = auto copies then). */
+bool octd_pool_low(const octd_pool_gauge *g);
 void octd_pub_get_counts(const octd_pub *p, octd_pub_counts *c);
 /* Whether any subscriber's prefix matches kind/method[/f32] now: one atomic
  * load, no ZeroMQ call (the publisher thread keeps the answer current). */

@@ -15,7 +15,8 @@
 #     ring messages in the log name the ring once
 #  3. subscribers: `octbench --e2e --quick --producer commit --hostile ...`:
 #     unpaced rate and p99 without and with 1 / 50 / 200 stalled and 200
-#     churning / 50 stalled + 100 churning subscribers; pass: with stalled
+#     churning / 50 stalled + 100 churning subscribers (the frame loop's rate
+#     and commit -> published p99 and the delivery's, r5); pass: with stalled
 #     ones at least half the rate without them in one of three tries (before
 #     issue 21: 15-21 %), the rest is printed (octd CPU per frame, p99, loss
 #     at 90 %)

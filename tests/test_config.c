@@ -145,7 +145,7 @@ START_TEST(ini_defaults_and_values)
     ck_assert_int_eq(c.pub_io_threads, 0);
     ck_assert_int_eq(c.pub_nice, 0);
     ck_assert_str_eq(c.pub_cpus, "");
-    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_PUBLISHER);
+    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_AUTO);
     ck_assert_int_eq(c.pub_stats_s, 0);
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
@@ -215,6 +215,9 @@ START_TEST(ini_defaults_and_values)
     t = "[save]\nrecord_io = direct\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e), OCT_OK);
     ck_assert_int_eq(c.record_io, OCT_RECORD_IO_DIRECT);
+    t = "[publish]\ncopies = auto\n";
+    ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e), OCT_OK);
+    ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_AUTO);
 }
 END_TEST
 
@@ -263,7 +266,7 @@ static const ini_case ini_cases[] = {
     {"[publish]\nio_threads = 65\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads: '65'"},
     {"[publish]\nio_threads = -1\n", OCT_EINVAL, "c.ini:2:", "[publish] io_threads"},
     {"[publish]\nnice = 20\n", OCT_EINVAL, "c.ini:2:", "[publish] nice: '20'"},
-    {"[publish]\ncopies = ZeroMQ\n", OCT_EINVAL, "c.ini:2:", "[publish] copies: 'ZeroMQ' is not publisher or frame"},
+    {"[publish]\ncopies = ZeroMQ\n", OCT_EINVAL, "c.ini:2:", "[publish] copies: 'ZeroMQ' is not publisher, frame or auto"},
     {"[publish]\nstats = 3601\n", OCT_EINVAL, "c.ini:2:", "[publish] stats: '3601'"},
     {"[publish]\nstats = -1\n", OCT_EINVAL, "c.ini:2:", "[publish] stats: '-1'"},
     {"[publish]\nnice = -5\n", OCT_EINVAL, "c.ini:2:", "[publish] nice"},

@@ -8,6 +8,7 @@
 #include "../daemon/frames.c"
 #include "../daemon/loop_prof.c"
 #include "../daemon/json.c"
+#include "../daemon/copy_cache.c"
 #include "../daemon/publish.c"
 #include "../daemon/reorder.c"
 #include "../daemon/worker.c"
@@ -93,6 +94,11 @@ START_TEST(pool_never_waits)
     octd_slot *copy = held[n];
     ck_assert_int_eq(n, g->pool_max); /* every zero-copy buffer first */
     ck_assert_int_eq(g->ncopy, 1);
+    /* the gauge ([publish] copies = auto) counts the held zero-copy ones */
+    ck_assert_int_eq(atomic_load(&g->gauge.held), n);
+    ck_assert_int_eq(atomic_load(&g->gauge.cap), g->pool_max);
+    ck_assert(octd_pool_low(&g->gauge));
+    ck_assert_ptr_null(copy->gauge);
     /* depth 1: one copy-only buffer, in flight: none left (the caller
      * completes its frame first) */
     ck_assert_ptr_null(pool_acquire(g, &d));
@@ -104,6 +110,31 @@ START_TEST(pool_never_waits)
     ck_assert_ptr_eq(s, held[3]);
     ck_assert(!s->copy_only);
     for (int i = 0; i < n; i++)
+        octd_slot_release(held[i]);
+    ck_assert_int_eq(atomic_load(&g->gauge.held), 0);
+    ck_assert(!octd_pool_low(&g->gauge));
+    teardown_octd(&d);
+}
+END_TEST
+
+/* Small products' copy-only buffers are made with the pool, not in the
+ * frame loop when subscribers first hold every pooled buffer (r5). */
+START_TEST(pool_copy_only_up_front)
+{
+    octd d;
+    setup_octd(&d, 64, 8);
+    path_lane *g = lane0(&d);
+    pool_sync(g, &d);
+    ck_assert_int_eq(g->ncopy, g->depth);
+    octd_slot *held[POOL_MAX + 1];
+    int n = 0;
+    while (n <= POOL_MAX && (held[n] = pool_acquire(g, &d)) != NULL && !held[n]->copy_only)
+        n++;
+    ck_assert_int_eq(n, g->pool_max);
+    ck_assert(held[n]->copy_only);
+    ck_assert_int_eq(g->ncopy, g->depth); /* none made now */
+    ck_assert_int_eq(g->nslots, g->pool_max + g->depth);
+    for (int i = 0; i <= n; i++)
         octd_slot_release(held[i]);
     teardown_octd(&d);
 }
@@ -767,6 +798,7 @@ int main(void)
     TCase *tc = tcase_create("pool");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, pool_never_waits);
+    tcase_add_test(tc, pool_copy_only_up_front);
     tcase_add_test(tc, pool_size_by_bytes);
     tcase_add_test(tc, pool_rekey_retires_held);
     tcase_add_test(tc, pool_trim_keeps_used);

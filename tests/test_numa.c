@@ -10,6 +10,7 @@
 #include "../daemon/frames.c"
 #include "../daemon/loop_prof.c"
 #include "../daemon/json.c"
+#include "../daemon/copy_cache.c"
 #include "../daemon/publish.c"
 #include "../daemon/register_live.c"
 #include "../daemon/reorder.c"

@@ -10,10 +10,13 @@
  * io_threads / nice / cpus reach the publisher's threads and only those,
  * which never inherit the frame loop's real-time policy; with [publish]
  * copies = publisher no subscriber holds the frame loop's buffers and the
- * publisher's copy buffers are reused, then returned (r4).
+ * publisher's copy buffers are reused, then returned (r4); with copies =
+ * auto a quiet run copies nothing and a stalled peer cannot keep the pool
+ * (r5).
  * Subscribers connect over ipc:// in a private directory; readers retry with
  * back-off under a generous deadline (no timing assertions). */
 #include "../daemon/json.c"
+#include "../daemon/copy_cache.c"
 #include "../daemon/publish.c"
 #include "../daemon/sys.c"
 
@@ -645,6 +648,217 @@ END_TEST
 START_TEST(frame_copies_keep_pool_held) { pool_returns(OCT_PUB_COPIES_FRAME); }
 END_TEST
 
+/* copy_stream (the publisher's copies into cold buffers, r5) copies exactly
+ * what memcpy does, whatever the size and the alignment of either end, and
+ * writes nothing outside the destination. */
+START_TEST(stream_copy_exact)
+{
+    enum { CAP = 300000, PAD = 64 };
+    uint8_t *src = malloc(CAP + PAD), *dst = malloc(CAP + 2 * PAD);
+    ck_assert(src && dst);
+    uint64_t x = 12345;
+    for (size_t i = 0; i < CAP + PAD; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        src[i] = (uint8_t)(x >> 56);
+    }
+    static const size_t sizes[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 4096, 65537, 262144 + 513, CAP};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t so = 0; so < 3; so++)
+            for (size_t doff = 0; doff < 20; doff += 7) {
+                size_t n = sizes[k];
+                memset(dst, 0xa5, CAP + 2 * PAD);
+                copy_stream(dst + PAD + doff, src + so * 5, n);
+                ck_assert_msg(memcmp(dst + PAD + doff, src + so * 5, n) == 0,
+                              "%zu bytes, offsets %zu/%zu: differ", n, so * 5, doff);
+                bool outside = false;
+                for (size_t i = 0; i < PAD + doff; i++)
+                    outside |= dst[i] != 0xa5;
+                for (size_t i = PAD + doff + n; i < CAP + 2 * PAD; i++)
+                    outside |= dst[i] != 0xa5;
+                ck_assert_msg(!outside, "%zu bytes, offsets %zu/%zu: written outside", n, so * 5, doff);
+            }
+    free(src);
+    free(dst);
+}
+END_TEST
+
+/* [publish] copies = auto (r5): a pool of POOL_N fixtures with a gauge; the
+ * test takes a free one as the frame loop does (refs 0 -> 1, held + 1),
+ * sends it and drops its own reference.  Quiet (one reader): every pooled
+ * image goes zero-copy, none is copied (the counters).  With a stalled
+ * subscriber: zero-copy until more than half the pool is held, then copies,
+ * so the frame loop always finds a free buffer; the pool comes back when
+ * the stalled one goes.  Payloads arrive byte for byte either way. */
+#define POOL_N 8
+
+typedef struct auto_pool {
+    fixture f[POOL_N];
+    octd_pool_gauge g;
+} auto_pool;
+
+static void auto_pool_init(auto_pool *a)
+{
+    memset(&a->g, 0, sizeof a->g);
+    atomic_init(&a->g.cap, POOL_N);
+    for (int i = 0; i < POOL_N; i++) {
+        fixture_init(&a->f[i], 1000 + (uint64_t)i);
+        atomic_init(&a->f[i].slot.refs, 0); /* idle */
+        a->f[i].slot.gauge = &a->g;
+    }
+}
+
+/* A free fixture (as pool_acquire), waiting up to 20 s for one; NULL if
+ * none came back. */
+static fixture *auto_take(auto_pool *a)
+{
+    for (int tries = 0; tries < 4000; tries++) {
+        for (int i = 0; i < POOL_N; i++) {
+            int zero = 0;
+            if (atomic_compare_exchange_strong(&a->f[i].slot.refs, &zero, 1)) {
+                atomic_fetch_add(&a->g.held, 1);
+                return &a->f[i];
+            }
+        }
+        sleep_ms(5);
+    }
+    return NULL;
+}
+
+/* Reads frame `id`'s two images from reader (other frames' are skipped),
+ * checking them against f. */
+static void read_frame(void *reader, uint64_t id, const fixture *f)
+{
+    char topic[64], hdr[8192], want[32];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    int got = 0;
+    snprintf(want, sizeof want, "\"frame_id\":%" PRIu64 ",", id);
+    for (int tries = 0; tries < 400 && got < 2;) {
+        if (!recv_msg(reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen)) {
+            tries++;
+            continue;
+        }
+        if (strcmp(topic, "status") == 0 || !strstr(hdr, want))
+            continue;
+        const uint8_t *w = strcmp(topic, "bscan/cfd") == 0 ? f->bscan : f->enface;
+        ck_assert_msg(strcmp(topic, "bscan/cfd") == 0 || strcmp(topic, "enface/cfd") == 0,
+                      "topic '%s'", topic);
+        ck_assert_uint_eq(dlen, BYTES);
+        ck_assert_msg(memcmp(data, w, BYTES) == 0, "frame %" PRIu64 " %s: payload differs", id, topic);
+        got++;
+    }
+    ck_assert_msg(got == 2, "frame %" PRIu64 ": %d of 2 images in 40 s", id, got);
+}
+
+static void auto_copies(bool stalled_peer)
+{
+    cfg.pub_copies = OCT_PUB_COPIES_AUTO;
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    static auto_pool a;
+    auto_pool_init(&a);
+    void *zctx = zmq_ctx_new();
+    void *reader = subscriber(zctx, "", 0), *stalled = NULL;
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    ck_assert(await_status(p, reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    if (stalled_peer) {
+        stalled = subscriber(zctx, "", 1);
+        ck_assert(await_status(p, stalled, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    }
+    uint64_t drops = 0, last = 0;
+    for (uint64_t id = 1; id <= 200; id++) {
+        fixture *f = auto_take(&a);
+        ck_assert_msg(f, "frame %" PRIu64 ": every pooled buffer stayed held for 20 s", id);
+        octd_frame_meta m = {.frame_id = id};
+        ck_assert_uint_eq(octd_pub_send_products(p, &f->slot, &m, &drops, &last), 2);
+        octd_slot_release(&f->slot);
+        read_frame(reader, id, f);
+    }
+    ck_assert_uint_eq(drops, 0);
+    octd_pub_counts c;
+    octd_pub_get_counts(p, &c);
+    ck_assert_uint_eq(c.frame_copies, 0);
+    if (!stalled_peer) {
+        ck_assert_msg(c.pub_copies == 0 && c.pub_zero_copy == 400, "quiet: %" PRIu64 " copies, %"
+                      PRIu64 " zero-copy of 400 images", c.pub_copies, c.pub_zero_copy);
+    } else {
+        /* the stalled queue kept the first zero-copy images (at most half
+         * the pool plus the one deciding), then copies */
+        ck_assert_msg(c.pub_zero_copy >= 2 && c.pub_copies >= 300 && c.pub_copies + c.pub_zero_copy == 400,
+                      "stalled: %" PRIu64 " copies, %" PRIu64 " zero-copy of 400 images",
+                      c.pub_copies, c.pub_zero_copy);
+        /* the stalled queue keeps what went zero-copy: at most half the
+         * pool (the reader's last messages may still be on their way out) */
+        int held = 0;
+        for (int i = 0; i < 400 && (held = atomic_load(&a.g.held)) > POOL_N / 2; i++)
+            sleep_ms(50);
+        ck_assert_msg(held >= 1 && held <= POOL_N / 2, "%d of %d held with a stalled peer",
+                      held, POOL_N);
+        zmq_close(stalled); /* its queue's buffers come back */
+    }
+    /* ZeroMQ's I/O thread drops its reference just after the last write */
+    for (int i = 0; i < 400 && atomic_load(&a.g.held) != 0; i++)
+        sleep_ms(50);
+    ck_assert_int_eq(atomic_load(&a.g.held), 0);
+    for (int i = 0; i < POOL_N; i++)
+        ck_assert_int_eq(atomic_load(&a.f[i].slot.refs), 0);
+    zmq_close(reader);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    for (int i = 0; i < POOL_N; i++)
+        fixture_free(&a.f[i]);
+}
+
+/* octd catching up (a quarter of the ring behind the frame it publishes):
+ * a copy-only buffer's images are dropped and counted, not copied by the
+ * frame loop; pooled ones still go; the next copy-only frame with octd on
+ * time is copied and delivered byte for byte (r5). */
+START_TEST(copy_only_behind_dropped)
+{
+    cfg.pub_copies = OCT_PUB_COPIES_AUTO;
+    octd_pub *p;
+    oct_error e;
+    ck_assert_msg(octd_pub_create(&p, &cfg, &e) == OCT_OK, "%s", e.msg);
+    fixture a, b;
+    fixture_init(&a, 31), fixture_init(&b, 32);
+    b.slot.copy_only = true;
+    void *zctx = zmq_ctx_new();
+    void *reader = subscriber(zctx, "", 0);
+    char topic[64], hdr[8192];
+    static uint8_t data[BYTES + 1];
+    size_t dlen;
+    ck_assert(await_status(p, reader, topic, sizeof topic, hdr, sizeof hdr, data, sizeof data, &dlen));
+    uint64_t drops = 0, last = 0;
+    octd_frame_meta m = {.frame_id = 1, .behind = true};
+    ck_assert_uint_eq(octd_pub_send_products(p, &b.slot, &m, &drops, &last), 0);
+    ck_assert_uint_eq(drops, 2);
+    m.frame_id = 2; /* pooled: sent although behind */
+    ck_assert_uint_eq(octd_pub_send_products(p, &a.slot, &m, &drops, &last), 2);
+    m.frame_id = 3, m.behind = false;
+    ck_assert_uint_eq(octd_pub_send_products(p, &b.slot, &m, &drops, &last), 2);
+    ck_assert_uint_eq(drops, 2);
+    read_frame(reader, 2, &a);
+    read_frame(reader, 3, &b);
+    octd_pub_counts c;
+    octd_pub_get_counts(p, &c);
+    ck_assert_uint_eq(c.behind_drops, 2);
+    ck_assert_uint_eq(c.frame_copies, 2);
+    zmq_close(reader);
+    zmq_ctx_term(zctx);
+    octd_pub_destroy(p);
+    fixture_free(&a), fixture_free(&b);
+}
+END_TEST
+
+START_TEST(auto_quiet_zero_copy) { auto_copies(false); }
+END_TEST
+
+START_TEST(auto_stalled_pool_comes_back) { auto_copies(true); }
+END_TEST
+
 /* The publisher thread's copies reuse their buffers: a subscriber that
  * reads each frame before the next costs a few buffers for 200 frames; a
  * stalled subscriber's queue holds copies (never the pool), and once it is
@@ -960,6 +1174,10 @@ int main(void)
     tcase_add_test(tc, copy_mode_returns_pool);
     tcase_add_test(tc, frame_copies_keep_pool_held);
     tcase_add_test(tc, copies_reuse_and_return);
+    tcase_add_test(tc, stream_copy_exact);
+    tcase_add_test(tc, auto_quiet_zero_copy);
+    tcase_add_test(tc, auto_stalled_pool_comes_back);
+    tcase_add_test(tc, copy_only_behind_dropped);
     tcase_add_test(tc, bad_endpoint_named);
     tcase_add_test(tc, thread_options_applied);
     tcase_add_test(tc, cpus_not_allowed_named);

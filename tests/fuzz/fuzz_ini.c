@@ -36,7 +36,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(c.pub_nice >= 0 && c.pub_nice <= 19, "nice %d", c.pub_nice);
     FUZZ_CHECK_STR(c.pub_cpus);
     FUZZ_CHECK(strspn(c.pub_cpus, "0123456789-,") == strlen(c.pub_cpus), "cpus '%s'", c.pub_cpus);
-    FUZZ_CHECK(c.pub_copies == OCT_PUB_COPIES_PUBLISHER || c.pub_copies == OCT_PUB_COPIES_FRAME,
+    FUZZ_CHECK(c.pub_copies == OCT_PUB_COPIES_PUBLISHER || c.pub_copies == OCT_PUB_COPIES_FRAME ||
+                   c.pub_copies == OCT_PUB_COPIES_AUTO,
                "copies %d", c.pub_copies);
     FUZZ_CHECK(c.pub_stats_s >= 0 && c.pub_stats_s <= 3600, "stats %d", c.pub_stats_s);
     FUZZ_CHECK(c.log_level >= LOG_EMERG && c.log_level <= LOG_DEBUG, "log_level %d",

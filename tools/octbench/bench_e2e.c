@@ -248,6 +248,8 @@ static uint64_t window_base(producer *p)
     return oct_status_read(p->st, &b) == OCT_OK ? b.last_frame_id + 1 : 0;
 }
 
+void producer_window(producer *p, oct_status *st) { p->st = st; }
+
 /* Records how late frame `due` was committed (paced phases). */
 static void producer_late(producer *p, uint64_t due, uint64_t t)
 {
@@ -441,6 +443,20 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
         r->p50 = (double)sub->lat[sub->nlat / 2] / 1e6;
         r->p99 = (double)sub->lat[(size_t)((double)(sub->nlat - 1) * 0.99)] / 1e6;
         r->pmax = (double)sub->lat[sub->nlat - 1] / 1e6;
+        /* the frame loop's part: commit -> last message handed to ZeroMQ */
+        uint64_t *fl = malloc(sub->nlat * sizeof *fl);
+        size_t nfl = 0;
+        for (size_t i = 0; fl && i < sub->nlat; i++) {
+            const octbench_stages *x = &sub->st[i];
+            if (x->ns[0] || x->ns[2]) /* stamped */
+                fl[nfl++] = x->ns[0] + x->ns[1] + x->ns[2] + x->ns[3];
+        }
+        if (nfl) {
+            qsort(fl, nfl, sizeof *fl, cmp_u64);
+            r->fl_p50 = (double)fl[nfl / 2] / 1e6;
+            r->fl_p99 = (double)fl[(size_t)((double)(nfl - 1) * 0.99)] / 1e6;
+        }
+        free(fl);
     }
     pthread_mutex_unlock(&sub->mu);
     r->fps = (double)r->frames / r->seconds;

@@ -46,6 +46,10 @@ typedef struct phase_result {
     double late_p50_us, late_p99_us, late_max_us;
     uint64_t late_frames; /* frames committed more than a period late */
     uint64_t late_burst;  /* the longest run of those (committed back to back) */
+    /* the frame loop's latency (issue 21, r5): commit -> its last message
+     * handed to ZeroMQ (the header's t_pub_ns), ms, over the frames the
+     * subscriber received with octd's stamps (0: none had them) */
+    double fl_p50, fl_p99;
 } phase_result;
 
 typedef struct producer producer;     /* bench_e2e.c */
@@ -106,6 +110,10 @@ void sub_finish_all(subscriber *s);
 
 /* bench_e2e.c */
 void sleep_ms(double ms);
+/* What the unpaced commit producer stays a window ahead of: octd's last
+ * published frame (st, --window octd) or, st NULL, the subscriber's last
+ * received one. */
+void producer_window(producer *p, oct_status *st);
 void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
                double rate, double warm_s, double meas_s, phase_result *r);
 void print_phase(const workload *w, const char *backend, const char *prod,

@@ -386,7 +386,15 @@ static void print_windows(const char *wname, const thread_window *a, const threa
 }
 
 /* --hostile: per S:C item, unpaced and (policy all) paced at 90 % of the
- * unpaced rate, each without and then with the subscribers. */
+ * unpaced rate, each without and then with the subscribers.  With the
+ * commit producer the unpaced pair runs twice (r5): once with the window
+ * following the measuring subscriber (the delivery: its rate and
+ * commit -> received p99, as before) and once following octd's published
+ * count (the frame loop: octd's own rate and its commit -> published p99
+ * from the headers' stamps), so that what the crowd costs ZeroMQ's delivery
+ * to the measuring subscriber and what it costs the frame loop are told
+ * apart; the targets are the frame loop's, and the paced phases run at 90 %
+ * of its unpaced rate. */
 void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                            subscriber *sub, oct_status *st, const char *endpoint,
                            const char *backend, const char *prod, const char *policy, double warm,
@@ -395,18 +403,31 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
     int pairs[16][2];
     int n = parse_hostile(o->hostile, pairs, 16);
     const char *where = o->hostile_in_process ? "in octbench's process" : "in a child process";
+    /* the delivery pair's window as asked (--window), the frame loop's: octd's */
+    oct_status *dwin = o->window_octd ? st : NULL;
+    bool fl_pair = !o->window_octd && strcmp(prod, "commit") == 0;
     for (int i = 0; i < n; i++) {
         int ns = pairs[i][0], nc = pairs[i][1];
-        char subs[32];
+        char subs[32], subs_fl[40];
         snprintf(subs, sizeof subs, "%ds+%dc", ns, nc);
-        phase_result base, with, paced0 = {0}, paced = {0};
+        snprintf(subs_fl, sizeof subs_fl, "%s/w", subs);
+        phase_result base, with, paced0 = {0}, paced = {0}, fbase = {0}, fwith = {0};
         bool all = o->policy != 0;
         thread_window tw_base, tw_with;
         window_begin(&tw_base);
+        producer_window(pr, dwin);
         run_phase(w, pr, sub, st, 0, warm, meas, &base);
         window_end(&tw_base, &base);
         print_phase(w, backend, prod, policy, "-", &base, json);
-        double rate90 = 0.9 * base.fps;
+        if (fl_pair) {
+            producer_window(pr, st);
+            run_phase(w, pr, sub, st, 0, warm, meas, &fbase);
+            print_phase(w, backend, prod, policy, "-/w", &fbase, json);
+            producer_window(pr, dwin);
+        }
+        /* 90 % of the frame loop's unpaced rate (with the frame-loop pair:
+         * the delivery's can be lower, the measuring subscriber's ceiling) */
+        double rate90 = 0.9 * (fl_pair && fbase.octd_fps > 0 ? fbase.octd_fps : base.fps);
         if (all && base.fps > 0) {
             run_phase(w, pr, sub, st, rate90, warm, meas, &paced0);
             print_phase(w, backend, prod, policy, "-", &paced0, json);
@@ -422,24 +443,42 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
         run_phase(w, pr, sub, st, 0, warm, meas, &with);
         window_end(&tw_with, &with);
         print_phase(w, backend, prod, policy, subs, &with, json);
+        if (fl_pair) {
+            producer_window(pr, st);
+            run_phase(w, pr, sub, st, 0, warm, meas, &fwith);
+            print_phase(w, backend, prod, policy, subs_fl, &fwith, json);
+            producer_window(pr, dwin);
+        }
         if (all && base.fps > 0) {
             run_phase(w, pr, sub, st, rate90, warm, meas, &paced);
             print_phase(w, backend, prod, policy, subs, &paced, json);
         }
         uint64_t reconnects = hostile_stop(&h);
+        if (!fl_pair) { /* the frame loop's measures from the one pair */
+            fbase = base;
+            fwith = with;
+        }
         double rr = ratio(with.fps, base.fps), pr99 = ratio(with.p99, base.p99);
         double orr = ratio(with.octd_fps, base.octd_fps), p90 = ratio(paced.p99, paced0.p99);
+        double flr = ratio(fwith.octd_fps, fbase.octd_fps), flp = ratio(fwith.fl_p99, fbase.fl_p99);
+        double flp90 = ratio(paced.fl_p99, paced0.fl_p99);
         double cpf0 = cpu_ms_per_frame(&base, -1), cpf1 = cpu_ms_per_frame(&with, -1);
         printf("# %s: %d stalled + %d churning subscribers (%s, %" PRIu64 " re-connects): "
-               "unpaced %.0f%% of the rate without them (subscriber %.0f vs %.0f frames/s; "
-               "octd's own count %.0f%%: %.0f vs %.0f), p99 %.0f%% (%.3f vs %.3f ms)",
-               w->name, ns, nc, where, reconnects, 100 * rr, with.fps, base.fps, 100 * orr,
-               with.octd_fps, base.octd_fps, 100 * pr99, with.p99, base.p99);
+               "frame loop (window: octd's published count%s): octd's rate %.0f%% (%.0f vs %.0f "
+               "frames/s), commit -> published p99 %.0f%% (%.3f vs %.3f ms, p50 %.3f vs %.3f); "
+               "delivery to the measuring subscriber (window: %s): unpaced %.0f%% of the rate "
+               "without them (subscriber %.0f vs %.0f frames/s; octd's own count %.0f%%: %.0f vs "
+               "%.0f), commit -> received p99 %.0f%% (%.3f vs %.3f ms)",
+               w->name, ns, nc, where, reconnects, fl_pair ? "" : ", the same phases",
+               100 * flr, fwith.octd_fps, fbase.octd_fps, 100 * flp, fwith.fl_p99, fbase.fl_p99,
+               fwith.fl_p50, fbase.fl_p50, dwin ? "octd's" : "the subscriber's", 100 * rr,
+               with.fps, base.fps, 100 * orr, with.octd_fps, base.octd_fps, 100 * pr99, with.p99,
+               base.p99);
         if (all && base.fps > 0)
-            printf("; at 90%% (%.0f/s): p99 %.0f%% (%.3f vs %.3f ms), lost %" PRId64 " vs %" PRId64
-                   ", skipped %" PRIu64 ", gaps %" PRIu64,
-                   rate90, 100 * p90, paced.p99, paced0.p99, paced.lost, paced0.lost,
-                   paced.skipped, paced.gaps);
+            printf("; at 90%% (%.0f/s): p99 %.0f%% (%.3f vs %.3f ms), frame loop p99 %.0f%% (%.3f "
+                   "vs %.3f ms), lost %" PRId64 " vs %" PRId64 ", skipped %" PRIu64 ", gaps %" PRIu64,
+                   rate90, 100 * p90, paced.p99, paced0.p99, 100 * flp90, paced.fl_p99,
+                   paced0.fl_p99, paced.lost, paced0.lost, paced.skipped, paced.gaps);
         printf("\n# %s: octd CPU ms per frame with / without them: all %.3f / %.3f (%.2f / %.2f "
                "cores)", w->name, cpf1, cpf0, with.octd_cpu_s / with.seconds,
                base.octd_cpu_s / base.seconds);
@@ -448,14 +487,15 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                    cpu_ms_per_frame(&base, g));
         printf("\n");
         print_windows(w->name, &tw_with, &tw_base);
-        /* one line for scripts */
+        /* one line for scripts (fl_: the frame loop's) */
         printf("# hostile %s %s %d:%d rate_ratio %.4f octd_rate_ratio %.4f p99_ratio %.4f "
                "p99_90_ratio %.4f cpu_per_frame_ratio %.4f zmq_cpu_per_frame_ms %.4f %.4f "
-               "lost90 %" PRId64 " lost90_without %" PRId64 " gaps %" PRIu64 "\n",
+               "lost90 %" PRId64 " lost90_without %" PRId64 " gaps %" PRIu64 " fl_rate_ratio %.4f "
+               "fl_p99_ratio %.4f fl_p99_90_ratio %.4f fl_p99_ms %.4f fl_p99_without_ms %.4f\n",
                w->name, prod, ns, nc, rr, orr, pr99, p90, ratio(cpf1, cpf0),
                cpu_ms_per_frame(&with, 2), cpu_ms_per_frame(&base, 2),
                all && base.fps > 0 ? paced.lost : -1, all && base.fps > 0 ? paced0.lost : -1,
-               with.gaps);
+               with.gaps, flr, flp, flp90, fwith.fl_p99, fbase.fl_p99);
         if (json)
             fprintf(json,
                     "{\"part\":\"e2e-hostile\",\"workload\":\"%s\",\"backend\":\"%s\","
@@ -466,11 +506,16 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                     "\"p99_ratio\":%.4f,\"p99_90_without_ms\":%.4f,\"p99_90_with_ms\":%.4f,"
                     "\"p99_90_ratio\":%.4f,\"cpu_ms_per_frame_without\":%.4f,"
                     "\"cpu_ms_per_frame_with\":%.4f,\"zmq_cpu_ms_per_frame_without\":%.4f,"
-                    "\"zmq_cpu_ms_per_frame_with\":%.4f,\"lost_at_90\":%" PRId64 "}\n",
+                    "\"zmq_cpu_ms_per_frame_with\":%.4f,\"lost_at_90\":%" PRId64 ","
+                    "\"fl_octd_fps_without\":%.2f,\"fl_octd_fps_with\":%.2f,\"fl_rate_ratio\":%.4f,"
+                    "\"fl_p99_without_ms\":%.4f,\"fl_p99_with_ms\":%.4f,\"fl_p99_ratio\":%.4f,"
+                    "\"fl_p99_90_ratio\":%.4f}\n",
                     w->name, backend, prod, ns, nc, o->hostile_in_process ? "true" : "false",
                     reconnects, base.fps, with.fps, rr, base.octd_fps, with.octd_fps, orr,
                     base.p99, with.p99, pr99, paced0.p99, paced.p99, p90, cpf0, cpf1,
                     cpu_ms_per_frame(&base, 2), cpu_ms_per_frame(&with, 2),
-                    all && base.fps > 0 ? paced.lost : -1);
+                    all && base.fps > 0 ? paced.lost : -1, fbase.octd_fps, fwith.octd_fps, flr,
+                    fbase.fl_p99, fwith.fl_p99, flp, flp90);
     }
+    producer_window(pr, dwin);
 }

@@ -37,9 +37,13 @@ for r in $(seq 1 "$runs"); do
         echo "$(date -u +%FT%TZ) $label run $r, load $(cut -d' ' -f1-3 /proc/loadavg)"
     done
 done
-echo "medians over $runs runs (ratios: with / without the hostile subscribers; p99_90: paced at 90 %;"
-echo "zmq ms: octd's ZeroMQ threads' CPU per frame with / without; lost90: frames lost at 90 % with them)"
-printf '%-12s %-7s %-8s %6s %6s %6s %8s %13s %7s\n' config work S:C rate octd p99 p99_90 "zmq ms" lost90
+echo "medians over $runs runs (ratios: with / without the hostile subscribers; the frame loop's (r5):"
+echo "fl-rate octd's rate with the producer following octd's published count, fl-p99 commit -> published"
+echo "p99 (headers' stamps), fl-p99@90 the same paced at 90 %; lost90: frames lost at 90 % with them;"
+echo "the delivery to the measuring subscriber: rate, octd (octd's count in that phase), p99 commit ->"
+echo "received, p99_90 paced at 90 %; zmq ms: octd's ZeroMQ threads' CPU per frame with / without)"
+printf '%-12s %-7s %-8s %7s %7s %8s %7s | %6s %6s %6s %8s %13s\n' config work S:C fl-rate fl-p99 fl-p99@90 lost90 \
+    rate octd p99 p99_90 "zmq ms"
 for c in "${cfgs[@]}"; do
     label=${c%%|*}
     cat "$out/$label".*.txt 2>/dev/null | awk -v L="$label" '
@@ -56,9 +60,10 @@ for c in "${cfgs[@]}"; do
         END {
             for (k in keys) {
                 split(k, w, " ")
-                printf "%-12s %-7s %-8s %5.0f%% %5.0f%% %5.0f%% %7.0f%% %6.3f/%.3f %7g\n", L, w[1], w[2],
-                       100 * med(k, "rate_ratio"), 100 * med(k, "octd_rate_ratio"), 100 * med(k, "p99_ratio"),
-                       100 * med(k, "p99_90_ratio"), med(k, "zw"), med(k, "zo"), med(k, "lost90")
+                printf "%-12s %-7s %-8s %6.0f%% %6.0f%% %8.0f%% %7g | %5.0f%% %5.0f%% %5.0f%% %7.0f%% %6.3f/%.3f\n", L, w[1], w[2],
+                       100 * med(k, "fl_rate_ratio"), 100 * med(k, "fl_p99_ratio"), 100 * med(k, "fl_p99_90_ratio"),
+                       med(k, "lost90"), 100 * med(k, "rate_ratio"), 100 * med(k, "octd_rate_ratio"),
+                       100 * med(k, "p99_ratio"), 100 * med(k, "p99_90_ratio"), med(k, "zw"), med(k, "zo")
             }
         }'
 done
