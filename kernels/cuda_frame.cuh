@@ -465,6 +465,21 @@ oct_err background(oct_engine *eng, Slot *sl, bool replay, bool sums_done, const
     }
 }
 
+/* The CFD's k-linearisation (when on) and R2C of spectra [j0, j0 + np) on
+ * the CFD stream, into d_X: the per-part step both part paths share. */
+static oct_err cfd_r2c_rows(oct_engine *eng, bool klin, long long j0, long long np, oct_error *e)
+{
+    CudaState *s = ST(eng);
+    const float *xc = klin ? s->d_xk : s->d_x;
+    if (klin) {
+        launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
+                    s->d_xk + j0 * s->M);
+        LAUNCHED("klin");
+    }
+    FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+    return OCT_OK;
+}
+
 /* The dispersion chain of spectra [jb, jb + nrows) (their R2C in d_X) on
  * stream st, in chunks of at most DB spectra: pad -> C2C inverse -> phase ->
  * C2C forward -> sink, or (store: PARTS_DEFER) bins [0, K) back into d_X. */
@@ -767,7 +782,6 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
          * part with the correction (below) */
         long long np = s->S / P;
         Sink kc = make_sink(eng, sl, OCT_METHOD_CFD);
-        const float *xc = klin ? s->d_xk : s->d_x;
         if (mdef) {
             TRY(prepare_msi(eng, e));
             kmd = make_sink(eng, sl, OCT_METHOD_MSI);
@@ -793,12 +807,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             } else {
                 CU(cudaEventRecord(sl->ev_cv[p], s->s_comp));
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
-                if (klin) {
-                    launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
-                                s->d_xk + j0 * s->M);
-                    LAUNCHED("klin");
-                }
-                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                TRY(cfd_r2c_rows(eng, klin, j0, np, e));
                 if (s->disp_on) TRY(disp_rows(eng, s->s_cfd, kc, j0, np, true, e));
             }
             if (mdef && (kmd.full || kmd.sub))
@@ -826,7 +835,6 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
             msi_full = km.full;
         }
         const oct_params *pp = &eng->params;
-        const float *xc = klin ? s->d_xk : s->d_x; /* the CFD's R2C input */
         for (int p = 0; p < P; p++) {
             long long j0 = (long long)p * np;
             if (p > 0) TRY(wait_in(s, sl, p, e));
@@ -836,12 +844,7 @@ oct_err run_frame(oct_engine *eng, Slot *sl, const bool want[OCT_METHOD_COUNT][O
                 if (kc.sub) TRY(cfd_gemm_pass(eng, kc, MODE_SUB, j0, np, 0, e));
             } else if (cfd) {
                 CU(cudaStreamWaitEvent(s->s_cfd, sl->ev_cv[p], 0));
-                if (klin) {
-                    launch_klin(s->s_cfd, s->d_xp + j0 * s->M, s->d_kidx, s->d_kw, s->klin_T, s->d_win, s->M, np,
-                                s->d_xk + j0 * s->M);
-                    LAUNCHED("klin");
-                }
-                FFT(cufftExecR2C(s->plan_xp, (cufftReal *)(xc + j0 * s->M), (cufftComplex *)(s->d_X + j0 * s->K)));
+                TRY(cfd_r2c_rows(eng, klin, j0, np, e));
                 if (s->disp_on) {
                     TRY(disp_rows(eng, s->s_cfd, kc, j0, np, false, e));
                 } else {
