@@ -668,6 +668,14 @@ static bool bind_path(octd_frames *g, octd *d)
     return true;
 }
 
+/* A quarter of the ring committed behind a frame: octd is catching up with
+ * its producer (the recording leaves such frames out, and the frame loop
+ * drops images rather than copying them). */
+static bool catching_up(const octd *d, uint64_t behind)
+{
+    return behind >= oct_ring_consumer_header(d->ring)->slot_count / 4;
+}
+
 /* ---- completing and publishing ---- */
 static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64_t params_gen,
                     bool want_f32, bool review)
@@ -690,15 +698,10 @@ static void publish(octd *d, octd_slot *slot, const oct_frame_info *info, uint64
         .review = review,
         .want_f32 = want_f32,
     };
-    if (!review && d->ring) {
-        /* a quarter of the ring committed behind this frame: octd is
-         * catching up, and a copy-only buffer's images are dropped rather
-         * than copied here (issue 21: a publisher thread saturated by a
-         * crowd cost the frame loop frames, H200 r5) */
-        const oct_ring_header *h = oct_ring_consumer_header(d->ring);
-        uint64_t behind = __atomic_load_n(&h->write_seq, __ATOMIC_RELAXED) - info->seq - 1;
-        m.behind = behind >= h->slot_count / 4 && behind < (1ull << 40);
-    }
+    /* octd catching up: a copy-only buffer's images are dropped rather
+     * than copied here (issue 21: a publisher thread saturated by a crowd
+     * cost the frame loop frames, H200 r5) */
+    m.behind = !review && d->ring && catching_up(d, oct_ring_consumer_behind(d->ring, info->seq));
     uint64_t last_sent = 0;
     /* the volume made for registration alone is not published */
     bool hide_volume = !(d->params.products & OCT_PRODUCT_BIT(OCT_KIND_VOLUME));
@@ -943,8 +946,8 @@ static oct_err take_frame(octd_frames *g, octd *d, const void **ptr, oct_frame_i
     if (!g->in_place && d->scratch.data != before && d->cfg.prefault)
         octd_prefault(d->scratch.data, d->scratch.cap); /* not page by page in the copy */
     for (;;) {
-        /* nothing else to do: let the ring library sleep */
-        /* while frames stream, the library polls every [ring] poll_us */
+        /* nothing else to do: let the ring library sleep (it polls every
+         * [ring] poll_us while frames stream) */
         int wait = oldest_lane(g) ? 0 : IDLE_WAIT_MS;
         uint64_t t0 = prof_now();
         oct_err rc = g->in_place
@@ -1111,9 +1114,8 @@ static oct_err step(octd *d, oct_error *e)
     f->info = info;
     f->t_take = oct_time_realtime_ns();
     loop_prof_latency(g->prof.ring_wait, info.t_acq_ns ? info.t_acq_ns : info.commit_ns, f->t_take);
-    uint64_t behind = __atomic_load_n(&oct_ring_consumer_header(d->ring)->write_seq,
-                                      __ATOMIC_RELAXED) - info.seq - 1;
-    if (behind > g->prof.backlog_max && behind < (1ull << 40))
+    uint64_t behind = oct_ring_consumer_behind(d->ring, info.seq);
+    if (behind > g->prof.backlog_max)
         g->prof.backlog_max = behind;
     while (!(f->slot = pool_acquire(L, d)) && complete_oldest(g, d, COMPLETE_WAIT_MS))
         ;
@@ -1167,8 +1169,7 @@ static oct_err step(octd *d, oct_error *e)
          * written) or from d->cur.  With a quarter of the ring committed
          * behind this frame octd is catching up: the file leaves the frame
          * out (counted) rather than octd losing later ones to the copy. */
-        uint32_t slots = oct_ring_consumer_header(d->ring)->slot_count;
-        octd_record_take(d, &d->ring_geom, &info, behind < slots / 4 ? ptr : NULL);
+        octd_record_take(d, &d->ring_geom, &info, catching_up(d, behind) ? NULL : ptr);
     }
     if (g->in_place && !L->w && (live_lanes(g) > 1 || (g->overlap && L->depth > 1))) {
         /* several GPUs: the next frame's copy starts on the next engine now;

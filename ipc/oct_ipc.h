@@ -549,6 +549,8 @@ oct_err oct_ring_consumer_copy(oct_ring_consumer *c, uint64_t seq, void *dst, si
 void oct_ring_consumer_stats(const oct_ring_consumer *c, oct_ring_stats *s);
 /* Heartbeat older than this many ms counts as stale (default 2000). */
 void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms);
+/* How many frames the producer has committed after frame seq (0 when none). */
+uint64_t oct_ring_consumer_behind(const oct_ring_consumer *c, uint64_t seq);
 /* Longest sleep between polls, in µs, while waiting for a frame that is due
  * (a frame was found within the last second): a committed frame waits at most
  * about this long before a waiting consumer sees it.  Default (and 0) 200;

@@ -641,6 +641,12 @@ void oct_ring_consumer_set_stale_ms(oct_ring_consumer *c, uint32_t stale_ms)
         c->stale_ms = stale_ms ? stale_ms : 2000;
 }
 
+uint64_t oct_ring_consumer_behind(const oct_ring_consumer *c, uint64_t seq)
+{
+    uint64_t w = OCT_LOAD_ACQ(&c->h->write_seq);
+    return w > seq + 1 ? w - seq - 1 : 0;
+}
+
 void oct_ring_consumer_set_poll_us(oct_ring_consumer *c, uint32_t poll_us)
 {
     if (c)
@@ -689,6 +695,15 @@ static oct_err check_alive(oct_ring_consumer *c, uint64_t now, oct_error *e)
     return check_replaced(c, now, e);
 }
 
+/* The longest sleep between polls now: poll_ns while frames come (the
+ * time a frame may wait before it is taken); after a second without one the
+ * idle limit, so that an idle consumer costs little CPU. */
+static uint64_t poll_limit(const oct_ring_consumer *c, uint64_t now)
+{
+    return now - c->last_frame_ns >= IDLE_AFTER_NS && c->poll_ns < SLEEP_MAX_NS ? SLEEP_MAX_NS
+                                                                                : c->poll_ns;
+}
+
 /* Waits until a frame is available and picks its number per policy.
  * Returns OCT_OK with *n_out and the skipped/lost count in *skip_out. */
 static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeout_ms,
@@ -696,13 +711,7 @@ static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeo
 {
     uint64_t t0 = oct_time_monotonic_ns();
     uint64_t deadline = t0 + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000ull : 0);
-    /* While frames come, sleep at most poll_ns between polls (the time a
-     * frame may wait before it is taken); after a second without one, back
-     * off to the idle limit so that an idle consumer costs little CPU. */
-    uint64_t limit = c->poll_ns ? c->poll_ns : SLEEP_MAX_NS;
-    if (t0 - c->last_frame_ns >= IDLE_AFTER_NS && limit < SLEEP_MAX_NS)
-        limit = SLEEP_MAX_NS;
-    uint64_t sleep_ns = SLEEP_MIN_NS < limit ? SLEEP_MIN_NS : limit;
+    uint64_t sleep_ns = SLEEP_MIN_NS; /* doubling, up to poll_limit() */
     for (;;) {
         uint64_t now = oct_time_monotonic_ns();
         oct_err err = check_alive(c, now, e);
@@ -738,11 +747,11 @@ static oct_err wait_pick(oct_ring_consumer *c, oct_ring_policy policy, int timeo
         if (now >= deadline)
             return oct_error_set(e, OCT_ETIMEDOUT, "ring %s: no new frame within %d ms",
                                  c->name, timeout_ms);
-        uint64_t left = deadline - now;
+        uint64_t left = deadline - now, limit = poll_limit(c, now);
+        if (sleep_ns > limit)
+            sleep_ns = limit;
         oct_ipc_sleep_ns(left < sleep_ns ? left : sleep_ns);
-        if (now - c->last_frame_ns >= IDLE_AFTER_NS && limit < SLEEP_MAX_NS)
-            limit = SLEEP_MAX_NS; /* the stream stopped during this wait */
-        sleep_ns = 2 * sleep_ns < limit ? 2 * sleep_ns : limit;
+        sleep_ns *= 2;
     }
 }
 

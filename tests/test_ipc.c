@@ -274,8 +274,11 @@ START_TEST(ring_peek_verify)
     produce(p, &g, 1);
     ck_assert_int_eq(oct_ring_consumer_peek(c, OCT_POLICY_LATEST, 100, &f, &info, &e), OCT_OK);
     ck_assert_uint_eq(info.seq, 1);
+    ck_assert_uint_eq(oct_ring_consumer_behind(c, info.seq), 0);
     produce(p, &g, 2);
     produce(p, &g, 3); /* slot of frame 1 rewritten */
+    ck_assert_uint_eq(oct_ring_consumer_behind(c, info.seq), 2);
+    ck_assert_uint_eq(oct_ring_consumer_behind(c, 7), 0); /* not committed yet */
     ck_assert_int_eq(oct_ring_consumer_verify(c, &info), OCT_ETORN);
     oct_ring_consumer_close(c);
     oct_ring_producer_close(p, true);
