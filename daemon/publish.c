@@ -145,7 +145,6 @@ struct octd_pub {
     int nice;
     bool pin;
     cpu_set_t cpus;
-    bool copy_in_thread; /* [publish] copies = publisher or auto: copy-only buffers into kept ones */
     int copies;          /* [publish] copies: OCT_PUB_COPIES_* */
     /* [publish] stats: what each side did since the last line */
     int stats_s;
@@ -578,7 +577,6 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
     bad = OCT_EIO;
     p->nice = cfg->pub_nice;
     p->copies = cfg->pub_copies;
-    p->copy_in_thread = cfg->pub_copies != OCT_PUB_COPIES_FRAME;
     p->stats_s = cfg->pub_stats_s;
     /* [publish] sndhwm counts frames: one frame is a burst of up to
      * methods x kinds x (u8, f32) messages sent back to back, and a
@@ -930,7 +928,7 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     continue;
                 }
                 if (send_part(p->sock, header, hlen, NULL, ZMQ_SNDMORE | ZMQ_DONTWAIT) != 0 ||
-                    (!pool && p->copy_in_thread && bytes >= ZERO_COPY_MIN
+                    (!pool && p->copies != OCT_PUB_COPIES_FRAME && bytes >= ZERO_COPY_MIN
                          ? send_kept(p, data, bytes, ZMQ_DONTWAIT)
                          : send_part(p->sock, data, bytes, pool ? s : NULL, ZMQ_DONTWAIT)) != 0) {
                     octd_log(LOG_WARNING, "%s: send of a later part failed: %s", tp,
