@@ -1165,6 +1165,23 @@ END_TEST
  * back would fail).  The last variant has a DC (the mean spectrum) 64x the
  * fringes, where a correction of an un-centred transform would cancel. */
 /* cuda_setup.cuh's DEFER_MSI_AUTO: whether parts_ext 0 defers the MSI too */
+/* A u16 frame whose DC dominates (samples >> 2: a smooth mean spectrum
+ * around 8192 plus fringes of +-64), written into f->frame and its
+ * registered copy buf. */
+static void fill_dc_frame(fixture *f, uint32_t M, uint64_t seed, uint8_t *buf)
+{
+    tu_rng rng;
+    tu_rng_seed(&rng, seed);
+    uint16_t *px = (uint16_t *)f->frame;
+    size_t n = f->bytes / sizeof(uint16_t);
+    for (size_t k = 0; k < n; k++) {
+        double s = (double)(k % M) / M;
+        double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * s);
+        px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
+    }
+    memcpy(buf, f->frame, f->bytes);
+}
+
 static const bool k_defer_msi_auto = false;
 
 static void parts_variants(int ext, uint64_t seed, int cfg)
@@ -1221,19 +1238,8 @@ static void parts_variants(int ext, uint64_t seed, int cfg)
              true, false, 4, 1, true},
         };
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-            if (v[i].dc) {
-                /* samples (>> 2): a smooth mean spectrum around 8192 plus fringes of +-64 */
-                tu_rng rng;
-                tu_rng_seed(&rng, seed + 9);
-                uint16_t *px = (uint16_t *)f.frame;
-                size_t n = f.bytes / sizeof(uint16_t);
-                for (size_t k = 0; k < n; k++) {
-                    double s = (double)(k % M) / M;
-                    double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * s);
-                    px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
-                }
-                memcpy(buf, f.frame, f.bytes);
-            }
+            if (v[i].dc)
+                fill_dc_frame(&f, M, seed + 9, buf);
             oct_params p = f.p;
             p.methods = v[i].methods;
             p.background = v[i].bg;
@@ -1788,18 +1794,8 @@ START_TEST(t_cfd_gemm)
     uint64_t launches = 0;
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         if (v[i].parts && !reg) continue;
-        if (v[i].dc) {
-            tu_rng rng;
-            tu_rng_seed(&rng, 2709);
-            uint16_t *px = (uint16_t *)f.frame;
-            size_t n = f.bytes / sizeof(uint16_t);
-            for (size_t k = 0; k < n; k++) {
-                double sx = (double)(k % M) / M;
-                double mean = 8192.0 + 4096.0 * sin(3.14159265358979 * sx);
-                px[k] = (uint16_t)(4.0 * (mean + 128.0 * (tu_rng_uniform(&rng) - 0.5)));
-            }
-            memcpy(buf, f.frame, f.bytes);
-        }
+        if (v[i].dc)
+            fill_dc_frame(&f, M, 2709, buf);
         oct_params p = f.p;
         p.methods = v[i].methods;
         p.background = v[i].bg, p.background_param = v[i].bgp;
