@@ -158,8 +158,15 @@ echo "ok   2-slot ring lapped during copies: torn $((t1 - t0)), lapped/skipped $
 
 # ---- 3. ring truncated under octd's mapping --------------------------------------
 for size in 0 4096 8192; do
-    rm -f "$T/trunc"
-    bg_produce --geom 256,32,1 --fps 200 --frames 40 --truncate $size --ready "$T/trunc"
+    rm -f "$T/trunc" "$T/go"
+    # truncate only once octd has attached to this ring and reads it (on a
+    # loaded machine it may attach after a fixed count of frames: the object
+    # it then finds is already short, refused at open, and no read faults)
+    r0=$(st ring_reattaches)
+    bg_produce --geom 256,32,1 --fps 200 --frames 0 --truncate $size --truncate-go "$T/go" --ready "$T/trunc"
+    wait_for 10 '[ "$(st ring_reattaches)" -gt "$r0" ]' || fail "octd did not attach the truncating producer's ring"
+    processing 5 || fail "no frames from the truncating producer"
+    touch "$T/go"
     wait_for 10 '[ -f "$T/trunc" ]' || fail "truncating producer"
     sleep 0.6
     alive || fail "octd died (SIGBUS?) when the ring shrank to $size bytes"

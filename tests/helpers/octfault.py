@@ -83,6 +83,8 @@ def cmd_produce(a):
     t_next = time.monotonic()
     fid = a.id0
     while not stop and (a.frames <= 0 or r.n < a.frames):
+        if a.truncate_go and os.path.exists(a.truncate_go):
+            break  # the test saw the consumer attached: truncate now
         off, arr = r.begin()
         arr[...] = value_of(fid)
         r.commit(off, fid)
@@ -357,6 +359,7 @@ def main():
     p.add_argument("--id0", type=int, default=0)
     p.add_argument("--die-mid-frame", action="store_true")
     p.add_argument("--truncate", type=int)
+    p.add_argument("--truncate-go")  # produce until this file exists, then truncate
     p.add_argument("--ready")
     p.add_argument("--hold", action="store_true")
     p = sp.add_parser("check")
