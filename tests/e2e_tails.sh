@@ -34,8 +34,11 @@ for st in 'commit->take' 'take->submitted' 'submitted->done' 'done->published' '
     awk -v s="$st" '$3 == "volume-klin-disp:" && $4 == s && NF == 8 { ok = 1 } END { exit !ok }' "$TMP/out.txt" ||
         fail "no stage row $st"
 done
-# the engine's stage is never empty (the frame was computed between the two stamps)
-awk '$4 == "submitted->done" && $5 + 0 > 0 { ok = 1 } END { exit !ok }' "$TMP/out.txt" || fail "submitted->done p50 is 0"
+# the engine's work lies between take and done: one CPU engine computes inside
+# its submit (take->submitted holds it, submitted->done is the microsecond to
+# its completion and may print 0.000), a pipelining engine after it
+awk '$3 == "volume-klin-disp:" && ($4 == "take->submitted" || $4 == "submitted->done") { w += $5 }
+     END { exit !(w > 0) }' "$TMP/out.txt" || fail "take->submitted + submitted->done p50 is 0"
 grep -q '"part":"e2e-stages","workload":"volume-klin-disp","frames":[1-9]' "$TMP/t.json" || fail "no stages JSON line"
 echo "ok   --only volume-klin-disp --runs 2: $(grep '^# tails volume-klin-disp: p99 over' "$TMP/out.txt" | cut -c3-)"
 
