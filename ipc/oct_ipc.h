@@ -640,6 +640,94 @@ const char *oct_attach_state_name(uint32_t ring_state);
 size_t oct_status_summary(const oct_status_block *b, char *out, size_t len);
 
 /* ------------------------------------------------------------------ */
+/* image area (octd's products in shared memory; [publish] shm_endpoint) */
+/* ------------------------------------------------------------------ */
+/* octd's product buffers themselves, in one shared object per engine: the
+ * GPU (or the CPU engine) writes each frame's images straight into a slot,
+ * and a header-only message on [publish] shm_endpoint names where each
+ * image lies (shm_name, shm_id, shm_slot, shm_seq, shm_offset, shm_bytes).
+ * A local subscriber copies the bytes out instead of receiving them through
+ * a socket, so nothing it does can hold a buffer or slow octd: a slot is
+ * rewritten whenever octd needs it, and its seqlock (seq[slot], odd while
+ * octd writes it) tells the reader that its copy is no longer the image.
+ *
+ * Readers: map read-only; check magic, abi_major and id (a different id:
+ * octd made a new object under the name, open it again); then
+ *   s0 = seq[slot] (acquire); s0 != shm_seq -> overwritten;
+ *   copy [shm_offset, shm_offset + shm_bytes); acquire fence;
+ *   seq[slot] != shm_seq -> overwritten (the copy is not the image).
+ * octd never shrinks a live object: a new geometry gets a new object (new
+ * id) under the same name, the old one unlinked. */
+#define OCT_IMAGES_MAGIC "OCTIMGS"   /* 8 bytes with the NUL */
+#define OCT_IMAGES_HEADER_BYTES 4096u
+#define OCT_IMAGES_SLOTS_MAX 504u    /* seq[] fills the header page */
+#define OCT_IMAGES_DEFAULT "/octd-images"
+
+enum oct_images_state { OCT_IMAGES_INIT = 0, OCT_IMAGES_READY = 1, OCT_IMAGES_CLOSED = 2 };
+
+typedef struct oct_images_header {
+    char magic[8];          /*  0 "OCTIMGS\0" */
+    uint32_t abi_major;     /*  8 = 1 */
+    uint32_t abi_minor;     /* 12 = 0 */
+    uint32_t header_bytes;  /* 16 = 4096 */
+    uint32_t slot_count;    /* 20 1..504 */
+    uint64_t slot_stride;   /* 24 multiple of 4096 */
+    uint64_t slot0_offset;  /* 32 = 4096 */
+    uint64_t id;            /* 40 non-zero, < 2^53 (exact in JSON), new per object */
+    uint64_t owner_pid;     /* 48 */
+    uint32_t state;         /* 56 atomic: enum oct_images_state */
+    uint32_t pad0;          /* 60 */
+    uint64_t seq[OCT_IMAGES_SLOTS_MAX]; /* 64 atomic: each slot's seqlock */
+} oct_images_header;
+OCT_ABI_ASSERT(sizeof(oct_images_header) == OCT_IMAGES_HEADER_BYTES, "image area header size");
+OCT_ABI_ASSERT(offsetof(oct_images_header, slot_stride) == 24, "images slot_stride");
+OCT_ABI_ASSERT(offsetof(oct_images_header, id) == 40, "images id");
+OCT_ABI_ASSERT(offsetof(oct_images_header, state) == 56, "images state");
+OCT_ABI_ASSERT(offsetof(oct_images_header, seq) == 64, "images seq");
+
+/* Where one image lies: the shm_* members of its header. */
+typedef struct oct_image_ref {
+    uint64_t id, seq, offset, bytes;
+    uint32_t slot;
+} oct_image_ref;
+
+typedef struct oct_images oct_images;
+
+/* octd: a new object of `slots` slots of at least slot_bytes each (mode
+ * 0640 when 0), replacing any object of that name (readers of the old one
+ * keep their mapping; its id differs). */
+oct_err oct_images_create(oct_images **out, const char *name, uint32_t slots,
+                          uint64_t slot_bytes, uint32_t mode, oct_error *e);
+/* Subscribers: read-only; the message names what is wrong. */
+oct_err oct_images_open(oct_images **out, const char *name, oct_error *e);
+/* Marks the area closed (writer) and unmaps; unlink_name: also removes the name. */
+void oct_images_close(oct_images *a, bool unlink_name);
+const oct_images_header *oct_images_header_of(const oct_images *a);
+const char *oct_images_name(const oct_images *a);
+/* Writer: the slot's memory (slot_stride bytes, page-aligned). */
+void *oct_images_slot(oct_images *a, uint32_t slot);
+/* Writer: a slot is being rewritten (seq odd) / holds a complete frame
+ * again (seq even, returned: the shm_seq of its images). */
+void oct_images_begin(oct_images *a, uint32_t slot);
+uint64_t oct_images_end(oct_images *a, uint32_t slot);
+/* Writer: the reference of `bytes` at p inside slot `slot`, with the
+ * slot's current seq (call after oct_images_end). */
+oct_err oct_images_ref(const oct_images *a, uint32_t slot, const void *p, uint64_t bytes,
+                       oct_image_ref *r, oct_error *e);
+/* Reader: copies the image into dst (r->bytes).  OCT_ESTALE: r names
+ * another object (octd re-created it: open the name again); OCT_ETORN: the
+ * slot was rewritten before or during the copy (the image is lost to this
+ * reader: count it as a gap); OCT_EINVAL: r is outside the area. */
+oct_err oct_images_read(oct_images *a, const oct_image_ref *r, void *dst, oct_error *e);
+/* Reader, zero-copy: a pointer to the image, or NULL (error as above).
+ * What it points at is the image only while oct_images_valid() says so
+ * afterwards: read, then check. */
+const void *oct_images_view(oct_images *a, const oct_image_ref *r, oct_error *e);
+bool oct_images_valid(const oct_images *a, const oct_image_ref *r);
+/* Validates an image-area header for an object of object_bytes bytes. */
+oct_err oct_images_header_check(const oct_images_header *h, uint64_t object_bytes, oct_error *e);
+
+/* ------------------------------------------------------------------ */
 /* helpers                                                             */
 /* ------------------------------------------------------------------ */
 uint64_t oct_time_realtime_ns(void);

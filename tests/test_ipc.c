@@ -1501,6 +1501,197 @@ START_TEST(object_modes)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------------ */
+/* image area                                                          */
+/* ------------------------------------------------------------------ */
+static void fill_image(uint8_t *p, size_t n, uint64_t frame)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)mix(frame, i);
+}
+
+static bool image_is(const uint8_t *p, size_t n, uint64_t frame)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != (uint8_t)mix(frame, i))
+            return false;
+    return true;
+}
+
+/* The writer's life of a slot and what a reader sees of it: a complete
+ * image reads back exactly; a slot being rewritten, rewritten since, or
+ * another object under the name is refused with its own code; refs outside
+ * the slot and bad headers are refused by name. */
+START_TEST(images_round_trip)
+{
+    const char *name = shm_name("img");
+    oct_error e;
+    oct_images *w, *r;
+    ck_assert_msg(oct_images_create(&w, name, 3, 10000, 0, &e) == OCT_OK, "%s", e.msg);
+    const oct_images_header *h = oct_images_header_of(w);
+    ck_assert_uint_eq(h->slot_stride, 12288);
+    ck_assert_uint_eq(h->slot_count, 3);
+    ck_assert(h->id != 0 && h->id < (1ull << 53));
+    ck_assert_uint_eq(mode_of(name), 0640);
+    uint8_t *s1 = oct_images_slot(w, 1);
+    ck_assert_ptr_nonnull(s1);
+    ck_assert_ptr_null(oct_images_slot(w, 3));
+    ck_assert_uint_eq((uintptr_t)s1 % 4096, 0);
+    oct_images_begin(w, 1);
+    fill_image(s1 + 100, 5000, 7);
+    uint64_t seq = oct_images_end(w, 1);
+    ck_assert_uint_eq(seq, 2);
+    oct_image_ref ref;
+    ck_assert_int_eq(oct_images_ref(w, 1, s1 + 100, 5000, &ref, &e), OCT_OK);
+    ck_assert_uint_eq(ref.seq, 2);
+    ck_assert_uint_eq(ref.offset, 4096 + 12288 + 100);
+    ck_assert_int_eq(oct_images_ref(w, 1, s1 + 12000, 5000, &ref, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_images_ref(w, 0, s1 + 100, 5000, &ref, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_images_ref(w, 1, s1 + 100, 5000, &ref, &e), OCT_OK);
+
+    ck_assert_msg(oct_images_open(&r, name, &e) == OCT_OK, "%s", e.msg);
+    uint8_t *dst = malloc(5000);
+    ck_assert_int_eq(oct_images_read(r, &ref, dst, &e), OCT_OK);
+    ck_assert(image_is(dst, 5000, 7));
+    const uint8_t *v = oct_images_view(r, &ref, &e);
+    ck_assert_ptr_nonnull(v);
+    ck_assert(image_is(v, 5000, 7) && oct_images_valid(r, &ref));
+    /* outside the slot, another slot's seq, an odd seq */
+    oct_image_ref bad = ref;
+    bad.bytes = 12288;
+    ck_assert_int_eq(oct_images_read(r, &bad, dst, &e), OCT_EINVAL);
+    ck_assert(strstr(e.msg, "slot 1"));
+    bad = ref;
+    bad.slot = 9;
+    ck_assert_int_eq(oct_images_read(r, &bad, dst, &e), OCT_EINVAL);
+    bad = ref;
+    bad.seq = 3;
+    ck_assert_int_eq(oct_images_read(r, &bad, dst, &e), OCT_ETORN);
+    /* being rewritten: refused, and so once rewritten */
+    oct_images_begin(w, 1);
+    ck_assert_int_eq(oct_images_read(r, &ref, dst, &e), OCT_ETORN);
+    ck_assert(!oct_images_valid(r, &ref));
+    fill_image(s1 + 100, 5000, 8);
+    ck_assert_uint_eq(oct_images_end(w, 1), 4);
+    ck_assert_int_eq(oct_images_read(r, &ref, dst, &e), OCT_ETORN);
+    ck_assert(strstr(e.msg, "rewritten"));
+    ck_assert_ptr_null(oct_images_view(r, &ref, &e));
+    /* a new object under the name: the old mapping and refs say stale */
+    oct_image_ref old = ref;
+    ck_assert_int_eq(oct_images_ref(w, 1, s1 + 100, 5000, &old, &e), OCT_OK);
+    oct_images_close(w, false);
+    ck_assert_msg(oct_images_create(&w, name, 2, 4096, 0, &e) == OCT_OK, "%s", e.msg);
+    uint8_t *n0 = oct_images_slot(w, 0);
+    oct_images_begin(w, 0);
+    fill_image(n0, 4096, 9);
+    oct_images_end(w, 0);
+    oct_image_ref nref;
+    ck_assert_int_eq(oct_images_ref(w, 0, n0, 4096, &nref, &e), OCT_OK);
+    ck_assert(nref.id != old.id);
+    ck_assert_int_eq(oct_images_read(r, &nref, dst, &e), OCT_ESTALE);
+    ck_assert(strstr(e.msg, "open it again"));
+    /* the old object is still mapped and still the old image */
+    ck_assert_int_eq(oct_images_read(r, &old, dst, &e), OCT_OK);
+    ck_assert(image_is(dst, 5000, 8));
+    oct_images_close(r, false);
+    ck_assert_msg(oct_images_open(&r, name, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(oct_images_read(r, &nref, dst, &e), OCT_OK);
+    ck_assert(image_is(dst, 4096, 9));
+    oct_images_close(r, false);
+    /* bad headers and sizes refused by name */
+    ck_assert_int_eq(oct_images_create(&r, name, 0, 4096, 0, &e), OCT_EINVAL);
+    ck_assert_int_eq(oct_images_create(&r, name, OCT_IMAGES_SLOTS_MAX + 1, 4096, 0, &e), OCT_EINVAL);
+    oct_images_header hh = *oct_images_header_of(w);
+    ck_assert_int_eq(oct_images_header_check(&hh, 4096 + 2 * 4096, &e), OCT_OK);
+    ck_assert_int_eq(oct_images_header_check(&hh, 4096 + 4096, &e), OCT_ESIZE);
+    hh.slot_stride = 4000;
+    ck_assert_int_eq(oct_images_header_check(&hh, 1 << 20, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "slot_stride"));
+    hh = *oct_images_header_of(w);
+    memcpy(hh.magic, "OCTRING", 8);
+    ck_assert_int_eq(oct_images_header_check(&hh, 1 << 20, &e), OCT_EABI);
+    ck_assert(strstr(e.msg, "magic"));
+    oct_images_close(w, true);
+    ck_assert_int_eq(oct_images_open(&r, name, &e), OCT_ENOENT);
+    ck_assert(strstr(e.msg, "does not exist"));
+    free(dst);
+}
+END_TEST
+
+/* A writer rewriting slots as fast as it can in one process, a reader in
+ * another: every read the library calls good is exactly one frame's image
+ * (a seqlock never passes a torn copy), and both outcomes occur. */
+START_TEST(images_torn_never_passes)
+{
+    const char *name = shm_name("imgrace");
+    oct_error e;
+    oct_images *w;
+    enum { SLOTS = 2, BYTES = 256 * 1024 };
+    ck_assert_msg(oct_images_create(&w, name, SLOTS, BYTES, 0, &e) == OCT_OK, "%s", e.msg);
+    /* the writer publishes each frame's ref through this page */
+    oct_image_ref *box = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    ck_assert(box != MAP_FAILED);
+    memset(box, 0, 4096);
+    volatile uint64_t *frame_box = (volatile uint64_t *)(box + 1);
+    volatile int *stop = (volatile int *)(frame_box + 1);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        oct_images *r;
+        if (oct_images_open(&r, name, &e) != OCT_OK)
+            _exit(10);
+        uint8_t *dst = malloc(BYTES);
+        long good = 0, torn = 0, bad = 0;
+        double t0 = now_s();
+        while (now_s() - t0 < 1.5 && (good < 200 || torn < 20)) {
+            oct_image_ref ref;
+            uint64_t f;
+            do {
+                f = __atomic_load_n(frame_box, __ATOMIC_ACQUIRE);
+                memcpy(&ref, box, sizeof ref);
+                __atomic_thread_fence(__ATOMIC_ACQUIRE);
+            } while (__atomic_load_n(frame_box, __ATOMIC_RELAXED) != f || f == 0);
+            oct_err rc = oct_images_read(r, &ref, dst, &e);
+            if (rc == OCT_OK)
+                image_is(dst, BYTES, f) ? good++ : bad++;
+            else if (rc == OCT_ETORN)
+                torn++;
+            else
+                bad++;
+        }
+        *stop = 1;
+        free(dst);
+        oct_images_close(r, false);
+        _exit(bad ? 11 : good == 0 ? 12 : 0);
+    }
+    uint64_t f = 0;
+    double t0 = now_s();
+    while (!*stop && now_s() - t0 < 5) {
+        f++;
+        uint32_t slot = (uint32_t)(f % SLOTS);
+        uint8_t *p = oct_images_slot(w, slot);
+        oct_images_begin(w, slot);
+        fill_image(p, BYTES, f);
+        oct_images_end(w, slot);
+        oct_image_ref ref;
+        ck_assert_int_eq(oct_images_ref(w, slot, p, BYTES, &ref, &e), OCT_OK);
+        /* the ref box: odd while written, so the reader takes a whole one */
+        __atomic_store_n(frame_box, 0, __ATOMIC_RELAXED);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        memcpy(box, &ref, sizeof ref);
+        __atomic_store_n(frame_box, f, __ATOMIC_RELEASE);
+    }
+    *stop = 1;
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reader exit %d", WEXITSTATUS(st));
+    ck_assert_uint_gt(f, 10);
+    munmap(box, 4096);
+    oct_images_close(w, true);
+}
+END_TEST
+
 static Suite *ipc_suite(void)
 {
     Suite *s = suite_create("ipc");
@@ -1529,6 +1720,8 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc2, options_defaults_for_old_blocks);
     tcase_add_test(tc2, status_round_trip);
     tcase_add_test(tc2, object_modes);
+    tcase_add_test(tc2, images_round_trip);
+    tcase_add_test(tc2, images_torn_never_passes);
     suite_add_tcase(s, tc2);
     return s;
 }
