@@ -1028,6 +1028,50 @@ oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e)
     return oct_engine_products_create_for(eng, OCT_PRODUCTS_KNOWN, e);
 }
 
+/* Lays every image of the geometry at its largest (the kinds in `products`,
+ * f32 copies with OCT_PRODUCT_F32, the angiography kinds of the set-up)
+ * out from base, 64-byte aligned; returns the bytes.  p NULL: only counts. */
+static size_t products_layout(const oct_engine *eng, oct_products *p, uint32_t products, uint8_t *base)
+{
+    bool f32 = (products & OCT_PRODUCT_F32) != 0;
+    size_t off = 0;
+    for (int m = 0; m < OCT_METHOD_COUNT; m++) {
+        uint32_t D = eng->depths[m];
+        if (D == 0)
+            continue;
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            /* angiography kinds: chosen by angio.metrics, not by product bits */
+            size_t cap = (products & oct_kind_bit(k)) || k >= OCT_KIND_ANGIO_FIRST
+                             ? oct_kind_cap_setup(&eng->setup, m, D, k)
+                             : 0;
+            if (cap == 0)
+                continue;
+            size_t nidx = oct_kind_cap_indices(D, k);
+            size_t of = off, ou = of + (f32 ? cap * sizeof(float) : 0);
+            size_t oi = (ou + cap + 63) & ~(size_t)63;
+            off = (oi + nidx * sizeof(int32_t) + 63) & ~(size_t)63;
+            if (!p)
+                continue;
+            oct_image *img = &p->img[m][k];
+            img->f32 = f32 ? (float *)(base + of) : NULL;
+            img->u8 = base + ou;
+            img->indices = nidx ? (int32_t *)(base + oi) : NULL;
+            img->cap_pixels = cap;
+            img->cap_indices = nidx;
+        }
+    }
+    if (p) /* every image, also those with no room: never reallocated */
+        for (int m = 0; m < OCT_METHOD_COUNT; m++)
+            for (int k = 0; k < OCT_KIND_COUNT; k++)
+                p->img[m][k].fixed = true;
+    return off;
+}
+
+size_t oct_engine_products_bytes(const oct_engine *eng, uint32_t products)
+{
+    return eng ? products_layout(eng, NULL, products, NULL) : 0;
+}
+
 oct_products *oct_engine_products_create_for(oct_engine *eng, uint32_t products, oct_error *e)
 {
     if (!eng) {
@@ -1039,9 +1083,52 @@ oct_products *oct_engine_products_create_for(oct_engine *eng, uint32_t products,
         oct_error_set(e, OCT_ENOMEM, "products: out of memory");
         return NULL;
     }
-    if (eng->ops->products_init && eng->ops->products_init(eng, p, products, e) != OCT_OK) {
-        oct_products_destroy(p);
+    size_t bytes = products_layout(eng, NULL, products, NULL);
+    if (eng->ops->products_alloc && bytes > 0) {
+        if (eng->ops->products_alloc(eng, p, bytes, e) != OCT_OK) {
+            oct_products_destroy(p);
+            return NULL;
+        }
+        products_layout(eng, p, products, p->priv);
+        p->pinned = true;
+    }
+    return p;
+}
+
+static void products_keep_mem(oct_products *p) { (void)p; /* the caller's memory */ }
+
+oct_products *oct_engine_products_create_in(oct_engine *eng, uint32_t products, void *mem,
+                                            size_t bytes, oct_error *e)
+{
+    if (!eng || !mem) {
+        oct_error_set(e, OCT_EINVAL, "oct_engine_products_create_in: NULL engine or memory");
         return NULL;
     }
+    size_t need = products_layout(eng, NULL, products, NULL);
+    if (need == 0 || bytes < need) {
+        oct_error_set(e, OCT_ESIZE, "products: %zu bytes of memory, these products need %zu",
+                      bytes, need);
+        return NULL;
+    }
+    if ((uintptr_t)mem % 64) {
+        oct_error_set(e, OCT_EINVAL, "products: memory at %p is not 64-byte aligned", mem);
+        return NULL;
+    }
+    oct_products *p = oct_products_create();
+    if (!p) {
+        oct_error_set(e, OCT_ENOMEM, "products: out of memory");
+        return NULL;
+    }
+    if (eng->ops->products_adopt) {
+        if (eng->ops->products_adopt(eng, p, mem, bytes, e) != OCT_OK) {
+            free(p);
+            return NULL;
+        }
+        p->pinned = true;
+    } else {
+        p->priv = mem;
+        p->priv_free = products_keep_mem;
+    }
+    products_layout(eng, p, products, mem);
     return p;
 }

@@ -455,48 +455,33 @@ void cuda_unregister_host(oct_engine *eng, const void *ptr)
 
 void cuda_products_free(oct_products *p) { warn_cuda("freeing pinned products", cudaFreeHost(p->priv)); }
 
-/* One pinned block for every image of the geometry at its largest. */
-oct_err cuda_products_init(oct_engine *eng, oct_products *p, uint32_t products, oct_error *e)
+/* One pinned block for every image of the geometry at its largest (laid out by engine.c). */
+oct_err cuda_products_alloc(oct_engine *eng, oct_products *p, size_t bytes, oct_error *e)
 {
-    bool f32 = (products & OCT_PRODUCT_F32) != 0;
-    CudaState *s = ST(eng);
-    CU(cudaSetDevice(s->device));
-    size_t total = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        uint8_t *base = (uint8_t *)p->priv;
-        size_t off = 0;
-        for (int m = 0; m < OCT_METHOD_COUNT; m++) {
-            int D = (int)eng->depths[m];
-            if (D == 0) continue;
-            for (int k = 0; k < OCT_KIND_COUNT; k++) {
-                /* angiography kinds: chosen by angio.metrics, not by product bits */
-                size_t cap = (products & oct_kind_bit(k)) || k >= OCT_KIND_ANGIO_FIRST
-                                 ? oct_kind_cap_setup(&eng->setup, m, (uint32_t)D, k)
-                                 : 0;
-                if (cap == 0) continue;
-                size_t nidx = oct_kind_cap_indices((uint32_t)D, k);
-                size_t of = off, ou = of + (f32 ? cap * sizeof(float) : 0), oi = (ou + cap + 63) & ~(size_t)63;
-                off = (oi + nidx * sizeof(int32_t) + 63) & ~(size_t)63;
-                if (pass == 0) continue;
-                oct_image *img = &p->img[m][k];
-                img->f32 = f32 ? (float *)(base + of) : NULL;
-                img->u8 = base + ou;
-                img->indices = nidx ? (int32_t *)(base + oi) : NULL;
-                img->cap_pixels = cap;
-                img->cap_indices = nidx;
-                img->fixed = true;
-            }
-        }
-        if (pass == 0) {
-            total = off;
-            if (total == 0) return OCT_OK;
-            TRY(halloc(NULL, &p->priv, total, "the products", e));
-        }
-    }
-    for (int m = 0; m < OCT_METHOD_COUNT; m++)
-        for (int k = 0; k < OCT_KIND_COUNT; k++) p->img[m][k].fixed = true;
-    p->pinned = true;
+    CU(cudaSetDevice(ST(eng)->device));
+    TRY(halloc(NULL, &p->priv, bytes, "the products", e));
     p->priv_free = cuda_products_free;
+    return OCT_OK;
+}
+
+void cuda_products_unregister(oct_products *p)
+{
+    warn_cuda("unregistering the products' memory", cudaHostUnregister(p->priv));
+}
+
+/* The caller's memory (octd's image area in shared memory): registered
+ * writable, portable (every engine's device may DMA into it). */
+oct_err cuda_products_adopt(oct_engine *eng, oct_products *p, void *mem, size_t bytes, oct_error *e)
+{
+    CU(cudaSetDevice(ST(eng)->device));
+    cudaError_t r = cudaHostRegister(mem, bytes, cudaHostRegisterDefault | cudaHostRegisterPortable);
+    if (r != cudaSuccess) {
+        cudaGetLastError();
+        return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: cannot register %zu bytes of the caller's "
+                             "memory for the products: %s", bytes, cudaGetErrorString(r));
+    }
+    p->priv = mem;
+    p->priv_free = cuda_products_unregister;
     return OCT_OK;
 }
 
@@ -552,7 +537,7 @@ extern "C" {
 const oct_backend_ops oct_cuda_backend = {
     "cuda", cuda_create, cuda_destroy, cuda_prepare, cuda_msi_rates, false, cuda_process,
     DEPTH, cuda_submit, cuda_complete, cuda_input_done, cuda_inflight,
-    cuda_register_host, cuda_unregister_host, cuda_products_init};
+    cuda_register_host, cuda_unregister_host, cuda_products_alloc, cuda_products_adopt};
 
 bool oct_cuda_built(void) { return true; }
 

@@ -47,8 +47,13 @@ typedef struct oct_backend_ops {
     int (*inflight)(const oct_engine *eng);
     oct_err (*register_host)(oct_engine *eng, const void *ptr, size_t bytes, oct_error *e);
     void (*unregister_host)(oct_engine *eng, const void *ptr);
-    /* Fills p's images with engine-owned buffers (fixed = true, pinned) */
-    oct_err (*products_init)(oct_engine *eng, oct_products *p, uint32_t products, oct_error *e);
+    /* Products in DMA-able memory (engine.c lays the images out in it):
+     * alloc makes p->priv a block of `bytes` and sets p->priv_free;
+     * adopt makes the caller's `mem` DMA-able for as long as p lives
+     * (oct_engine_products_create_in).  NULL: the CPU reads and writes any
+     * memory (alloc NULL: growable plain products). */
+    oct_err (*products_alloc)(oct_engine *eng, oct_products *p, size_t bytes, oct_error *e);
+    oct_err (*products_adopt)(oct_engine *eng, oct_products *p, void *mem, size_t bytes, oct_error *e);
 } oct_backend_ops;
 
 struct oct_engine {

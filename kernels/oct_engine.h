@@ -502,6 +502,16 @@ oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e);
  * the object holds fails with OCT_ESIZE: make new objects when the products
  * change. */
 oct_products *oct_engine_products_create_for(oct_engine *eng, uint32_t products, oct_error *e);
+/* Bytes of memory that products_create_in needs for `products` (0: none
+ * of them for this geometry). */
+size_t oct_engine_products_bytes(const oct_engine *eng, uint32_t products);
+/* The same products object laid out in the caller's memory (64-byte
+ * aligned, >= oct_engine_products_bytes): octd's image area in shared
+ * memory, so that the device writes each image where local subscribers
+ * read it.  CUDA: mem is registered for DMA (writable) until the object is
+ * destroyed; the memory itself stays the caller's and must outlive it. */
+oct_products *oct_engine_products_create_in(oct_engine *eng, uint32_t products, void *mem,
+                                            size_t bytes, oct_error *e);
 
 /* Stage timings of the last oct_engine_process(), in milliseconds (for octbench). */
 typedef struct oct_stage_times {
