@@ -33,6 +33,7 @@ enum ini_key {
     K_REG_WORKERS,
     K_OVERLAP_INPUT,
     K_PUB_SNDBUF, K_PUB_IO_THREADS, K_PUB_NICE, K_PUB_CPUS, K_PUB_COPIES, K_PUB_STATS,
+    K_PUB_SHM_ENDPOINT, K_PUB_SHM_NAME,
     K_RECORD_IO,
     K_COUNT
 };
@@ -59,6 +60,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_PUB_SNDBUF] = {"publish", "sndbuf"}, [K_PUB_IO_THREADS] = {"publish", "io_threads"},
     [K_PUB_NICE] = {"publish", "nice"},     [K_PUB_CPUS] = {"publish", "cpus"},
     [K_PUB_COPIES] = {"publish", "copies"}, [K_PUB_STATS] = {"publish", "stats"},
+    [K_PUB_SHM_ENDPOINT] = {"publish", "shm_endpoint"}, [K_PUB_SHM_NAME] = {"publish", "shm_name"},
     [K_RECORD_IO] = {"save", "record_io"},
     [K_OVERLAP_INPUT] = {"engine", "overlap_input"},
 };
@@ -489,6 +491,20 @@ static int set_value(ini_ctx *x, int k, const char *v)
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not publisher, frame or auto", sec,
                             key, v), 0;
         return 1;
+    case K_PUB_SHM_ENDPOINT:
+        if (strlen(v) >= sizeof c->pub_shm_endpoint || (*v && !endpoint_ok(v)))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not a ZeroMQ endpoint (ipc://PATH, "
+                            "tcp://127.0.0.1:PORT or inproc://NAME; empty = off)", sec, key, v), 0;
+        snprintf(c->pub_shm_endpoint, sizeof c->pub_shm_endpoint, "%s", v);
+        return 1;
+    case K_PUB_SHM_NAME:
+        /* room for the ".N" of engines after the first */
+        if (!shm_name_ok(v) || strlen(v) + 4 >= sizeof c->pub_shm_name)
+            return ctx_fail(x, OCT_EINVAL,
+                            "[%s] %s: '%s' is not a shared-memory name ('/' then 1 to %zu "
+                            "characters without '/')", sec, key, v, sizeof c->pub_shm_name - 6), 0;
+        snprintf(c->pub_shm_name, sizeof c->pub_shm_name, "%s", v);
+        return 1;
     case K_PUB_STATS:
         if (!parse_int(v, 0, 3600, &c->pub_stats_s))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (off) or a number of seconds "
@@ -591,6 +607,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->prefault = true;
     c->overlap_input = true;
     c->pub_copies = OCT_PUB_COPIES_AUTO; /* r5: zero-copy until a crowd holds half the pool */
+    snprintf(c->pub_shm_name, sizeof c->pub_shm_name, "/octd-images");
 }
 
 oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t len,
@@ -627,6 +644,11 @@ oct_err oct_daemon_config_parse(oct_daemon_config *c, const char *text, size_t l
     } else if (rc < 0) {
         err = oct_error_set(e, OCT_ENOMEM, "%s: the ini parser ran out of memory", name);
     }
+    for (int i = 0; !err && tmp->pub_shm_endpoint[0] && i < tmp->endpoint_count; i++)
+        if (!strcmp(tmp->endpoints[i], tmp->pub_shm_endpoint))
+            err = oct_error_set(e, OCT_EINVAL, "%s: [publish] shm_endpoint '%s' is also an "
+                                "endpoint: the header-only messages need one of their own",
+                                name, tmp->pub_shm_endpoint);
     if (!err)
         *c = *tmp;
     free(tmp);

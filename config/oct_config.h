@@ -93,6 +93,12 @@ typedef struct oct_daemon_config {
     int pub_copies;             /* copies: who copies images when subscribers hold every
                                  * pooled buffer: OCT_PUB_COPIES_* */
     int pub_stats_s;            /* stats: the publisher's timing line every N s; 0 = off */
+    /* shm_endpoint: "" = off; else octd's product buffers live in shared
+     * memory (the image area shm_name, ".1", ".2"... for further engines)
+     * and this PUB endpoint carries each image's header with where it lies
+     * (shm_* members) and an empty payload, for local subscribers */
+    char pub_shm_endpoint[256];
+    char pub_shm_name[64];      /* "/octd-images" */
     /* [save] record_io: how a recording writes its raw frames (README
      * "Recording at full rate"): auto (O_DIRECT where the file system and
      * the frame size allow it, else buffered), direct (else the record

@@ -14,8 +14,8 @@
 
 struct octd_endpoints {
     int count;
-    int fd[OCT_MAX_ENDPOINTS];
-    char lock[OCT_MAX_ENDPOINTS][OCT_PATH_MAX];
+    int fd[OCT_MAX_ENDPOINTS + 1];
+    char lock[OCT_MAX_ENDPOINTS + 1][OCT_PATH_MAX];
 };
 
 /* Someone accepts connections on the socket at path. */
@@ -95,8 +95,8 @@ oct_err octd_endpoints_claim(octd_endpoints **out, const oct_daemon_config *cfg,
     octd_endpoints *l = calloc(1, sizeof *l);
     if (!l)
         return oct_error_set(e, OCT_ENOMEM, "out of memory");
-    for (int i = 0; i < cfg->endpoint_count; i++) {
-        const char *ep = cfg->endpoints[i];
+    for (int i = 0; i <= cfg->endpoint_count; i++) { /* the last: [publish] shm_endpoint */
+        const char *ep = i < cfg->endpoint_count ? cfg->endpoints[i] : cfg->pub_shm_endpoint;
         if (strncmp(ep, "ipc://", 6) != 0 || ep[6] == '@') /* abstract: the kernel refuses twice */
             continue;
         oct_err err = claim_one(ep, ep + 6, l->lock[l->count], sizeof l->lock[0],

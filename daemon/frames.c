@@ -107,6 +107,10 @@ typedef struct path_lane {
     int nretired;
     pool_key key;
     bool have_key;
+    /* [publish] shm_endpoint: the image area the pool's buffers are made in
+     * (NULL: none), and how many of its slots have a buffer */
+    octd_area *area;
+    uint32_t area_used;
     bool warned_rekey, warned_copy;
     /* since bound: */
     bool dead;           /* taken out after a device error */
@@ -252,9 +256,20 @@ static void prefault_products(oct_products *p)
         }
 }
 
+/* The frame loop's holders of an area: the last one unmaps it, and removes
+ * its name if no newer area took the name since. */
+static void area_drop(octd_area *a)
+{
+    if (a && --a->refs == 0) {
+        oct_images_close(a->img, a->current);
+        free(a);
+    }
+}
+
 static void slot_free(octd_slot *s)
 {
-    oct_products_destroy(s->prod);
+    oct_products_destroy(s->prod); /* unregisters area memory before it is unmapped */
+    area_drop(s->area);
     free(s);
 }
 
@@ -297,13 +312,11 @@ static bool pool_clear(path_lane *g)
     return true;
 }
 
-static void set_pool_max(path_lane *g, const octd_slot *s)
+/* Zero-copy buffers for products of `bytes` each (pinned: device memory's
+ * budget), also the image area's size. */
+static int pool_max_for(const path_lane *g, uint64_t bytes, bool pinned)
 {
-    uint64_t bytes = prod_bytes(s->prod);
-    if (bytes <= g->slot_bytes)
-        return;
-    g->slot_bytes = bytes;
-    uint64_t n = (s->prod->pinned ? POOL_BYTES_PINNED : POOL_BYTES_HOST) / bytes;
+    uint64_t n = (pinned ? POOL_BYTES_PINNED : POOL_BYTES_HOST) / bytes;
     if (n > POOL_MAX_LARGE)
         n = POOL_MAX_LARGE;
     /* small products: more, all made up front (pool_sync) */
@@ -311,8 +324,86 @@ static void set_pool_max(path_lane *g, const octd_slot *s)
     if (small > n)
         n = small;
     int lo = g->depth + POOL_EXTRA;
-    g->pool_max = n < (uint64_t)lo ? lo : n > POOL_MAX ? POOL_MAX : (int)n;
+    return n < (uint64_t)lo ? lo : n > POOL_MAX ? POOL_MAX : (int)n;
+}
+
+static void set_pool_max(path_lane *g, const octd_slot *s)
+{
+    uint64_t bytes = prod_bytes(s->prod);
+    if (bytes <= g->slot_bytes)
+        return;
+    g->slot_bytes = bytes;
+    g->pool_max = pool_max_for(g, bytes, s->prod->pinned);
+    if (g->area) { /* every buffer in the area: its slots less the copy-only ones */
+        int zc = (int)oct_images_header_of(g->area->img)->slot_count - g->depth;
+        g->pool_max = zc < g->pool_max ? zc : g->pool_max;
+    }
     atomic_store_explicit(&g->gauge.cap, g->pool_max, memory_order_relaxed);
+}
+
+/* [publish] shm_endpoint: a new image area for the pool of the current key
+ * (the pool is empty): its zero-copy buffers and the depth of copy-only
+ * ones, each in a slot, so that every frame's images lie in shared memory.
+ * The area a lane had before keeps only the buffers ZeroMQ still holds. */
+static void lane_area_make(path_lane *g, octd *d)
+{
+    if (g->area) {
+        g->area->current = false; /* the name is about to be another object's */
+        area_drop(g->area);
+        g->area = NULL;
+    }
+    g->area_used = 0;
+    if (!d->cfg.pub_shm_endpoint[0])
+        return;
+    size_t bytes = oct_engine_products_bytes(g->eng, g->key.products);
+    if (bytes == 0)
+        return;
+    bool pinned = strcmp(oct_engine_backend_name(g->eng), "cuda") == 0;
+    uint32_t n = (uint32_t)(pool_max_for(g, bytes, pinned) + g->depth);
+    char name[sizeof d->cfg.pub_shm_name + 16];
+    if (g->index)
+        snprintf(name, sizeof name, "%s.%d", d->cfg.pub_shm_name, g->index);
+    else
+        snprintf(name, sizeof name, "%s", d->cfg.pub_shm_name);
+    oct_error e;
+    oct_images *img;
+    octd_area *a = calloc(1, sizeof *a);
+    if (!a || oct_images_create(&img, name, n, bytes, 0, &e) != OCT_OK) {
+        if (!a)
+            oct_error_set(&e, OCT_ENOMEM, "out of memory");
+        snprintf(d->shm_warning, sizeof d->shm_warning, "[publish] shm_endpoint: no image "
+                 "area: %.170s (its subscribers get no images)", e.msg);
+        octd_log(LOG_WARNING, "%s", d->shm_warning);
+        free(a);
+        return;
+    }
+    a->img = img;
+    a->refs = 1;
+    a->current = true;
+    g->area = a;
+    d->shm_warning[0] = '\0';
+    octd_log(LOG_INFO, "image area %s: %u slots of %zu bytes (%.1f MB) for engine %d's "
+             "products", name, n, bytes, (double)n * (double)oct_images_header_of(img)->slot_stride / 1e6,
+             g->index);
+}
+
+/* The products of a new buffer: in the next slot of the lane's area, else
+ * (no area, or every slot taken) the engine's own memory. */
+static oct_products *products_make(path_lane *g, octd_slot *s, oct_error *e)
+{
+    if (g->area && g->area_used < oct_images_header_of(g->area->img)->slot_count) {
+        const oct_images_header *h = oct_images_header_of(g->area->img);
+        oct_products *p = oct_engine_products_create_in(
+            g->eng, g->key.products, oct_images_slot(g->area->img, g->area_used),
+            (size_t)h->slot_stride, e);
+        if (p) {
+            s->area = g->area;
+            s->area_slot = g->area_used++;
+            g->area->refs++;
+        }
+        return p;
+    }
+    return oct_engine_products_create_for(g->eng, g->key.products, e);
 }
 
 /* A new buffer (refs 0), zero-copy or copy-only; NULL at the limit. */
@@ -331,7 +422,7 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
     CPU_ZERO(&saved);
     bool placed = s && octd_placement_enter(&g->place, &saved);
     if (s)
-        s->prod = oct_engine_products_create_for(g->eng, g->key.products, &e);
+        s->prod = products_make(g, s, &e);
     if (s && s->prod && d->cfg.prefault)
         prefault_products(s->prod);
     octd_placement_leave(placed, &saved);
@@ -349,6 +440,17 @@ static octd_slot *pool_grow(path_lane *g, octd *d, bool copy_only)
     g->slots[g->nslots++] = s;
     g->ncopy += copy_only;
     set_pool_max(g, s);
+    return s;
+}
+
+/* s is taken for a frame: counted as held; its area slot is being
+ * rewritten from now on (the engine writes into it after this). */
+static octd_slot *slot_taken(path_lane *g, octd_slot *s)
+{
+    if (!s->copy_only)
+        atomic_fetch_add_explicit(&g->gauge.held, 1, memory_order_relaxed);
+    if (s->area)
+        oct_images_begin(s->area->img, s->area_slot);
     return s;
 }
 
@@ -370,17 +472,13 @@ static octd_slot *pool_acquire(path_lane *g, octd *d)
                 atomic_load_explicit(&g->slots[i]->refs, memory_order_relaxed) == 0 &&
                 atomic_compare_exchange_strong(&g->slots[i]->refs, &zero, 1)) {
                 g->cursor = (i + 1) % g->nslots;
-                if (!copy_only)
-                    atomic_fetch_add_explicit(&g->gauge.held, 1, memory_order_relaxed);
-                return g->slots[i];
+                return slot_taken(g, g->slots[i]);
             }
         }
         octd_slot *s = pool_grow(g, d, copy_only);
         if (s) {
             atomic_store(&s->refs, 1);
-            if (!copy_only)
-                atomic_fetch_add_explicit(&g->gauge.held, 1, memory_order_relaxed);
-            return s;
+            return slot_taken(g, s);
         }
         if (!copy_only && !g->warned_copy) {
             octd_log(LOG_NOTICE, "all %d product buffers are held by queued messages (stalled "
@@ -413,6 +511,9 @@ static void pool_sync(path_lane *g, octd *d)
         g->warned_rekey = false;
         g->key = k;
         g->have_key = true;
+        lane_area_make(g, d);
+    } else if (!g->area && d->cfg.pub_shm_endpoint[0] && g->nslots == 0) {
+        lane_area_make(g, d); /* an earlier try failed: again while the pool is empty */
     }
     pool_reap(g);
     /* Up front, so the first frames do not wait for (pinned) allocations. */
@@ -421,8 +522,8 @@ static void pool_sync(path_lane *g, octd *d)
     /* Pinned products of a few MB (B-scans; volumes without the volume
      * product): the whole pool now, so that no pinned allocation (slow, and
      * it may synchronise the device) happens in the frame loop. */
-    if (g->nslots > 0 && g->slots[0]->prod->pinned &&
-        (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)
+    if (g->nslots > 0 && (g->area || (g->slots[0]->prod->pinned &&
+                                      (uint64_t)g->pool_max * g->slot_bytes <= POOL_EAGER_BYTES)))
         while (pool_grow(g, d, false))
             ;
     /* Small products' copy-only buffers (depth of them) too: they are first
@@ -430,7 +531,7 @@ static void pool_sync(path_lane *g, octd *d)
      * crowds), and a pinned allocation then (milliseconds; it may
      * synchronise the device) or a fresh buffer's page faults would cost
      * the frame loop frames just when it is busiest. */
-    if (g->nslots > 0 && g->slot_bytes <= POOL_SMALL_BYTES)
+    if (g->nslots > 0 && (g->slot_bytes <= POOL_SMALL_BYTES || g->area))
         while (g->ncopy < g->depth && pool_grow(g, d, true))
             ;
 }
@@ -1298,7 +1399,7 @@ static void lane_trim(path_lane *g)
     for (int i = 0; i < g->nslots; i++) {
         octd_slot *s = g->slots[i];
         bool extra = s->copy_only || zc >= keep;
-        if (extra && slot_idle(s) && !s->prod->pinned) {
+        if (extra && slot_idle(s) && !s->prod->pinned && !s->area) {
             g->ncopy -= s->copy_only;
             slot_free(s);
             continue;
@@ -1360,6 +1461,8 @@ void octd_frames_free(octd *d)
             slot_free(L->slots[i]);
         for (int i = 0; i < L->nretired; i++)
             slot_free(L->retired[i]);
+        area_drop(L->area); /* the last holder: unlinks its name */
+        L->area = NULL;
     }
     octd_reorder_destroy(g->order);
     free(g);

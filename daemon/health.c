@@ -175,6 +175,8 @@ static void compute(octd *d, octd_health *h, uint64_t now)
     h->warning_count = 0;
     if (d->engine_warning[0]) /* an engine was taken out (several engines, issue 20) */
         warn(h, "%s", d->engine_warning);
+    if (d->shm_warning[0]) /* [publish] shm_endpoint has no image area */
+        warn(h, "%s", d->shm_warning);
     const oct_params *p = &d->params;
     const oct_geometry *g = d->ring ? &d->ring_geom : d->eng ? &d->eng_geom : NULL;
     uint32_t asked = p->products & ~OCT_PRODUCT_F32;

@@ -584,7 +584,17 @@ static void do_reload(octd *d)
     bool pub_changed = cfg.sndhwm != d->cfg.sndhwm || cfg.endpoint_count != d->cfg.endpoint_count ||
                        cfg.pub_sndbuf != d->cfg.pub_sndbuf || cfg.pub_io_threads != d->cfg.pub_io_threads ||
                        cfg.pub_nice != d->cfg.pub_nice || strcmp(cfg.pub_cpus, d->cfg.pub_cpus) != 0 ||
-                       cfg.pub_copies != d->cfg.pub_copies || cfg.pub_stats_s != d->cfg.pub_stats_s;
+                       cfg.pub_copies != d->cfg.pub_copies || cfg.pub_stats_s != d->cfg.pub_stats_s ||
+                       strcmp(cfg.pub_shm_endpoint, d->cfg.pub_shm_endpoint) != 0;
+    if ((cfg.pub_shm_endpoint[0] != 0) != (d->cfg.pub_shm_endpoint[0] != 0) ||
+        strcmp(cfg.pub_shm_name, d->cfg.pub_shm_name) != 0) {
+        /* the pool's buffers are made in the area: only a new pool may change that */
+        octd_log(LOG_WARNING, "reload: turning [publish] shm_endpoint on or off, or a new "
+                 "shm_name, takes effect at the next start");
+        memcpy(cfg.pub_shm_name, d->cfg.pub_shm_name, sizeof cfg.pub_shm_name);
+        if ((cfg.pub_shm_endpoint[0] != 0) != (d->cfg.pub_shm_endpoint[0] != 0))
+            memcpy(cfg.pub_shm_endpoint, d->cfg.pub_shm_endpoint, sizeof cfg.pub_shm_endpoint);
+    }
     for (int i = 0; !pub_changed && i < cfg.endpoint_count; i++)
         pub_changed = strcmp(cfg.endpoints[i], d->cfg.endpoints[i]) != 0;
     if (pub_changed) {

@@ -51,6 +51,7 @@ typedef struct octd {
     int neng;
     char engine_warning[256]; /* why an engine was taken out ("" = none) */
     bool engine_warning_shown; /* it is in the status block's warnings */
+    char shm_warning[256];     /* why [publish] shm_endpoint serves no images ("" = it does) */
     uint64_t engines_gen;      /* counts re-plans of the engines */
     oct_geometry eng_geom;
     oct_params params;         /* the good values in use */

@@ -157,6 +157,10 @@ struct octd_pub {
     uint64_t n_behind; /* the frame loop's: copy-only images dropped while behind */
     atomic_uint_fast64_t st_behind;
     copy_cache cache;
+    /* [publish] shm_endpoint: header-only messages for local subscribers
+     * that read the images out of the image areas; a context of its own, so
+     * that a crowd on the endpoints above shares no I/O thread with them */
+    void *shm_ctx, *shm_sock;
 };
 
 void octd_pub_set_spacing(octd_pub *p, const float spacing_um[3])
@@ -549,6 +553,27 @@ static oct_err pin_cpus(octd_pub *p, const oct_daemon_config *cfg, oct_error *e)
     return OCT_OK;
 }
 
+/* The header-only PUB socket of [publish] shm_endpoint.  The frame loop
+ * sends on it directly (a few hundred bytes an image, DONTWAIT): a PUB
+ * drops per subscriber at its HWM, and its subscribers are local readers. */
+static oct_err shm_socket(octd_pub *p, const oct_daemon_config *cfg, int hwm, oct_error *e)
+{
+    if (!(p->shm_ctx = zmq_ctx_new()))
+        return oct_error_set(e, OCT_EIO, "[publish] shm_endpoint: zmq_ctx_new: %s",
+                             zmq_strerror(zmq_errno()));
+    zmq_ctx_set(p->shm_ctx, ZMQ_IO_THREADS, 1);
+    int linger = 0;
+    if (!(p->shm_sock = zmq_socket(p->shm_ctx, ZMQ_PUB)) ||
+        zmq_setsockopt(p->shm_sock, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(p->shm_sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0)
+        return oct_error_set(e, OCT_EIO, "[publish] shm_endpoint: zmq_socket: %s",
+                             zmq_strerror(zmq_errno()));
+    if (zmq_bind(p->shm_sock, cfg->pub_shm_endpoint) != 0)
+        return oct_error_set(e, OCT_EIO, "%s: [publish] shm_endpoint: cannot bind '%s': %s",
+                             cfg->source_path, cfg->pub_shm_endpoint, zmq_strerror(zmq_errno()));
+    return OCT_OK;
+}
+
 oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error *e)
 {
     *out = NULL;
@@ -637,6 +662,8 @@ oct_err octd_pub_create(octd_pub **out, const oct_daemon_config *cfg, oct_error 
             goto fail;
         }
     }
+    if (cfg->pub_shm_endpoint[0] && shm_socket(p, cfg, hwm, e) != OCT_OK)
+        goto fail;
     int nodrop = 1;
     if (zmq_setsockopt(p->sock, ZMQ_XPUB_NODROP, &nodrop, sizeof nodrop) != 0) {
         oct_error_set(e, OCT_EIO, "zmq_setsockopt(XPUB, XPUB_NODROP): %s", zmq_strerror(zmq_errno()));
@@ -713,6 +740,11 @@ void octd_pub_destroy(octd_pub *p)
             if (socks[i])
                 zmq_close(socks[i]);
     }
+    if (p->shm_sock)
+        zmq_close(p->shm_sock);
+    if (p->shm_ctx)
+        while (zmq_ctx_term(p->shm_ctx) != 0 && zmq_errno() == EINTR)
+            ;
     /* zmq_ctx_term returns once every message is released, so the slots are
      * free afterwards (linger 0: nothing waits for subscribers). */
     if (p->ctx)
@@ -802,9 +834,15 @@ static int send_part(void *sock, const void *data, size_t len, octd_slot *s, int
     return 0;
 }
 
+/* Where an image lies in an image area (the shm_endpoint's headers). */
+typedef struct shm_where {
+    const char *name;
+    oct_image_ref ref;
+} shm_where;
+
 static size_t image_header(char *buf, size_t cap, const char *topic, int method, int kind,
                            const char *kind_name, bool f32, uint64_t image_seq, const oct_image *img,
-                           const octd_frame_meta *m, const float spacing_um[3])
+                           const octd_frame_meta *m, const float spacing_um[3], const shm_where *w)
 {
     octd_json j;
     octd_json_begin(&j, buf, cap);
@@ -843,7 +881,40 @@ static size_t image_header(char *buf, size_t cap, const char *topic, int method,
         double sp[3] = {spacing_um[0], spacing_um[1], spacing_um[2]};
         octd_json_f64_array(&j, "spacing_um", sp, 3);
     }
+    if (w) {
+        octd_json_str(&j, "shm_name", w->name);
+        octd_json_u64(&j, "shm_id", w->ref.id);
+        octd_json_u64(&j, "shm_slot", w->ref.slot);
+        octd_json_u64(&j, "shm_seq", w->ref.seq);
+        octd_json_u64(&j, "shm_offset", w->ref.offset);
+        octd_json_u64(&j, "shm_bytes", w->ref.bytes);
+    }
     return octd_json_end(&j);
+}
+
+/* One image's header-only message on [publish] shm_endpoint; what it cannot
+ * send (HWM of a PUB: never for one subscriber only) is counted. */
+static void send_shm(octd_pub *p, octd_slot *s, const char *tp, int method, int kind, bool f32,
+                     uint64_t seq, const oct_image *img, const octd_frame_meta *m,
+                     const void *data, size_t bytes)
+{
+    char header[2048];
+    oct_error e;
+    shm_where w = {.name = oct_images_name(s->area->img)};
+    size_t hlen = 0;
+    if (oct_images_ref(s->area->img, s->area_slot, data, bytes, &w.ref, &e) != OCT_OK ||
+        (hlen = image_header(header, sizeof header, tp, method, kind, NULL, f32, seq, img, m,
+                             p->spacing_um, &w)) == 0 ||
+        zmq_send(p->shm_sock, tp, strlen(tp), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        p->counts.shm_drops++;
+        return;
+    }
+    if (zmq_send(p->shm_sock, header, hlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+        zmq_send(p->shm_sock, "", 0, ZMQ_DONTWAIT) < 0) {
+        p->counts.shm_drops++;
+        return;
+    }
+    p->counts.shm_sent++;
 }
 
 unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
@@ -863,6 +934,9 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
     bool pool = !s->copy_only;
     bool flag_pool = pool && p->copies == OCT_PUB_COPIES_PUBLISHER;
     bool flag_auto = pool && p->copies == OCT_PUB_COPIES_AUTO && s->gauge;
+    if (s->area) /* the engine is done with the slot: its images are whole */
+        oct_images_end(s->area->img, s->area_slot);
+    bool shm = s->area && p->shm_sock;
     for (int method = 0; method < OCT_METHOD_COUNT; method++) {
         for (int kind = 0; kind < OCT_KIND_COUNT; kind++) {
             const oct_image *img = &s->prod->img[method][kind];
@@ -877,7 +951,8 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                     continue;
                 images++;
                 uint64_t seq = p->image_seq[method][kind][f32]++;
-                if (!octd_pub_wanted(p, method, kind, f32)) {
+                bool wanted = octd_pub_wanted(p, method, kind, f32);
+                if (!wanted && !shm) {
                     /* nobody's prefix matches: not built, not sent */
                     p->counts.unwanted++;
                     sent++;
@@ -889,10 +964,18 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 char *tp = topic + AUTO_PREFIX;
                 snprintf(tp, sizeof topic - AUTO_PREFIX, "%s/%s%s", oct_kind_name(kind),
                          oct_product_method_name(method, kind), f32 ? "/f32" : "");
-                size_t hlen = image_header(header, sizeof header, tp, method, kind, NULL,
-                                           f32, seq, img, m, p->spacing_um);
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
+                if (shm) /* local readers first: theirs is the short path */
+                    send_shm(p, s, tp, method, kind, f32, seq, img, m, data, bytes);
+                if (!wanted) {
+                    p->counts.unwanted++;
+                    sent++;
+                    *last_sent_ns = oct_time_realtime_ns();
+                    continue;
+                }
+                size_t hlen = image_header(header, sizeof header, tp, method, kind, NULL,
+                                           f32, seq, img, m, p->spacing_um, NULL);
                 if (hlen == 0) {
                     octd_log(LOG_ERR, "%s: header does not fit in %zu bytes", tp,
                              sizeof header);
@@ -970,7 +1053,7 @@ unsigned octd_pub_send_image(octd_pub *p, const char *topic, const char *kind_na
     /* kind -1: no SPEC 2.4 kind ("requested" is an en-face field) */
     int kind = strncmp(kind_name, "enface", 6) == 0 ? OCT_KIND_ENFACE : -1;
     size_t hlen = image_header(header, sizeof header, topic, method, kind, kind_name, f32,
-                               image_seq, img, m, p->spacing_um);
+                               image_seq, img, m, p->spacing_um, NULL);
     if (data && hlen > 0)
         p->counts.handed++;
     if (!data || hlen == 0 ||

@@ -33,7 +33,21 @@ typedef struct octd_slot {
      * off the ring, submitted to the engine, completed (products in host
      * memory); the headers' t_take_ns, t_sub_ns, t_done_ns (issue 19) */
     uint64_t t_take_ns, t_sub_ns, t_done_ns;
+    /* [publish] shm_endpoint: the products lie in slot area_slot of this
+     * image area (frames.c's; NULL: ordinary memory).  Its seqlock is odd
+     * from pool_acquire until octd_pub_send_products publishes the frame. */
+    struct octd_area *area;
+    uint32_t area_slot;
 } octd_slot;
+
+/* An engine's image area (ipc oct_images) and its holders: the pool's
+ * buffers laid out in it (a buffer ZeroMQ still holds keeps an old area
+ * mapped after a new one replaced it). */
+typedef struct octd_area {
+    oct_images *img;
+    int refs;      /* the frame loop's: buffers made in it, + 1 while it is the lane's */
+    bool current;  /* still the lane's (its name is not yet another object's) */
+} octd_area;
 
 typedef struct octd_pub octd_pub;
 
@@ -72,6 +86,8 @@ typedef struct octd_pub_counts {
      * buffers) */
     uint64_t pub_copies, pub_zero_copy, frame_copies;
     uint64_t behind_drops; /* copy-only images dropped while octd caught up */
+    /* [publish] shm_endpoint: header-only messages sent / not sent */
+    uint64_t shm_sent, shm_drops;
 } octd_pub_counts;
 /* Whether more than half of g's pool is held (copies = auto copies then). */
 bool octd_pool_low(const octd_pool_gauge *g);

@@ -73,9 +73,14 @@ oct_err oct_images_create(oct_images **out, const char *name, uint32_t slots,
     if (fd < 0)
         return oct_error_set(e, errno == EACCES ? OCT_EPERM : OCT_EIO,
                              "image area %s: shm_open: %s", name, strerror(errno));
-    if (fchmod(fd, (mode_t)mode) != 0 || ftruncate(fd, (off_t)bytes) != 0) {
+    /* allocated now, not on first touch: a full /dev/shm is an error here,
+     * never a SIGBUS in the middle of a frame */
+    int fa = 0;
+    if (fchmod(fd, (mode_t)mode) != 0 || ftruncate(fd, (off_t)bytes) != 0 ||
+        ((fa = posix_fallocate(fd, 0, (off_t)bytes)) != 0 && (errno = fa))) {
         err = oct_error_set(e, errno == ENOSPC ? OCT_ENOMEM : OCT_EIO,
-                            "image area %s: %llu bytes: %s", name, (unsigned long long)bytes,
+                            "image area %s: %u slots of %llu bytes (%llu MB): %s", name, slots,
+                            (unsigned long long)stride, (unsigned long long)(bytes >> 20),
                             strerror(errno));
         close(fd);
         shm_unlink(name);
