@@ -147,6 +147,8 @@ START_TEST(ini_defaults_and_values)
     ck_assert_str_eq(c.pub_cpus, "");
     ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_AUTO);
     ck_assert_int_eq(c.pub_stats_s, 0);
+    ck_assert_str_eq(c.pub_shm_endpoint, "");
+    ck_assert_str_eq(c.pub_shm_name, "/octd-images");
     ck_assert_int_eq(c.log_level, LOG_INFO);
     ck_assert_str_eq(c.profile_path, "");
     ck_assert_int_eq(c.record_io, OCT_RECORD_IO_AUTO);
@@ -218,6 +220,10 @@ START_TEST(ini_defaults_and_values)
     t = "[publish]\ncopies = auto\n";
     ck_assert_int_eq(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e), OCT_OK);
     ck_assert_int_eq(c.pub_copies, OCT_PUB_COPIES_AUTO);
+    t = "[publish]\nshm_endpoint = ipc:///run/octd/images\nshm_name = /lab-images\n";
+    ck_assert_msg(oct_daemon_config_parse(&c, t, strlen(t), "c.ini", &e) == OCT_OK, "%s", e.msg);
+    ck_assert_str_eq(c.pub_shm_endpoint, "ipc:///run/octd/images");
+    ck_assert_str_eq(c.pub_shm_name, "/lab-images");
 }
 END_TEST
 
@@ -273,6 +279,10 @@ static const ini_case ini_cases[] = {
     {"[publish]\ncpus = 1-\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus: '1-'"},
     {"[publish]\ncpus = a,b\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
     {"[publish]\ncpus = ,2\n", OCT_EINVAL, "c.ini:2:", "[publish] cpus"},
+    {"[publish]\nshm_endpoint = /run/octd/images\n", OCT_EINVAL, "c.ini:2:", "[publish] shm_endpoint: '/run/octd/images' is not a ZeroMQ endpoint"},
+    {"[publish]\nshm_name = octd-images\n", OCT_EINVAL, "c.ini:2:", "[publish] shm_name: 'octd-images' is not a shared-memory name"},
+    {"[publish]\nshm_name = /a/b\n", OCT_EINVAL, "c.ini:2:", "[publish] shm_name"},
+    {"[publish]\nendpoint = ipc:///tmp/x\nshm_endpoint = ipc:///tmp/x\n", OCT_EINVAL, "c.ini:", "shm_endpoint 'ipc:///tmp/x' is also an endpoint"},
     {"[log]\nlevel = loud\n", OCT_EINVAL, "c.ini:2:", "[log] level"},
     {"[save]\nrecord_io = odirect\n", OCT_EINVAL, "c.ini:2:", "[save] record_io: 'odirect'"},
     {"backend = cpu\n", OCT_EPARSE, "c.ini:1:", "backend: key outside"},

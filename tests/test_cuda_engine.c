@@ -27,9 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lib/engine_suite.h"
 #include "oct_engine.h"
+#include "oct_ipc.h"
 #include "lib/ref64.h"
 #include "lib/testutil.h"
 #ifdef OCT_HAVE_CUDA
@@ -166,6 +168,35 @@ START_TEST(t_cpu_pipeline)
     ck_assert_msg(oct_engine_process(eng, f2, bytes, ref, &e) == OCT_OK, "%s", e.msg);
     products_equal(b, ref, "cpu submit (engine products) vs process");
     oct_engine_unregister_host(eng, f1);
+
+    /* laid out in the caller's memory (octd's image area): the images lie
+     * inside it, never grow out of it, and equal process's */
+    size_t need = oct_engine_products_bytes(eng, p.products);
+    ck_assert_uint_gt(need, 0);
+    ck_assert_uint_lt(oct_engine_products_bytes(eng, OCT_PRODUCT_BIT(OCT_KIND_BSCAN)), need);
+    uint8_t *mem = aligned_alloc(4096, (need + 4095) & ~(size_t)4095);
+    ck_assert_ptr_null(oct_engine_products_create_in(eng, p.products, mem, need - 1, &e));
+    ck_assert_msg(strstr(e.msg, "need") != NULL, "%s", e.msg);
+    ck_assert_ptr_null(oct_engine_products_create_in(eng, p.products, mem + 8, need, &e));
+    oct_products *c = oct_engine_products_create_in(eng, p.products, mem, need, &e);
+    ck_assert_msg(c != NULL, "%s", e.msg);
+    memset(mem, 0xa5, need); /* poisoned: every pixel must be written */
+    ck_assert_msg(oct_engine_submit(eng, f1, bytes, c, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_int_eq(oct_engine_complete(eng, &done, 100, &e), OCT_OK);
+    ck_assert_ptr_eq(done, c);
+    ck_assert_msg(oct_engine_process(eng, f1, bytes, ref, &e) == OCT_OK, "%s", e.msg);
+    products_equal(c, ref, "cpu submit (caller's memory) vs process");
+    for (int m = 0; m < OCT_METHOD_COUNT; m++)
+        for (int k = 0; k < OCT_KIND_COUNT; k++) {
+            const oct_image *im = &c->img[m][k];
+            if (!im->present) continue;
+            ck_assert(im->u8 >= mem && im->u8 + im->count <= mem + need);
+            ck_assert(im->f32 && (uint8_t *)im->f32 >= mem &&
+                      (uint8_t *)(im->f32 + im->count) <= mem + need);
+        }
+    oct_products_destroy(c); /* the memory stays the caller's */
+    mem[0] = 1;
+    free(mem);
 
     oct_products_destroy(a);
     oct_products_destroy(b);
@@ -914,8 +945,21 @@ START_TEST(t_pipeline)
         ck_assert_msg(oct_engine_process(gpu, frames[i], f.bytes, sync[i], &e) == OCT_OK, "%s", e.msg);
     }
     oct_products *pool[OCT_ENGINE_DEPTH_MAX];
+    /* the third: in a slot of an image area ([publish] shm_endpoint), so
+     * the device's copies land in registered shared memory */
+    oct_images *area = NULL;
+    char aname[64];
+    snprintf(aname, sizeof aname, "/octtest-cuda-%d", (int)getpid());
     for (int i = 0; i < depth; i++) {
-        pool[i] = (i & 1) ? oct_products_create() : oct_engine_products_create(gpu, &e);
+        if (i == 2) {
+            size_t need = oct_engine_products_bytes(gpu, OCT_PRODUCTS_KNOWN);
+            ck_assert_msg(oct_images_create(&area, aname, 2, need, 0, &e) == OCT_OK, "%s", e.msg);
+            void *slot = oct_images_slot(area, 1);
+            memset(slot, 0xa5, need);
+            pool[i] = oct_engine_products_create_in(gpu, OCT_PRODUCTS_KNOWN, slot, need, &e);
+        } else {
+            pool[i] = (i & 1) ? oct_products_create() : oct_engine_products_create(gpu, &e);
+        }
         ck_assert_msg(pool[i] != NULL, "%s", e.msg);
         ck_assert(pool[i]->pinned == !(i & 1));
     }
@@ -945,6 +989,7 @@ START_TEST(t_pipeline)
     }
     ck_assert_int_eq(oct_engine_inflight(gpu), 0);
     for (int i = 0; i < depth; i++) oct_products_destroy(pool[i]);
+    oct_images_close(area, true); /* after the products: they unregister it */
     for (int i = 0; i < nframes; i++) {
         oct_products_destroy(sync[i]);
         free(frames[i]);
