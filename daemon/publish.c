@@ -722,9 +722,9 @@ void octd_pub_destroy(octd_pub *p)
                  "changes handled by the publisher thread; %" PRIu64 " images of copy-only "
                  "buffers dropped while octd caught up", p->counts.handed, p->counts.unwanted,
                  (uint64_t)atomic_load(&p->sub_events), p->n_behind);
-    if (p->shm_sock)
-        octd_log(LOG_INFO, "publisher: %" PRIu64 " image headers sent on [publish] shm_endpoint, "
-                 "%" PRIu64 " not sent", p->counts.shm_sent, p->counts.shm_drops);
+        if (p->shm_sock)
+            octd_log(LOG_INFO, "publisher: %" PRIu64 " image headers sent on [publish] "
+                     "shm_endpoint, %" PRIu64 " not sent", p->counts.shm_sent, p->counts.shm_drops);
         /* the proxy ends on TERMINATE and closes its sockets; should the
          * send fail, ending the context below ends it with ETERM */
         if (zmq_send(p->ctl, "TERMINATE", 9, 0) == 9) {
