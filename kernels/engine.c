@@ -1033,7 +1033,7 @@ oct_products *oct_engine_products_create(oct_engine *eng, oct_error *e)
  * out from base, 64-byte aligned; returns the bytes.  p NULL: only counts. */
 static size_t products_layout(const oct_engine *eng, oct_products *p, uint32_t products, uint8_t *base)
 {
-    bool f32 = (products & OCT_PRODUCT_F32) != 0;
+    bool f32 = (products & OCT_PRODUCT_F32) != 0 || eng->ops->f32_always;
     size_t off = 0;
     for (int m = 0; m < OCT_METHOD_COUNT; m++) {
         uint32_t D = eng->depths[m];

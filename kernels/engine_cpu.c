@@ -1011,5 +1011,6 @@ const oct_backend_ops oct_cpu_backend = {
     .prepare = cpu_prepare,
     .msi_rates = cpu_msi_rates,
     .host_timing = true,
+    .f32_always = true,
     .process = cpu_process,
 };

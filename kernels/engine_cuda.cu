@@ -535,7 +535,7 @@ oct_err cuda_process(oct_engine *eng, const void *frame, oct_products *out, oct_
 extern "C" {
 
 const oct_backend_ops oct_cuda_backend = {
-    "cuda", cuda_create, cuda_destroy, cuda_prepare, cuda_msi_rates, false, cuda_process,
+    "cuda", cuda_create, cuda_destroy, cuda_prepare, cuda_msi_rates, false, false, cuda_process,
     DEPTH, cuda_submit, cuda_complete, cuda_input_done, cuda_inflight,
     cuda_register_host, cuda_unregister_host, cuda_products_alloc, cuda_products_adopt};
 

@@ -35,6 +35,9 @@ typedef struct oct_backend_ops {
     void (*msi_rates)(const oct_setup *s, oct_msi_rates *r);
     /* The backend runs on the host: device_ms is the whole call. */
     bool host_timing;
+    /* It computes every image into its f32 buffer (the CPU): products laid
+     * out in caller memory get one whatever OCT_PRODUCT_F32 says. */
+    bool f32_always;
     /* One frame (size already checked) into out, with eng->plan. */
     oct_err (*process)(oct_engine *eng, const void *frame, oct_products *out, oct_error *e);
     /* Optional pipelining and DMA (NULL: engine.c's synchronous fallback of

@@ -195,6 +195,17 @@ START_TEST(t_cpu_pipeline)
                       (uint8_t *)(im->f32 + im->count) <= mem + need);
         }
     oct_products_destroy(c); /* the memory stays the caller's */
+    /* without float32 copies asked for: the CPU still computes into f32
+     * buffers of its own products, so the layout has room for them */
+    oct_params p8 = p;
+    p8.products = 0x3fu;
+    ck_assert_msg(oct_engine_set_params(eng, &p8, &e) == OCT_OK, "%s", e.msg);
+    c = oct_engine_products_create_in(eng, p8.products, mem, oct_engine_products_bytes(eng, p8.products), &e);
+    ck_assert_msg(c != NULL, "%s", e.msg);
+    ck_assert_msg(oct_engine_process(eng, f2, bytes, c, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_engine_process(eng, f2, bytes, ref, &e) == OCT_OK, "%s", e.msg);
+    products_equal(c, ref, "cpu u8 only (caller's memory) vs process");
+    oct_products_destroy(c);
     mem[0] = 1;
     free(mem);
 
