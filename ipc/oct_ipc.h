@@ -680,7 +680,14 @@ typedef struct oct_images_header {
     uint64_t seq[OCT_IMAGES_SLOTS_MAX]; /* 64 atomic: each slot's seqlock */
 } oct_images_header;
 OCT_ABI_ASSERT(sizeof(oct_images_header) == OCT_IMAGES_HEADER_BYTES, "image area header size");
+OCT_ABI_ASSERT(offsetof(oct_images_header, magic) == 0, "images magic");
+OCT_ABI_ASSERT(offsetof(oct_images_header, abi_major) == 8, "images abi_major");
+OCT_ABI_ASSERT(offsetof(oct_images_header, abi_minor) == 12, "images abi_minor");
+OCT_ABI_ASSERT(offsetof(oct_images_header, header_bytes) == 16, "images header_bytes");
+OCT_ABI_ASSERT(offsetof(oct_images_header, slot_count) == 20, "images slot_count");
 OCT_ABI_ASSERT(offsetof(oct_images_header, slot_stride) == 24, "images slot_stride");
+OCT_ABI_ASSERT(offsetof(oct_images_header, slot0_offset) == 32, "images slot0_offset");
+OCT_ABI_ASSERT(offsetof(oct_images_header, owner_pid) == 48, "images owner_pid");
 OCT_ABI_ASSERT(offsetof(oct_images_header, id) == 40, "images id");
 OCT_ABI_ASSERT(offsetof(oct_images_header, state) == 56, "images state");
 OCT_ABI_ASSERT(offsetof(oct_images_header, seq) == 64, "images seq");

@@ -10,6 +10,9 @@
 # the benchmark's business (the table is printed), not a pass/fail test's.
 # Smoke runs of `octbench --quick --only ipc` and `--only bscan-msi --backend
 # cpu` (exit 0, their tables printed), and of `--e2e --only angio` (issue 18).
+# `--e2e --sub-shm` (the subscriber on [publish] shm_endpoint, copying each
+# image out of octd's image area, over two SUB sockets) once this octd
+# accepts shm_endpoint (octd --check-config on a config with it).
 # Then tests/e2e_daemon.sh once more with [ring] zero_copy = on.
 # Exit 0 pass, 77 skip, else fail.  About 30 s.
 set -u
@@ -32,6 +35,7 @@ timeout 90 "$BIN/octbench" --e2e --quick --backend cpu --seconds 0.5 --producer 
     --json "$TMP/e2e.json" >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --producer commit (in place) exit $?"
 grep -q "frame path: cpu, .*read in place" "$TMP/out.txt" || fail "octd did not read frames in place"
 grep -q "commit producer alone (headers only" "$TMP/out.txt" || fail "no commit-producer line"
+grep -q "through shared memory" "$TMP/out.txt" && fail "a shared-memory subscriber without --sub-shm"
 check_rows volume commit
 check_rows bscan commit
 [ "$(grep -c '"part":"e2e".*"producer":"commit"' "$TMP/e2e.json")" -ge 2 ] || fail "JSON lines missing"
@@ -48,6 +52,25 @@ timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only angio --seconds 2 
     --frame-rate 20 --threads 1 >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --only angio exit $?"
 check_rows angio commit
 echo "ok   angiography groups (R = 4), commit producer paced: $(summary)"
+
+# --sub-shm: images copied out of octd's image area; only where octd knows [publish] shm_endpoint
+printf 'geometry: {samples: 256, ascans: 64, lines: 1, sample_type: u16, sample_shift: 0}\nmethods: [cfd]\nproducts: [bscan]\n' >"$TMP/shm.yaml"
+printf '[publish]\nendpoint = ipc://%s/shm-check.pub\nshm_endpoint = ipc://%s/shm-check-shm.pub\n[profile]\npath = %s/shm.yaml\n' \
+    "$TMP" "$TMP" "$TMP" >"$TMP/shm.ini"
+if "$BIN/octd" --config "$TMP/shm.ini" --check-config >/dev/null 2>&1; then
+    timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only bscan --seconds 0.5 --producer commit --frame-rate 100 \
+        --sub-shm --sub-sockets 2 --topics bscan/cfd,bscan/msi --json "$TMP/shm.json" >"$TMP/out.txt" 2>&1 ||
+        fail "octbench --e2e --sub-shm exit $?"
+    grep -q "^# subscriber: through shared memory, on \[publish\] shm_endpoint ipc://" "$TMP/out.txt" ||
+        fail "--sub-shm: the subscriber is not on the shm endpoint"
+    check_rows bscan commit
+    grep -q "^# bscan: subscriber through shared memory: gaps [0-9]*, lost in shm [0-9]* " "$TMP/out.txt" ||
+        fail "--sub-shm: no 'lost in shm' line"
+    grep -q '"part":"e2e".*"sub_shm":true,"shm_lost":[0-9]' "$TMP/shm.json" || fail "--sub-shm: JSON line without shm_lost"
+    echo "ok   subscriber through shared memory (2 SUB sockets): $(summary)$(sed -n 's/^# bscan: subscriber through shared memory: \(gaps [0-9]*, lost in shm [0-9]*\).*/\1/p' "$TMP/out.txt" | head -1)"
+else
+    echo "ok (skipped) --sub-shm: $BIN/octd does not accept [publish] shm_endpoint"
+fi
 
 # smoke runs of the other parts: the IPC ring benchmark and one engine workload
 timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
@@ -76,7 +99,10 @@ grep -q "must be copy, commit or both" "$TMP/out.txt" || fail "--producer dma: n
 grep -q "must be STALLED:CHURNING" "$TMP/out.txt" || fail "--hostile 5: no clear message"
 "$BIN/octbench" --e2e --hostile 1:1 --hostile-cpus 3-x >"$TMP/out.txt" 2>&1 && fail "--hostile-cpus 3-x accepted"
 grep -q "hostile-cpus 3-x: must be a CPU list" "$TMP/out.txt" || fail "--hostile-cpus 3-x: no clear message"
-echo "ok   bad --only / --producer / --hostile / --hostile-cpus refused with a clear message"
+"$BIN/octbench" --e2e --sub-shm --publish-keys shm_endpoint=ipc:///tmp/x >"$TMP/out.txt" 2>&1 &&
+    fail "--sub-shm with shm_endpoint in --publish-keys accepted"
+grep -q "sub-shm sets \[publish\] shm_endpoint itself" "$TMP/out.txt" || fail "--sub-shm --publish-keys shm_endpoint=: no clear message"
+echo "ok   bad --only / --producer / --hostile / --hostile-cpus / --sub-shm with shm_endpoint refused with a clear message"
 # the daemon's own end-to-end test (images = octproc's, control values,
 # snapshot/review/save, reload, ring restart, stop) through the in-place input
 if [ -f tests/e2e_daemon.sh ]; then

@@ -54,6 +54,8 @@ typedef struct octbench_opts {
     int ring_slots;         /* --ring-slots N: the frame ring's slots (0: the default) */
     const char *topics;     /* --topics T[,T...]: the subscriber's prefixes (NULL: all) */
     int sub_sockets;        /* --sub-sockets N: the topics dealt to N connections (0: 1) */
+    bool sub_shm;           /* --sub-shm: the subscriber on octd's [publish] shm_endpoint,
+                             * copying each image out of octd's image area */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -37,7 +37,12 @@
  * burst is not taken for octd's latency; octd's frame-loop profile
  * (daemon/loop_prof.h) is printed from its log after each run.  The
  * subscriber (bench_sub.c) takes --topics only, over --sub-sockets
- * connections.
+ * connections.  --sub-shm: octd.ini gets [publish] shm_endpoint (an ipc://
+ * endpoint here) and shm_name (a private image area), and the subscriber
+ * reads that endpoint's header-only messages and copies each image out of
+ * the area before it counts as received; images overwritten first are
+ * "lost in shm" (a line after each row); --hostile's crowd stays on the
+ * normal endpoint.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -389,7 +394,7 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     oct_status_block b0, b1;
     status_now(st, &b0);
     pthread_mutex_lock(&sub->mu);
-    uint64_t gaps0 = sub->gaps;
+    uint64_t gaps0 = sub->gaps, msgs0 = sub->msgs, bytes0 = sub->bytes, lost0 = sub->shm_lost;
     sub->nlat = 0;
     sub->frames_in_win = sub->partial_in_win = 0;
     sub->win_lo = UINT64_MAX; /* nothing measured during warm-up */
@@ -438,6 +443,10 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     r->frames = sub->frames_in_win;
     r->partial = sub->partial_in_win;
     r->gaps = sub->gaps - gaps0;
+    r->msgs = sub->msgs - msgs0;
+    r->bytes = sub->bytes - bytes0;
+    r->shm_lost = sub->shm_lost - lost0;
+    r->shm = sub->shm;
     if (sub->nlat) {
         qsort(sub->lat, sub->nlat, sizeof *sub->lat, cmp_u64);
         r->p50 = (double)sub->lat[sub->nlat / 2] / 1e6;
@@ -489,6 +498,11 @@ void print_phase(const workload *w, const char *backend, const char *prod,
                "us; %" PRIu64 " frames more than a period late, longest back-to-back burst %"
                PRIu64 "\n", w->name, r->rate_asked, r->late_p50_us, r->late_p99_us,
                r->late_max_us, r->late_frames, r->late_burst);
+    if (r->shm)
+        printf("# %s: subscriber through shared memory: gaps %" PRIu64 ", lost in shm %" PRIu64
+               " (overwritten before they were copied); %" PRIu64 " messages, %.2f MB of images "
+               "copied in the phase (warm-up included)\n",
+               w->name, r->gaps, r->shm_lost, r->msgs, (double)r->bytes / 1e6);
     if (json)
         fprintf(json,
                 "{\"part\":\"e2e\",\"workload\":\"%s\",\"backend\":\"%s\",\"producer\":\"%s\","
@@ -498,15 +512,20 @@ void print_phase(const workload *w, const char *backend, const char *prod,
                 ",\"processed\":%" PRIu64 ",\"skipped\":%" PRIu64 ",\"torn\":%" PRIu64
                 ",\"drops\":%" PRIu64 ",\"gaps\":%" PRIu64 ",\"lost\":%" PRId64
                 ",\"producer_late_p99_us\":%.0f,\"producer_late_max_us\":%.0f,"
-                "\"producer_late_frames\":%" PRIu64 ",\"producer_burst\":%" PRIu64 "}\n",
+                "\"producer_late_frames\":%" PRIu64 ",\"producer_burst\":%" PRIu64,
                 w->name, backend, prod, subs, policy, r->rate_asked, r->seconds, r->fps, r->ascans_s, r->gbs,
                 r->p50, r->p99, r->pmax, r->produced, r->processed, r->skipped, r->torn, r->drops,
                 r->gaps, r->lost, r->late_p99_us, r->late_max_us, r->late_frames, r->late_burst);
+    if (json && r->shm)
+        fprintf(json, ",\"sub_shm\":true,\"shm_lost\":%" PRIu64, r->shm_lost);
+    if (json)
+        fprintf(json, "}\n");
 }
 
 static bool no_loss(const phase_result *r)
 {
-    return r->lost <= 0 && r->skipped == 0 && r->torn == 0 && r->drops == 0 && r->gaps == 0;
+    return r->lost <= 0 && r->skipped == 0 && r->torn == 0 && r->drops == 0 && r->gaps == 0 &&
+           r->shm_lost == 0;
 }
 
 /* Producer alone: frames/s into a private ring nobody reads. */
@@ -602,6 +621,27 @@ static int angio_profile(char *text, size_t len, const workload *w)
                     strcmp(w->name, "angio-align") ? "off" : "axial", D / 4, D / 2);
 }
 
+/* --sub-shm: octd.ini [publish] shm_endpoint (and shm_name, area NULL: one
+ * of --publish-keys) appended to keys; false when they do not fit. */
+static bool shm_keys(char *keys, size_t cap, const char *endpoint, const char *area)
+{
+    size_t l = strlen(keys);
+    int n = snprintf(keys + l, cap - l, "shm_endpoint = %s\n%s%s%s", endpoint,
+                     area ? "shm_name = " : "", area ? area : "", area ? "\n" : "");
+    return n > 0 && (size_t)n < cap - l;
+}
+
+/* The image areas a killed octd may have left: NAME, and NAME.I per engine. */
+static void unlink_areas(const char *name, uint32_t engines)
+{
+    shm_unlink(name);
+    for (uint32_t i = 1; i < engines; i++) {
+        char n[80];
+        snprintf(n, sizeof n, "%s.%u", name, i);
+        shm_unlink(n);
+    }
+}
+
 static int run_workload(const octbench_opts *o, const workload *w, bool commit,
                         const char *devices, const char *octd_path, const char *tmp, FILE *json,
                         double *best_gbs, double *sust_gbs, tails_acc *acc)
@@ -609,7 +649,8 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     double unpaced_fps = 0;
     pid_t me = getpid();
     char ring[64], ctl[64], stn[64], ring_alone[64], ini[PATH_MAX], prof[PATH_MAX],
-        masks[PATH_MAX], log[PATH_MAX], endpoint[PATH_MAX + 16];
+        masks[PATH_MAX], log[PATH_MAX], endpoint[PATH_MAX + 16], shm_ep[PATH_MAX + 16],
+        area[64];
     snprintf(ring, sizeof ring, "/octbench-%d-%s-frames", (int)me, w->name);
     snprintf(ring_alone, sizeof ring_alone, "/octbench-%d-%s-alone", (int)me, w->name);
     snprintf(ctl, sizeof ctl, "/octbench-%d-%s-control", (int)me, w->name);
@@ -619,6 +660,8 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     snprintf(masks, sizeof masks, "%s/%s-masks.npy", tmp, w->name);
     snprintf(log, sizeof log, "%s/%s-octd.log", tmp, w->name);
     snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
+    snprintf(shm_ep, sizeof shm_ep, "ipc://%s/%s-shm.pub", tmp, w->name);
+    snprintf(area, sizeof area, "/octbench-%d-%s-images", (int)me, w->name);
     const char *backend = o->backend == OCT_BACKEND_CPU ? "cpu" : o->backend == OCT_BACKEND_CUDA ? "cuda" : "auto";
     const char *policy = o->policy == 0 ? "latest" : "all";
     const char *prod = commit ? "commit" : "copy";
@@ -680,6 +723,10 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         snprintf(pkeys + l, sizeof pkeys - l, "%.*s\n", (int)n, k);
         k += n + (k[n] == ',');
     }
+    /* and --sub-shm's endpoint, its image area under a name of ours */
+    if (o->sub_shm &&
+        !shm_keys(pkeys, sizeof pkeys, shm_ep, strstr(pkeys, "shm_name") ? NULL : area))
+        return 1;
     tl = snprintf(text, sizeof text,
              "[engine]\nbackend = %s\nthreads = %d\n%s%s%s%s[ring]\nframes = %s\ncontrol = %s\nstatus = %s\npolicy = %s\n"
              "%s%s%s[publish]\nendpoint = %s\nsndhwm = %d\n%s[profile]\npath = %s\n"
@@ -781,7 +828,7 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     }
     oct_status_block b;
     status_now(st, &b);
-    if (!sub_start(&sub, endpoint, o->topics, o->sub_sockets))
+    if (!sub_start(&sub, o->sub_shm ? shm_ep : endpoint, o->topics, o->sub_sockets, o->sub_shm))
         goto out;
     sub_on = true;
     pr.rx_id = &sub.rx_id;
@@ -793,11 +840,26 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         sleep_ms(50);
         oct_ring_producer_heartbeat(pr.ring);
     }
+    /* the untimed frame is counted first: octd makes its product buffers as
+     * it binds the frame path (an image area of 35 registered slots takes
+     * about a second on the H200), and a count that has not moved yet is
+     * not a drained pipeline */
+    status_now(st, &b);
+    uint64_t before = b.frames_processed + b.frames_skipped + b.frames_torn;
     producer_one(&pr);
+    for (int i = 0; i < 300 && before == b.frames_processed + b.frames_skipped + b.frames_torn; i++) {
+        sleep_ms(50);
+        oct_ring_producer_heartbeat(pr.ring);
+        status_now(st, &b);
+    }
     wait_quiet(st, &pr, 5000);
     printf("# octd: backend %.*s, device %.*s, policy %s, endpoint %s%s%s\n",
            (int)sizeof b.backend, b.backend, (int)sizeof b.device, b.device, policy, endpoint,
            devices ? ", [engine] devices = " : ", one engine", devices ? devices : "");
+    if (o->sub_shm)
+        printf("# subscriber: through shared memory, on [publish] shm_endpoint %s (copies each "
+               "image out of the image area)%s\n", shm_ep,
+               o->hostile ? "; the hostile subscribers on the endpoint above" : "");
 
     double warm = o->quick ? 0.3 : 1.0;
     double meas = o->seconds > 0 ? o->seconds : o->quick ? 1.0 : 4.0;
@@ -895,11 +957,15 @@ out:
     free(pr.late_us);
     shm_unlink(ctl);
     shm_unlink(stn);
+    if (o->sub_shm)
+        unlink_areas(area, engines);
     unlink(ini);
     unlink(prof);
     unlink(masks);
-    if (!rc_out)
+    if (!rc_out && !getenv("OCTBENCH_KEEP_LOGS")) /* set: octd's logs stay in the run's directory */
         unlink(log);
+    else if (!rc_out)
+        printf("# octd log kept: %s\n", log);
     return rc_out;
 }
 
@@ -1049,6 +1115,11 @@ int octbench_e2e(const octbench_opts *o)
     }
     if (o->runs > 1 && o->hostile) {
         fprintf(stderr, "octbench --e2e: --runs and --hostile do not mix\n");
+        return 1;
+    }
+    if (o->sub_shm && o->publish_keys && strstr(o->publish_keys, "shm_endpoint")) {
+        fprintf(stderr, "octbench --e2e: --sub-shm sets [publish] shm_endpoint itself (leave it "
+                        "out of --publish-keys)\n");
         return 1;
     }
     char exe[PATH_MAX], octd_path[PATH_MAX + 8];

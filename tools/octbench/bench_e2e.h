@@ -50,6 +50,11 @@ typedef struct phase_result {
      * handed to ZeroMQ (the header's t_pub_ns), ms, over the frames the
      * subscriber received with octd's stamps (0: none had them) */
     double fl_p50, fl_p99;
+    /* the subscriber's messages and image bytes over the phase; with
+     * --sub-shm (shm) the images lost in shm: overwritten before they were
+     * copied out of octd's image area */
+    uint64_t msgs, bytes, shm_lost;
+    bool shm;
 } phase_result;
 
 typedef struct producer producer;     /* bench_e2e.c */
@@ -57,10 +62,16 @@ typedef struct producer producer;     /* bench_e2e.c */
 /* bench_sub.c: the subscriber.  One or more SUB sockets (--sub-sockets N:
  * the --topics are dealt to them, each a connection of its own, read by a
  * thread of its own), one set of counters.  A frame is complete when it has one part per topic seen; its
- * latency is the receive time of its last part - its t_acq_ns. */
+ * latency is the receive time of its last part - its t_acq_ns.  With
+ * --sub-shm the sockets are on octd's [publish] shm_endpoint and an image
+ * is received once its reader has copied it out of octd's image area
+ * (oct_images_read) into a buffer of its own; an image overwritten before
+ * that is lost in shm (its frame stays partial, as with a gap). */
 #define MAX_TOPICS 32
 #define MAX_SUB_SOCKETS 8
 #define FRAME_MAP 1024 /* frames being received, by frame_id % FRAME_MAP */
+#define SUB_AREAS 8    /* --sub-shm: image areas (shm_name) per reader */
+#define SUB_BUFS 16    /* --sub-shm: image sizes per reader */
 
 typedef struct rx_frame {
     uint64_t id, tacq, last_rx;
@@ -69,18 +80,39 @@ typedef struct rx_frame {
     bool valid;
 } rx_frame;
 
+/* --sub-shm: what one reader (SUB socket) owns: a handle per image area
+ * (shm_name; re-opened on OCT_ESTALE) and a buffer per image size that it
+ * copies the images into (malloc'ed once, reused), outside the mutex. */
+typedef struct sub_area {
+    char name[64];
+    oct_images *img;
+} sub_area;
+typedef struct sub_buf {
+    uint64_t bytes;
+    void *p;
+} sub_buf;
+typedef struct sub_shm {
+    sub_area area[SUB_AREAS];
+    int narea;
+    sub_buf buf[SUB_BUFS];
+    int nbuf;
+    bool said; /* an error other than overwritten was printed */
+} sub_shm;
+
 typedef struct subscriber subscriber;
 typedef struct sub_reader {
     subscriber *s;
     void *sock;
     pthread_t th;
     bool started;
+    sub_shm shm;
 } sub_reader;
 
 struct subscriber {
     void *ctx;
     sub_reader rd[MAX_SUB_SOCKETS];
     int nrd;
+    bool shm; /* --sub-shm: the images are copied out of octd's image areas */
     atomic_bool stop;
     pthread_mutex_t mu;
     /* per topic */
@@ -89,7 +121,8 @@ struct subscriber {
     bool seen_topic[MAX_TOPICS];
     int ntopics;
     /* counters (under mu) */
-    uint64_t msgs, gaps, bytes;
+    uint64_t msgs, gaps, bytes; /* bytes: of the images (--sub-shm: shm_bytes) */
+    uint64_t shm_lost;          /* --sub-shm: images overwritten before they were copied */
     uint64_t win_lo, win_hi;   /* frames with t_acq in [lo, hi) are measured */
     uint64_t *lat;             /* latencies of measured frames, ns */
     octbench_stages *st;       /* and where they went (octd's stamps; bench_tails.c) */
@@ -100,8 +133,9 @@ struct subscriber {
 };
 
 /* topics: comma-separated prefixes (--topics), NULL: everything; dealt to
- * nsock sockets in turn.  False (said on stderr) when a socket fails. */
-bool sub_start(subscriber *s, const char *endpoint, const char *topics, int nsock);
+ * nsock sockets in turn; shm: endpoint is octd's [publish] shm_endpoint.
+ * False (said on stderr) when a socket fails. */
+bool sub_start(subscriber *s, const char *endpoint, const char *topics, int nsock, bool shm);
 void sub_stop(subscriber *s);
 /* Ends every frame still being received (a phase ends): counted, partial
  * when it lacks a topic. */

@@ -7,7 +7,10 @@
  * child process (octbench --hostile-child) unless --hostile-in-process.
  * Per item it also prints octd's page faults and context switches per frame
  * by thread group and the machine's TLB shootdowns (r4: where the frame
- * loop loses its time), and octd's `[publish] stats` lines when asked. */
+ * loop loses its time), and octd's `[publish] stats` lines when asked.  With
+ * --sub-shm the measuring subscriber reads octd's [publish] shm_endpoint
+ * (images copied out of its image area) while the crowd stays on the normal
+ * endpoint: whether a crowd there disturbs a local shared-memory reader. */
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -466,12 +469,13 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
         printf("# %s: %d stalled + %d churning subscribers (%s, %" PRIu64 " re-connects): "
                "frame loop (window: octd's published count%s): octd's rate %.0f%% (%.0f vs %.0f "
                "frames/s), commit -> published p99 %.0f%% (%.3f vs %.3f ms, p50 %.3f vs %.3f); "
-               "delivery to the measuring subscriber (window: %s): unpaced %.0f%% of the rate "
+               "delivery to the measuring subscriber%s (window: %s): unpaced %.0f%% of the rate "
                "without them (subscriber %.0f vs %.0f frames/s; octd's own count %.0f%%: %.0f vs "
                "%.0f), commit -> received p99 %.0f%% (%.3f vs %.3f ms)",
                w->name, ns, nc, where, reconnects, fl_pair ? "" : ", the same phases",
                100 * flr, fwith.octd_fps, fbase.octd_fps, 100 * flp, fwith.fl_p99, fbase.fl_p99,
-               fwith.fl_p50, fbase.fl_p50, dwin ? "octd's" : "the subscriber's", 100 * rr,
+               fwith.fl_p50, fbase.fl_p50, o->sub_shm ? " through shared memory" : "",
+               dwin ? "octd's" : "the subscriber's", 100 * rr,
                with.fps, base.fps, 100 * orr, with.octd_fps, base.octd_fps, 100 * pr99, with.p99,
                base.p99);
         if (all && base.fps > 0)
@@ -479,6 +483,12 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                    "vs %.3f ms), lost %" PRId64 " vs %" PRId64 ", skipped %" PRIu64 ", gaps %" PRIu64,
                    rate90, 100 * p90, paced.p99, paced0.p99, 100 * flp90, paced.fl_p99,
                    paced0.fl_p99, paced.lost, paced0.lost, paced.skipped, paced.gaps);
+        if (o->sub_shm) /* next to the gaps: images overwritten before they were copied */
+            printf("; gaps %" PRIu64 ", lost in shm %" PRIu64 " unpaced with them (%" PRIu64
+                   ", %" PRIu64 " without)", with.gaps, with.shm_lost, base.gaps, base.shm_lost);
+        if (o->sub_shm && all && base.fps > 0)
+            printf(", lost in shm %" PRIu64 " at 90%% (%" PRIu64 " without)", paced.shm_lost,
+                   paced0.shm_lost);
         printf("\n# %s: octd CPU ms per frame with / without them: all %.3f / %.3f (%.2f / %.2f "
                "cores)", w->name, cpf1, cpf0, with.octd_cpu_s / with.seconds,
                base.octd_cpu_s / base.seconds);
@@ -491,11 +501,16 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
         printf("# hostile %s %s %d:%d rate_ratio %.4f octd_rate_ratio %.4f p99_ratio %.4f "
                "p99_90_ratio %.4f cpu_per_frame_ratio %.4f zmq_cpu_per_frame_ms %.4f %.4f "
                "lost90 %" PRId64 " lost90_without %" PRId64 " gaps %" PRIu64 " fl_rate_ratio %.4f "
-               "fl_p99_ratio %.4f fl_p99_90_ratio %.4f fl_p99_ms %.4f fl_p99_without_ms %.4f\n",
+               "fl_p99_ratio %.4f fl_p99_90_ratio %.4f fl_p99_ms %.4f fl_p99_without_ms %.4f",
                w->name, prod, ns, nc, rr, orr, pr99, p90, ratio(cpf1, cpf0),
                cpu_ms_per_frame(&with, 2), cpu_ms_per_frame(&base, 2),
                all && base.fps > 0 ? paced.lost : -1, all && base.fps > 0 ? paced0.lost : -1,
                with.gaps, flr, flp, flp90, fwith.fl_p99, fbase.fl_p99);
+        if (o->sub_shm) /* next to its gaps, as more key value pairs */
+            printf(" sub_shm 1 shm_lost %" PRIu64 " shm_lost_without %" PRIu64 " shm_lost90 %"
+                   PRId64, with.shm_lost, base.shm_lost,
+                   all && base.fps > 0 ? (int64_t)paced.shm_lost : -1);
+        printf("\n");
         if (json)
             fprintf(json,
                     "{\"part\":\"e2e-hostile\",\"workload\":\"%s\",\"backend\":\"%s\","
@@ -509,13 +524,18 @@ void hostile_phases(const octbench_opts *o, const workload *w, producer *pr,
                     "\"zmq_cpu_ms_per_frame_with\":%.4f,\"lost_at_90\":%" PRId64 ","
                     "\"fl_octd_fps_without\":%.2f,\"fl_octd_fps_with\":%.2f,\"fl_rate_ratio\":%.4f,"
                     "\"fl_p99_without_ms\":%.4f,\"fl_p99_with_ms\":%.4f,\"fl_p99_ratio\":%.4f,"
-                    "\"fl_p99_90_ratio\":%.4f}\n",
+                    "\"fl_p99_90_ratio\":%.4f",
                     w->name, backend, prod, ns, nc, o->hostile_in_process ? "true" : "false",
                     reconnects, base.fps, with.fps, rr, base.octd_fps, with.octd_fps, orr,
                     base.p99, with.p99, pr99, paced0.p99, paced.p99, p90, cpf0, cpf1,
                     cpu_ms_per_frame(&base, 2), cpu_ms_per_frame(&with, 2),
                     all && base.fps > 0 ? paced.lost : -1, fbase.octd_fps, fwith.octd_fps, flr,
                     fbase.fl_p99, fwith.fl_p99, flp, flp90);
+        if (json && o->sub_shm)
+            fprintf(json, ",\"sub_shm\":true,\"shm_lost\":%" PRIu64 ",\"shm_lost_without\":%"
+                    PRIu64, with.shm_lost, base.shm_lost);
+        if (json)
+            fprintf(json, "}\n");
     }
     producer_window(pr, dwin);
 }

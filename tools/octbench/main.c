@@ -109,6 +109,13 @@ static void usage(FILE *f)
             "                           (default all; octd builds no image nobody wants)\n"
             "  --sub-sockets N          --e2e: the --topics dealt to N SUB sockets, each a\n"
             "                           connection read by a thread of its own (default 1)\n"
+            "  --sub-shm                --e2e: octd also publishes on a [publish]\n"
+            "                           shm_endpoint (header-only messages, the images in\n"
+            "                           its image area) and the subscriber takes that one\n"
+            "                           instead, copying each image out into a buffer of\n"
+            "                           its own before it counts as received (overwritten\n"
+            "                           first: lost in shm); --hostile's crowd stays on the\n"
+            "                           normal endpoint\n"
             "  --publish-keys K=V[,K=V] --e2e: more octd.ini [publish] keys for octd\n"
             "                           (sndbuf=65536,cpus=1)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
@@ -158,7 +165,7 @@ int main(int argc, char **argv)
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
            O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS, O_DISP_CHUNK,
-           O_DISP, O_CFD };
+           O_DISP, O_CFD, O_SUB_SHM };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -195,6 +202,7 @@ int main(int argc, char **argv)
         {"ring-slots", required_argument, 0, O_RING_SLOTS},
         {"topics", required_argument, 0, O_TOPICS},
         {"sub-sockets", required_argument, 0, O_SUB_SOCKETS},
+        {"sub-shm", no_argument, 0, O_SUB_SHM},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -433,6 +441,7 @@ int main(int argc, char **argv)
             o.window_octd = !strcmp(optarg, "octd");
             break;
         case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
+        case O_SUB_SHM: o.sub_shm = true; break;
         case O_SUB_SOCKETS: {
             long v = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end || v < 1 || v > 8) {
