@@ -11,18 +11,25 @@
 
 #include "bench_e2e.h"
 
-static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
+/* Where the value of top-level member key starts (after its colon), or NULL. */
+static const char *json_value(const char *j, size_t len, const char *key)
 {
     char pat[64];
     snprintf(pat, sizeof pat, "\"%s\"", key);
     const char *p = memmem(j, len, pat, strlen(pat));
     if (!p)
-        return false;
+        return NULL;
     p += strlen(pat);
     const char *end = j + len;
     while (p < end && (*p == ' ' || *p == ':'))
         p++;
-    if (p >= end || *p < '0' || *p > '9')
+    return p < end ? p : NULL;
+}
+
+static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
+{
+    const char *p = json_value(j, len, key);
+    if (!p || *p < '0' || *p > '9')
         return false;
     *v = strtoull(p, NULL, 10); /* the header is NUL-terminated by the caller */
     return true;
@@ -31,19 +38,11 @@ static bool json_u64(const char *j, size_t len, const char *key, uint64_t *v)
 /* A string member without escapes (shm_name) into out[cap]. */
 static bool json_str(const char *j, size_t len, const char *key, char *out, size_t cap)
 {
-    char pat[64];
-    snprintf(pat, sizeof pat, "\"%s\"", key);
-    const char *p = memmem(j, len, pat, strlen(pat));
-    if (!p)
-        return false;
-    p += strlen(pat);
-    const char *end = j + len;
-    while (p < end && (*p == ' ' || *p == ':'))
-        p++;
-    if (p >= end || *p != '"')
+    const char *p = json_value(j, len, key);
+    if (!p || *p != '"')
         return false;
     size_t n = strcspn(++p, "\"\\");
-    if (p + n >= end || p[n] != '"' || n >= cap)
+    if (p + n >= j + len || p[n] != '"' || n >= cap)
         return false;
     memcpy(out, p, n);
     out[n] = '\0';
