@@ -29,10 +29,12 @@ static void ws(rd *r)
 }
 
 /* A string; its unescaped text (\u0001-\u007f decoded, other \uXXXX as '?')
- * goes to out when out != NULL, cut to out_len. */
-static bool string(rd *r, char *out, size_t out_len)
+ * goes to out when out != NULL, cut to out_len (*cut set when it was). */
+static bool string_cut(rd *r, char *out, size_t out_len, bool *cut)
 {
     size_t n = 0;
+    if (cut)
+        *cut = false;
     if (r->p >= r->end || *r->p != '"')
         return fail(r, "expected a string");
     r->p++;
@@ -69,6 +71,8 @@ static bool string(rd *r, char *out, size_t out_len)
         }
         if (out && n + 1 < out_len)
             out[n++] = (char)c;
+        else if (cut)
+            *cut = true;
     }
     if (r->p >= r->end)
         return fail(r, "unterminated string");
@@ -77,6 +81,8 @@ static bool string(rd *r, char *out, size_t out_len)
         out[n] = '\0';
     return true;
 }
+
+static bool string(rd *r, char *out, size_t out_len) { return string_cut(r, out, out_len, NULL); }
 
 /* A number; *u gets it when it is a non-negative integer that fits. */
 static bool number(rd *r, uint64_t *u, bool *is_uint)
@@ -209,6 +215,15 @@ static bool get_u64(rd *r, uint64_t *out, bool *flag)
     return true;
 }
 
+/* An integer shm_* member: stored and marked seen. */
+static bool get_shm_u64(rd *r, uint64_t *out, grab_header *h, unsigned bit)
+{
+    if (!get_u64(r, out, NULL))
+        return false;
+    h->shm_seen |= bit;
+    return true;
+}
+
 /* An object; top-level members are stored into h (when h != NULL). */
 static bool object_members(rd *r, int depth, grab_header *h)
 {
@@ -249,6 +264,27 @@ static bool object_members(rd *r, int depth, grab_header *h)
             ok = get_u64(r, &h->t_pub_ns, NULL);
         else if (h && !strcmp(key, "params_gen"))
             ok = get_u64(r, &h->params_gen, NULL);
+        else if (h && !strcmp(key, "shm_name")) {
+            bool cut;
+            ok = string_cut(r, h->shm_name, sizeof h->shm_name, &cut);
+            if (ok && cut)
+                return fail(r, "shm_name is too long");
+            if (ok)
+                h->shm_seen |= GRAB_SHM_NAME;
+        } else if (h && !strcmp(key, "shm_id"))
+            ok = get_shm_u64(r, &h->shm_id, h, GRAB_SHM_ID);
+        else if (h && !strcmp(key, "shm_slot")) {
+            uint64_t v = 0;
+            ok = get_shm_u64(r, &v, h, GRAB_SHM_SLOT);
+            if (ok && v > UINT32_MAX)
+                return fail(r, "shm_slot is not a 32-bit slot number");
+            h->shm_slot = (uint32_t)v;
+        } else if (h && !strcmp(key, "shm_seq"))
+            ok = get_shm_u64(r, &h->shm_seq, h, GRAB_SHM_SEQ);
+        else if (h && !strcmp(key, "shm_offset"))
+            ok = get_shm_u64(r, &h->shm_offset, h, GRAB_SHM_OFFSET);
+        else if (h && !strcmp(key, "shm_bytes"))
+            ok = get_shm_u64(r, &h->shm_bytes, h, GRAB_SHM_BYTES);
         else if (h && !strcmp(key, "shape")) {
             if (r->p >= r->end || *r->p != '[')
                 return fail(r, "shape is not an array");

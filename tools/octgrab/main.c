@@ -1,6 +1,9 @@
 /* octgrab - subscribes to octd's images (SPEC 6, 8): one line per message,
  * a per-topic summary (rate, gaps in image_seq, commit -> receive latency),
- * and what it received saved as PNG (u8) and .npy (f32).
+ * and what it received saved as PNG (u8) and .npy (f32).  On octd's
+ * [publish] shm_endpoint the messages carry no payload: the image is copied
+ * out of octd's image area (liboctipc oct_images_read) and then treated as a
+ * received payload; one octd rewrote first is counted as lost.
  *
  * Exit status: 0 done (count reached or interrupted), 1 timed out before
  * --count messages arrived, 64 usage, 2 ZeroMQ error.
@@ -21,13 +24,16 @@
 #include "jsonhdr.h"
 #include "record.h"
 #include "oct_config.h"
+#include "oct_ipc.h"
 
 #define MAX_TOPICS 64
 #define MAX_PREFIXES 32
+#define MAX_AREAS 8 /* image areas mapped at once (one per engine of an octd) */
 
 typedef struct topic_stats {
     char name[128];
     uint64_t messages, gaps, last_seq, saved;
+    uint64_t lost; /* images lost in shared memory (overwritten before the copy was done) */
     bool have_seq;
     double first_t, last_t;
     double *lat_ms;
@@ -46,6 +52,14 @@ typedef struct grab {
     uint64_t images, malformed, status_msgs, save_errors;
     grab_rec *rec;        /* --record FILE.h5 */
     bool rec_failed;
+    /* [publish] shm_endpoint: the image areas named by the messages, the
+     * buffer images are copied into, the counts */
+    oct_images *areas[MAX_AREAS];
+    int nareas;
+    void *shm_buf;
+    size_t shm_cap;
+    uint64_t shm_msgs, lost;
+    bool said_gone;
 } grab;
 
 static volatile sig_atomic_t interrupted;
@@ -72,11 +86,17 @@ static void usage(FILE *f)
             "               [--output DIR] [--save-max N] [--record FILE.h5] [--quiet] [--headers]\n"
             "       octgrab --version | --help\n"
             "Subscribes to octd's images and prints one line per message and a summary.\n"
-            "  -e, --endpoint E    default tcp://127.0.0.1:5556\n"
+            "On an endpoint of octd's [publish] shm_endpoint the messages name where each image\n"
+            "lies in octd's image area (shared memory, same host): octgrab copies it out and\n"
+            "handles it as a received image; one octd rewrote before the copy was done is\n"
+            "counted as lost (overwritten in shared memory), its line says so, and it is\n"
+            "neither saved nor recorded.\n"
+            "  -e, --endpoint E    default tcp://127.0.0.1:5556 (or octd's shm_endpoint)\n"
             "  -t, --topic PREFIX  topic prefix (repeatable; default: everything), e.g. bscan/cfd;\n"
             "                      slab_max/ssada (en-face angiogram: the metric in place of\n"
             "                      the method); an unknown kind or method is a usage error (exit 64)\n"
-            "  -n, --count N       stop after N image messages (status messages do not count)\n"
+            "  -n, --count N       stop after N images (status messages and images lost in shared\n"
+            "                      memory do not count)\n"
             "  -T, --timeout SEC   stop when nothing arrived for SEC seconds (exit 1 if --count\n"
             "                      was not reached)\n"
             "  -o, --output DIR    save images: u8 -> PNG (3-D: one PNG per slice), f32 -> .npy,\n"
@@ -159,6 +179,84 @@ static void save_image(grab *g, topic_stats *t, const grab_header *h, const void
     }
 }
 
+/* *out: the mapping of image area `name`, opened when not yet, or again
+ * when reopen (octd made a new object under the name).  Else the error of
+ * oct_images_open (OCT_ENOENT: no such object). */
+static oct_err area_for(grab *g, const char *name, bool reopen, oct_images **out, oct_error *e)
+{
+    int i = 0;
+    while (i < g->nareas && strcmp(oct_images_name(g->areas[i]), name) != 0)
+        i++;
+    if (i < g->nareas && !reopen) {
+        *out = g->areas[i];
+        return OCT_OK;
+    }
+    if (i < g->nareas) { /* dropped first: a failed reopen leaves no stale mapping */
+        oct_images_close(g->areas[i], false);
+        g->areas[i] = g->areas[--g->nareas];
+    }
+    oct_err rc = oct_images_open(out, name, e);
+    if (rc != OCT_OK)
+        return rc;
+    if (g->nareas == MAX_AREAS) { /* the oldest goes */
+        oct_images_close(g->areas[0], false);
+        memmove(g->areas, g->areas + 1, (MAX_AREAS - 1) * sizeof *g->areas);
+        g->nareas--;
+    }
+    g->areas[g->nareas++] = *out;
+    return OCT_OK;
+}
+
+/* The image a header-only message of [publish] shm_endpoint names, copied
+ * out of its image area under the slot's seqlock (ipc/PROTOCOL.md "Images
+ * in shared memory"): 0 and *data, 1 lost (octd rewrote the slot before or
+ * during the copy), 2 lost (the image's object is no longer there), -1 not
+ * readable (err says why: permissions, not an image area, a reference
+ * outside it). */
+static int shm_fetch(grab *g, const grab_header *h, const void **data, char *err,
+                     size_t err_len)
+{
+    if (h->shm_bytes > g->shm_cap) {
+        void *p = h->shm_bytes <= SIZE_MAX ? realloc(g->shm_buf, (size_t)h->shm_bytes) : NULL;
+        if (!p) {
+            snprintf(err, err_len, "no memory for an image of %" PRIu64 " bytes", h->shm_bytes);
+            return -1;
+        }
+        g->shm_buf = p;
+        g->shm_cap = (size_t)h->shm_bytes;
+    }
+    oct_image_ref ref = {.id = h->shm_id, .seq = h->shm_seq, .offset = h->shm_offset,
+                         .bytes = h->shm_bytes, .slot = h->shm_slot};
+    oct_error e;
+    oct_images *a;
+    oct_err rc = area_for(g, h->shm_name, false, &a, &e);
+    if (rc == OCT_OK)
+        rc = oct_images_read(a, &ref, g->shm_buf, &e);
+    if (rc == OCT_ESTALE) { /* another object under the name: map it again, once */
+        rc = area_for(g, h->shm_name, true, &a, &e);
+        if (rc == OCT_OK)
+            rc = oct_images_read(a, &ref, g->shm_buf, &e);
+    }
+    switch (rc) {
+    case OCT_OK:
+        *data = g->shm_buf;
+        return 0;
+    case OCT_ETORN: /* rewritten before or during the copy */
+        return 1;
+    case OCT_ESTALE: /* still another object: the image's is gone */
+        return 2;
+    case OCT_ENOENT: /* octd removed the name (stopped, or between two objects) */
+        if (!g->said_gone) {
+            fprintf(stderr, "octgrab: %s: images counted as lost\n", e.msg);
+            g->said_gone = true;
+        }
+        return 2;
+    default:
+        snprintf(err, err_len, "%s", e.msg);
+        return -1;
+    }
+}
+
 /* Handles one multipart message (parts already received). */
 static void handle(grab *g, zmq_msg_t *parts, int nparts)
 {
@@ -172,7 +270,7 @@ static void handle(grab *g, zmq_msg_t *parts, int nparts)
         return;
     }
     grab_header h;
-    char err[128] = "";
+    char err[sizeof(oct_error)] = "";
     if (nparts != 3) {
         snprintf(err, sizeof err, "%d parts instead of 3", nparts);
         goto malformed;
@@ -196,14 +294,45 @@ static void handle(grab *g, zmq_msg_t *parts, int nparts)
     bool overflow = false;
     for (int i = 0; i < h.ndim; i++)
         overflow |= __builtin_mul_overflow(count, (uint64_t)h.shape[i], &count);
-    if (overflow || count != zmq_msg_size(&parts[2])) {
-        snprintf(err, sizeof err, "payload of %zu bytes does not match the shape",
-                 zmq_msg_size(&parts[2]));
+    /* [publish] shm_endpoint: no payload, the image is in octd's image area */
+    bool shm = h.shm_seen && zmq_msg_size(&parts[2]) == 0;
+    if (shm && h.shm_seen != GRAB_SHM_ALL) {
+        snprintf(err, sizeof err, "an empty payload with only some of the shm_* members");
         goto malformed;
+    }
+    if (overflow || count != (shm ? h.shm_bytes : zmq_msg_size(&parts[2]))) {
+        if (shm)
+            snprintf(err, sizeof err, "shm_bytes %" PRIu64 " does not match the shape",
+                     h.shm_bytes);
+        else
+            snprintf(err, sizeof err, "payload of %zu bytes does not match the shape",
+                     zmq_msg_size(&parts[2]));
+        goto malformed;
+    }
+    const void *data = zmq_msg_data(&parts[2]);
+    int lost = 0;
+    if (shm) {
+        g->shm_msgs++;
+        lost = shm_fetch(g, &h, &data, err, sizeof err);
+        if (lost < 0)
+            goto malformed;
     }
     topic_stats *t = stats_for(g, h.topic);
     if (!t)
         return;
+    if (lost) { /* it arrived, but its image is gone: lost, not a gap */
+        if (t->have_seq && h.image_seq > t->last_seq + 1)
+            t->gaps += h.image_seq - t->last_seq - 1;
+        t->last_seq = h.image_seq;
+        t->have_seq = true;
+        t->lost++;
+        g->lost++;
+        if (!g->quiet)
+            printf("%-18s seq %-6" PRIu64 " frame %-8" PRIu64 " lost (%s)\n", h.topic,
+                   h.image_seq, h.frame_id, lost == 1 ? "overwritten in shared memory"
+                                                      : "its image area is gone");
+        return;
+    }
     double now = mono_s();
     if (t->messages == 0)
         t->first_t = now;
@@ -240,9 +369,8 @@ static void handle(grab *g, zmq_msg_t *parts, int nparts)
         printf("%.*s\n", (int)hl, hd);
     }
     if (g->outdir && (g->save_max < 0 || t->saved < (uint64_t)g->save_max))
-        save_image(g, t, &h, zmq_msg_data(&parts[2]));
-    if (g->rec && !g->rec_failed &&
-        !grab_rec_add(g->rec, &h, zmq_msg_data(&parts[2]), err, sizeof err)) {
+        save_image(g, t, &h, data);
+    if (g->rec && !g->rec_failed && !grab_rec_add(g->rec, &h, data, err, sizeof err)) {
         fprintf(stderr, "octgrab: %s: recording stopped\n", err);
         g->rec_failed = true;
     }
@@ -254,8 +382,10 @@ malformed:
 
 static void summary(grab *g, double elapsed)
 {
-    printf("\n%-20s %8s %8s %6s %9s %9s %9s %6s\n", "topic", "messages", "rate/s", "gaps",
-           "p50_ms", "p99_ms", "max_ms", "saved");
+    /* images from an image area: a last column, lost (overwritten in shared memory) */
+    bool shm = g->shm_msgs > 0;
+    printf("\n%-20s %8s %8s %6s %9s %9s %9s %6s%s\n", "topic", "messages", "rate/s", "gaps",
+           "p50_ms", "p99_ms", "max_ms", "saved", shm ? "   lost" : "");
     for (int i = 0; i < g->ntopics; i++) {
         topic_stats *t = &g->topics[i];
         double span = t->last_t - t->first_t;
@@ -267,11 +397,17 @@ static void summary(grab *g, double elapsed)
             p99 = t->lat_ms[(size_t)((double)(t->nlat - 1) * 0.99)];
             mx = t->lat_ms[t->nlat - 1];
         }
-        printf("%-20s %8" PRIu64 " %8.1f %6" PRIu64 " %9.2f %9.2f %9.2f %6" PRIu64 "\n", t->name,
+        printf("%-20s %8" PRIu64 " %8.1f %6" PRIu64 " %9.2f %9.2f %9.2f %6" PRIu64, t->name,
                t->messages, rate, t->gaps, p50, p99, mx, t->saved);
+        if (shm)
+            printf(" %6" PRIu64, t->lost);
+        printf("\n");
     }
-    printf("total: %" PRIu64 " images, %" PRIu64 " status, %" PRIu64 " malformed in %.1f s%s\n",
-           g->images, g->status_msgs, g->malformed, elapsed,
+    char lost[96] = "";
+    if (shm)
+        snprintf(lost, sizeof lost, ", %" PRIu64 " lost (overwritten in shared memory)", g->lost);
+    printf("total: %" PRIu64 " images, %" PRIu64 " status, %" PRIu64 " malformed%s in %.1f s%s\n",
+           g->images, g->status_msgs, g->malformed, lost, elapsed,
            g->save_errors ? " (some saves failed)" : "");
 }
 
@@ -495,6 +631,9 @@ int main(int argc, char **argv)
     zmq_ctx_term(ctx);
     for (int i = 0; i < g->ntopics; i++)
         free(g->topics[i].lat_ms);
+    for (int i = 0; i < g->nareas; i++)
+        oct_images_close(g->areas[i], false);
+    free(g->shm_buf);
     free(g);
     return ret;
 }
