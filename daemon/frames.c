@@ -391,8 +391,8 @@ static void lane_area_make(path_lane *g, octd *d)
  * (no area, or every slot taken) the engine's own memory. */
 static oct_products *products_make(path_lane *g, octd_slot *s, oct_error *e)
 {
-    if (g->area && g->area_used < oct_images_header_of(g->area->img)->slot_count) {
-        const oct_images_header *h = oct_images_header_of(g->area->img);
+    const oct_images_header *h = g->area ? oct_images_header_of(g->area->img) : NULL;
+    if (h && g->area_used < h->slot_count) {
         oct_products *p = oct_engine_products_create_in(
             g->eng, g->key.products, oct_images_slot(g->area->img, g->area_used),
             (size_t)h->slot_stride, e);

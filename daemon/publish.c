@@ -905,19 +905,17 @@ static void send_shm(octd_pub *p, octd_slot *s, const char *tp, int method, int 
     oct_error e;
     shm_where w = {.name = oct_images_name(s->area->img)};
     size_t hlen = 0;
-    if (oct_images_ref(s->area->img, s->area_slot, data, bytes, &w.ref, &e) != OCT_OK ||
-        (hlen = image_header(header, sizeof header, tp, method, kind, NULL, f32, seq, img, m,
-                             p->spacing_um, &w)) == 0 ||
-        zmq_send(p->shm_sock, tp, strlen(tp), ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+    /* a PUB fails no later part of a message whose first part it took */
+    bool ok = oct_images_ref(s->area->img, s->area_slot, data, bytes, &w.ref, &e) == OCT_OK &&
+              (hlen = image_header(header, sizeof header, tp, method, kind, NULL, f32, seq, img,
+                                   m, p->spacing_um, &w)) > 0 &&
+              zmq_send(p->shm_sock, tp, strlen(tp), ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+              zmq_send(p->shm_sock, header, hlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+              zmq_send(p->shm_sock, "", 0, ZMQ_DONTWAIT) >= 0;
+    if (ok)
+        p->counts.shm_sent++;
+    else
         p->counts.shm_drops++;
-        return;
-    }
-    if (zmq_send(p->shm_sock, header, hlen, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
-        zmq_send(p->shm_sock, "", 0, ZMQ_DONTWAIT) < 0) {
-        p->counts.shm_drops++;
-        return;
-    }
-    p->counts.shm_sent++;
 }
 
 unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta *m,
@@ -955,23 +953,18 @@ unsigned octd_pub_send_products(octd_pub *p, octd_slot *s, const octd_frame_meta
                 images++;
                 uint64_t seq = p->image_seq[method][kind][f32]++;
                 bool wanted = octd_pub_wanted(p, method, kind, f32);
-                if (!wanted && !shm) {
-                    /* nobody's prefix matches: not built, not sent */
-                    p->counts.unwanted++;
-                    sent++;
-                    *last_sent_ns = oct_time_realtime_ns();
-                    continue;
-                }
                 /* tp: the topic; before it, the copy flag on the inproc link
                  * (COPY_FLAG, or COPY_AUTO and the pool's gauge) */
                 char *tp = topic + AUTO_PREFIX;
-                snprintf(tp, sizeof topic - AUTO_PREFIX, "%s/%s%s", oct_kind_name(kind),
-                         oct_product_method_name(method, kind), f32 ? "/f32" : "");
                 const void *data = f32 ? (const void *)img->f32 : (const void *)img->u8;
                 size_t bytes = img->count * (f32 ? sizeof(float) : 1);
+                if (wanted || shm)
+                    snprintf(tp, sizeof topic - AUTO_PREFIX, "%s/%s%s", oct_kind_name(kind),
+                             oct_product_method_name(method, kind), f32 ? "/f32" : "");
                 if (shm) /* local readers first: theirs is the short path */
                     send_shm(p, s, tp, method, kind, f32, seq, img, m, data, bytes);
                 if (!wanted) {
+                    /* nobody's prefix matches: not built, not sent */
                     p->counts.unwanted++;
                     sent++;
                     *last_sent_ns = oct_time_realtime_ns();
