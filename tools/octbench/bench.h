@@ -54,6 +54,7 @@ typedef struct octbench_opts {
     int ring_slots;         /* --ring-slots N: the frame ring's slots (0: the default) */
     const char *topics;     /* --topics T[,T...]: the subscriber's prefixes (NULL: all) */
     int sub_sockets;        /* --sub-sockets N: the topics dealt to N connections (0: 1) */
+    const char *trace;      /* --trace DIR: every measured frame's stamps, a CSV per run */
     bool sub_shm;           /* --sub-shm: the subscriber on octd's [publish] shm_endpoint,
                              * copying each image out of octd's image area */
 } octbench_opts;
@@ -88,6 +89,7 @@ int octbench_angio(const octbench_opts *o);
 enum { OCTBENCH_STAGES = 5 };
 typedef struct octbench_stages {
     uint64_t ns[OCTBENCH_STAGES];
+    uint64_t id, acq; /* the frame, and its t_acq_ns (--trace) */
 } octbench_stages;
 /* The stages of a frame: stamp = {take, sub, done, pub} (0 = missing). */
 void octbench_stages_of(octbench_stages *out, uint64_t acq, const uint64_t stamp[4], uint64_t rx);

@@ -403,8 +403,11 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
 
     producer_phase_start(pr, rate);
     sleep_ms(warm_s * 1000);
-    double cpu0 = octd_cpu_s(octd_pid), th0[OCTD_THREAD_GROUPS], th1[OCTD_THREAD_GROUPS];
-    octd_thread_cpu(octd_pid, th0);
+    double cpu0 = octd_cpu_s(octd_pid);
+    octd_thread_counts th0[OCTD_THREAD_GROUPS], th1[OCTD_THREAD_GROUPS];
+    octd_thread_counts_get(octd_pid, th0);
+    double lc0[3], lc1[3];
+    system_lost_cpu(lc0);
     oct_status_block w0, w1;
     status_now(st, &w0);
     uint64_t t0 = now_rt();
@@ -415,9 +418,15 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     uint64_t t1 = now_rt();
     status_now(st, &w1);
     r->octd_cpu_s = octd_cpu_s(octd_pid) - cpu0;
-    octd_thread_cpu(octd_pid, th1);
-    for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
-        r->cpu_thread_s[g] = th1[g] - th0[g];
+    octd_thread_counts_get(octd_pid, th1);
+    system_lost_cpu(lc1);
+    for (int k = 0; k < 3; k++)
+        r->lost_cpu_s[k] = lc1[k] - lc0[k];
+    for (int g = 0; g < OCTD_THREAD_GROUPS; g++) {
+        r->cpu_thread_s[g] = th1[g].cpu_s - th0[g].cpu_s;
+        r->runq_thread_s[g] = th1[g].runq_s - th0[g].runq_s;
+    }
+    r->nvcsw_loop = th1[0].nvcsw - th0[0].nvcsw;
     r->octd_fps = (double)(w1.frames_processed - w0.frames_processed) / ((double)(t1 - t0) / 1e9);
     pthread_mutex_lock(&sub->mu);
     sub->win_hi = t1;
@@ -437,6 +446,9 @@ void run_phase(const workload *w, producer *pr, subscriber *sub, oct_status *st,
     sleep_ms(100); /* the last messages reach the subscriber */
     status_now(st, &b1);
 
+    r->skip_part[0] = w0.frames_skipped - b0.frames_skipped;
+    r->skip_part[1] = w1.frames_skipped - w0.frames_skipped;
+    r->skip_part[2] = b1.frames_skipped - w1.frames_skipped;
     pthread_mutex_lock(&sub->mu);
     sub_finish_all(sub);
     r->seconds = (double)(t1 - t0) / 1e9;
@@ -498,6 +510,20 @@ void print_phase(const workload *w, const char *backend, const char *prod,
                "us; %" PRIu64 " frames more than a period late, longest back-to-back burst %"
                PRIu64 "\n", w->name, r->rate_asked, r->late_p50_us, r->late_p99_us,
                r->late_max_us, r->late_frames, r->late_burst);
+    if (r->skipped)
+        printf("# %s: octd skipped %" PRIu64 " frames in the warm-up, %" PRIu64 " in the measured "
+               "window, %" PRIu64 " after it\n", w->name, r->skip_part[0], r->skip_part[1],
+               r->skip_part[2]);
+    if (r->seconds > 0)
+        printf("# %s: octd's threads in the measured %.2f s, CPU / waiting for a CPU, ms: frame "
+               "loop %.1f / %.1f (%" PRIu64 " involuntary switches), publisher %.1f / %.1f, "
+               "ZeroMQ %.1f / %.1f, engine/other %.1f / %.1f; the machine's CPUs in irq / "
+               "softirq / steal %.0f / %.0f / %.0f ms\n",
+               w->name, r->seconds, 1e3 * r->cpu_thread_s[0], 1e3 * r->runq_thread_s[0],
+               r->nvcsw_loop, 1e3 * r->cpu_thread_s[1], 1e3 * r->runq_thread_s[1],
+               1e3 * r->cpu_thread_s[2], 1e3 * r->runq_thread_s[2], 1e3 * r->cpu_thread_s[3],
+               1e3 * r->runq_thread_s[3], 1e3 * r->lost_cpu_s[0], 1e3 * r->lost_cpu_s[1],
+               1e3 * r->lost_cpu_s[2]);
     if (r->shm)
         printf("# %s: subscriber through shared memory: gaps %" PRIu64 ", lost in shm %" PRIu64
                " (overwritten before they were copied); %" PRIu64 " messages, %.2f MB of images "
@@ -640,6 +666,34 @@ static void unlink_areas(const char *name, uint32_t engines)
         snprintf(n, sizeof n, "%s.%u", name, i);
         shm_unlink(n);
     }
+}
+
+/* --trace DIR: the measured phase's frames as received, one CSV line each
+ * (CLOCK_REALTIME ns: acquired, taken, submitted, done, published,
+ * received), in DIR/WORKLOAD-<unix ms>.csv: where a late frame's time went,
+ * and what octd did with the frames before it. */
+static void write_trace(const char *dir, const char *wname, subscriber *sub)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof path, "%s/%s-%" PRIu64 ".csv", dir, wname, now_rt() / 1000000);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "octbench e2e: --trace %s: %s\n", path, strerror(errno));
+        return;
+    }
+    fputs("frame_id,acq_ns,take_ns,sub_ns,done_ns,pub_ns,rx_ns\n", f);
+    pthread_mutex_lock(&sub->mu);
+    for (size_t i = 0; i < sub->nlat; i++) {
+        const octbench_stages *x = &sub->st[i];
+        uint64_t t = x->acq;
+        fprintf(f, "%" PRIu64 ",%" PRIu64, x->id, t);
+        for (int k = 0; k < OCTBENCH_STAGES; k++)
+            fprintf(f, ",%" PRIu64, t += x->ns[k]);
+        fputc('\n', f);
+    }
+    pthread_mutex_unlock(&sub->mu);
+    if (fclose(f) == 0)
+        printf("# %s: trace of %zu frames in %s\n", wname, sub->nlat, path);
 }
 
 static int run_workload(const octbench_opts *o, const workload *w, bool commit,
@@ -883,6 +937,8 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
         octbench_tails_stages(acc, sub.st, sub.nlat);
         pthread_mutex_unlock(&sub.mu);
     }
+    if (o->trace)
+        write_trace(o->trace, w->name, &sub);
     first = r;
     unpaced_fps = r.fps;
     double best = no_loss(&r) ? r.gbs : 0;

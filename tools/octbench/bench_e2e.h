@@ -42,6 +42,10 @@ typedef struct phase_result {
      * is short of CPU */
     double octd_fps;
     double cpu_thread_s[OCTD_THREAD_GROUPS]; /* octd's CPU by thread group (octd_thread_groups) */
+    double runq_thread_s[OCTD_THREAD_GROUPS]; /* ... and its time runnable, waiting for a CPU */
+    uint64_t nvcsw_loop;                      /* the frame loop's involuntary switches */
+    double lost_cpu_s[3];                     /* the machine's irq, softirq, steal */
+    uint64_t skip_part[3]; /* octd's skipped frames in the warm-up, the measured window, after */
     /* paced: the producer's lateness, commit time - due time (issue 19), us */
     double late_p50_us, late_p99_us, late_max_us;
     uint64_t late_frames; /* frames committed more than a period late */
@@ -161,14 +165,15 @@ pid_t start_octd(const char *octd_path, const char *ini, const char *log);
 int stop_octd(pid_t pid);
 void print_log_tail(const char *log);
 double octd_cpu_s(pid_t pid);
-void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS]);
 extern pid_t octd_last_pid; /* the octd start_octd started last */
 typedef struct octd_thread_counts {
     double cpu_s;
+    double runq_s; /* runnable but waiting for a CPU (schedstat; 0 without schedstats) */
     uint64_t minflt, majflt, vcsw, nvcsw; /* page faults, (in)voluntary context switches */
 } octd_thread_counts;
 void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS]);
 uint64_t system_tlb_shootdowns(void);
+void system_lost_cpu(double out[3]); /* irq, softirq, steal seconds (all CPUs) */
 
 /* bench_hostile.c */
 void print_publisher_counts(const char *log, const char *wname);

@@ -121,6 +121,14 @@ void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS
                 out[g].majflt += majf;
             }
         }
+        /* schedstat: ns on a CPU, ns runnable waiting for one, timeslices */
+        snprintf(path, sizeof path, "%s/%s/schedstat", dir, de->d_name);
+        if ((f = fopen(path, "r"))) {
+            unsigned long long run_ns = 0, wait_ns = 0;
+            if (fscanf(f, "%llu %llu", &run_ns, &wait_ns) == 2)
+                out[g].runq_s += (double)wait_ns / 1e9;
+            fclose(f);
+        }
         snprintf(path, sizeof path, "%s/%s/status", dir, de->d_name);
         if ((f = fopen(path, "r"))) {
             unsigned long v;
@@ -137,12 +145,23 @@ void octd_thread_counts_get(pid_t pid, octd_thread_counts out[OCTD_THREAD_GROUPS
         closedir(d);
 }
 
-void octd_thread_cpu(pid_t pid, double out[OCTD_THREAD_GROUPS])
+/* The machine's CPU time so far in interrupts, softirqs and steal (a
+ * hypervisor running someone else on our vCPU), seconds over all CPUs,
+ * from /proc/stat: time a thread loses without being switched out. */
+void system_lost_cpu(double out[3])
 {
-    octd_thread_counts c[OCTD_THREAD_GROUPS];
-    octd_thread_counts_get(pid, c);
-    for (int g = 0; g < OCTD_THREAD_GROUPS; g++)
-        out[g] = c[g].cpu_s;
+    out[0] = out[1] = out[2] = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    unsigned long long v[8] = {0};
+    if (f && fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                    &v[4], &v[5], &v[6], &v[7]) == 8) {
+        double hz = (double)sysconf(_SC_CLK_TCK);
+        out[0] = (double)v[5] / hz; /* irq */
+        out[1] = (double)v[6] / hz; /* softirq */
+        out[2] = (double)v[7] / hz; /* steal */
+    }
+    if (f)
+        fclose(f);
 }
 
 /* The machine's TLB shootdown interrupts so far (x86 /proc/interrupts

@@ -72,6 +72,7 @@ static void sub_finish_frame(subscriber *s, rx_frame *f)
         s->cap_lat = cap;
     }
     octbench_stages_of(&s->st[s->nlat], f->tacq, f->stamp, f->last_rx);
+    s->st[s->nlat].id = f->id;
     s->lat[s->nlat++] = f->last_rx > f->tacq ? f->last_rx - f->tacq : 0;
 }
 

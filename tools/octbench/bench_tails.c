@@ -53,6 +53,7 @@ void octbench_tails_add(tails_acc *acc, const uint64_t *lat, size_t n, double p5
 void octbench_stages_of(octbench_stages *out, uint64_t acq, const uint64_t stamp[4], uint64_t rx)
 {
     memset(out, 0, sizeof *out);
+    out->acq = acq;
     uint64_t t[6] = {acq, stamp[0], stamp[1], stamp[2], stamp[3], rx};
     for (int i = 0; i < 6; i++)
         if (!t[i])

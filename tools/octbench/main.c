@@ -116,6 +116,9 @@ static void usage(FILE *f)
             "                           its own before it counts as received (overwritten\n"
             "                           first: lost in shm); --hostile's crowd stays on the\n"
             "                           normal endpoint\n"
+            "  --trace DIR              --e2e: each run's measured frames as received, a\n"
+            "                           CSV line each (acquired, taken, submitted, done,\n"
+            "                           published, received ns) in DIR/WORKLOAD-MS.csv\n"
             "  --publish-keys K=V[,K=V] --e2e: more octd.ini [publish] keys for octd\n"
             "                           (sndbuf=65536,cpus=1)\n"
             "  --json FILE              also write results as JSON lines to FILE\n"
@@ -146,7 +149,8 @@ static void usage(FILE *f)
             "  --gemm-algo default|auto MSI GEMM: cublasGemmEx's default algorithm (default),\n"
             "                           or cublasLt's fastest candidate timed once per shape\n"
             "  --cuda-graph on|off      a frame's device work as one CUDA graph per in-flight\n"
-            "                           slot (default on) or launch by launch (A/B runs)\n"
+            "                           slot, or launch by launch (default: the engine's\n"
+            "                           auto, on for volumes and off for B-scans)\n"
             "  --angio-path bands|legacy|fused  angiography's ssada kernels: cuFFT of the\n"
             "                           band spectra (default), the round-5 kernels, or one\n"
             "                           block per position with a shared-memory FFT\n"
@@ -165,7 +169,7 @@ int main(int argc, char **argv)
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
            O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS, O_DISP_CHUNK,
-           O_DISP, O_CFD, O_SUB_SHM };
+           O_DISP, O_CFD, O_SUB_SHM, O_TRACE };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -203,6 +207,7 @@ int main(int argc, char **argv)
         {"topics", required_argument, 0, O_TOPICS},
         {"sub-sockets", required_argument, 0, O_SUB_SOCKETS},
         {"sub-shm", no_argument, 0, O_SUB_SHM},
+        {"trace", required_argument, 0, O_TRACE},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
         {0, 0, 0, 0}};
@@ -442,6 +447,7 @@ int main(int argc, char **argv)
             break;
         case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
         case O_SUB_SHM: o.sub_shm = true; break;
+        case O_TRACE: o.trace = optarg; break;
         case O_SUB_SOCKETS: {
             long v = strtol(optarg, &end, 10);
             if (*optarg == '\0' || *end || v < 1 || v > 8) {
