@@ -73,12 +73,22 @@ else
 fi
 
 # smoke runs of the other parts: the IPC ring benchmark and one engine workload
-timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
-grep -q "^shared-memory ring" "$TMP/out.txt" || fail "--only ipc: no ring table"
-grep -q "^case .*GB/s .*lost .*torn" "$TMP/out.txt" || fail "--only ipc: no table header"
-for w in "bscan 500x1024 u16" "volume 200x192x1024 u16"; do
-    awk -v w="$w" 'index($0, w) == 1 { n++; if ($(NF - 7) + 0 <= 0) bad++ }
-                   END { exit !(n == 1 && bad == 0) }' "$TMP/out.txt" || fail "--only ipc: no row '$w' with GB/s > 0"
+# frames must reach the consumer in each row; on a busy machine a quick
+# run's short window can see none of the 78 MB volumes copied (2026-12-02,
+# beside stress-ng --cpu 2: 0.00 GB/s, copy p99 169 ms): up to 3 tries
+ipc_rows() {
+    for w in "bscan 500x1024 u16" "volume 200x192x1024 u16"; do
+        awk -v w="$w" 'index($0, w) == 1 { n++; if ($(NF - 7) + 0 <= 0) bad++ }
+                       END { exit !(n == 1 && bad == 0) }' "$TMP/out.txt" || { echo "$w"; return 1; }
+    done
+}
+for try in 1 2 3; do
+    timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
+    grep -q "^shared-memory ring" "$TMP/out.txt" || fail "--only ipc: no ring table"
+    grep -q "^case .*GB/s .*lost .*torn" "$TMP/out.txt" || fail "--only ipc: no table header"
+    row=$(ipc_rows) && break
+    [ "$try" -lt 3 ] || fail "--only ipc: no row '$row' with GB/s > 0 in 3 tries"
+    echo "note --only ipc: no row '$row' with GB/s > 0 (try $try of 3; a busy machine?)"
 done
 echo "ok   octbench --quick --only ipc: $(grep -c -E '^(bscan|volume) ' "$TMP/out.txt") rows"
 timeout 120 "$BIN/octbench" --quick --only bscan-msi --backend cpu >"$TMP/out.txt" 2>&1 ||
