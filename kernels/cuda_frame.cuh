@@ -1073,11 +1073,6 @@ bool graph_ok(const oct_engine *eng, const Slot *sl, const bool want[OCT_METHOD_
 {
     (void)sl;
     if (eng->setup.cuda.graph == OCT_CUDA_GRAPH_OFF) return false;
-    /* auto: volumes only.  A B-scan's graph costs ~10 us of device time a
-     * frame, and at 10,000 B-scans/s the GPU is the bound: octd's unpaced
-     * ceiling was 10,650 B-scans/s with the graph, 11,760 without (H200,
-     * 2026-12-02, interleaved); the host's extra ~30 us of launches fit. */
-    if (eng->setup.cuda.graph == OCT_CUDA_GRAPH_AUTO && ST(eng)->L <= 1) return false;
     if (eng->params.background == OCT_BG_ROLLING) return false;
     for (int k = OCT_KIND_ANGIO_FIRST; k < OCT_KIND_COUNT; k++)
         if (want[OCT_METHOD_CFD][k]) return false;

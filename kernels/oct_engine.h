@@ -280,9 +280,7 @@ enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1 };
  * (2026-11-23) auto gained 0-2 % and its pick at M = 8192 doubled the MSI
  * error (3xfp16 relative L2 1.39e-5 vs 6.5e-6), so it is not the default. */
 enum oct_cuda_gemm_algo { OCT_CUDA_GEMM_ALGO_DEFAULT = 0, OCT_CUDA_GEMM_ALGO_AUTO = 1 };
-/* OCT_CUDA_GRAPH_AUTO (the default) = ON for volumes (L > 1), OFF for
- * B-scans, where the GPU bounds the rate and the graph's device time costs
- * more than the host launches it saves.  ON: a frame's device work (conversion,
+/* OCT_CUDA_GRAPH_AUTO (the default) = ON: a frame's device work (conversion,
  * background, CFD, MSI, CMS and their sinks on the compute and CFD streams) is
  * captured once per in-flight slot and plan (after one eager frame of that
  * plan) and re-launched as one CUDA graph, the intra-frame pipeline's parts
