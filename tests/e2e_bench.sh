@@ -8,7 +8,8 @@
 # arrive, that the table and the JSON lines are complete and that octd used
 # the asked path.  No rate or loss is asserted: on a busy machine timing is
 # the benchmark's business (the table is printed), not a pass/fail test's.
-# Smoke runs of `octbench --quick --only ipc` and `--only bscan-msi --backend
+# Smoke runs of `octbench --quick --only ipc` (its rows complete; a row at
+# 0 GB/s on a busy machine is a note) and `--only bscan-msi --backend
 # cpu` (exit 0, their tables printed), and of `--e2e --only angio` (issue 18).
 # `--e2e --sub-shm` (the subscriber on [publish] shm_endpoint, copying each
 # image out of octd's image area, over two SUB sockets) once this octd
@@ -73,22 +74,18 @@ else
 fi
 
 # smoke runs of the other parts: the IPC ring benchmark and one engine workload
-# frames must reach the consumer in each row; on a busy machine a quick
-# run's short window can see none of the 78 MB volumes copied (2026-12-02,
-# beside stress-ng --cpu 2: 0.00 GB/s, copy p99 169 ms): up to 3 tries
-ipc_rows() {
-    for w in "bscan 500x1024 u16" "volume 200x192x1024 u16"; do
-        awk -v w="$w" 'index($0, w) == 1 { n++; if ($(NF - 7) + 0 <= 0) bad++ }
-                       END { exit !(n == 1 && bad == 0) }' "$TMP/out.txt" || { echo "$w"; return 1; }
-    done
-}
-for try in 1 2 3; do
-    timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
-    grep -q "^shared-memory ring" "$TMP/out.txt" || fail "--only ipc: no ring table"
-    grep -q "^case .*GB/s .*lost .*torn" "$TMP/out.txt" || fail "--only ipc: no table header"
-    row=$(ipc_rows) && break
-    [ "$try" -lt 3 ] || fail "--only ipc: no row '$row' with GB/s > 0 in 3 tries"
-    echo "note --only ipc: no row '$row' with GB/s > 0 (try $try of 3; a busy machine?)"
+# a smoke run: the table and both rows, complete.  Their GB/s is the
+# benchmark's business: beside stress-ng --cpu 2 the quick run's 1 s saw no
+# 78 MB volume copied in 3 tries of 3 (2026-12-02; copy p99 169 ms), so a
+# row at 0 GB/s is printed as a note, not failed (test_ipc covers the ring)
+timeout 120 "$BIN/octbench" --quick --only ipc >"$TMP/out.txt" 2>&1 || fail "octbench --quick --only ipc exit $?"
+grep -q "^shared-memory ring" "$TMP/out.txt" || fail "--only ipc: no ring table"
+grep -q "^case .*GB/s .*lost .*torn" "$TMP/out.txt" || fail "--only ipc: no table header"
+for w in "bscan 500x1024 u16" "volume 200x192x1024 u16"; do
+    awk -v w="$w" 'index($0, w) == 1 { n++; if (NF != 12 || $(NF - 7) !~ /^[0-9.]+$/) bad++ }
+                   END { exit !(n == 1 && bad == 0) }' "$TMP/out.txt" || fail "--only ipc: no complete row '$w'"
+    awk -v w="$w" 'index($0, w) == 1 { exit !($(NF - 7) + 0 > 0) }' "$TMP/out.txt" ||
+        echo "note --only ipc: '$w' at 0 GB/s (no frame copied in the quick run's second: a busy machine?)"
 done
 echo "ok   octbench --quick --only ipc: $(grep -c -E '^(bscan|volume) ' "$TMP/out.txt") rows"
 timeout 120 "$BIN/octbench" --quick --only bscan-msi --backend cpu >"$TMP/out.txt" 2>&1 ||
