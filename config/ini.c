@@ -27,7 +27,7 @@ enum ini_key {
     K_ZERO_COPY,
     K_STALE_MS, K_POLL_US, K_METRICS_LISTEN,
     K_DEVICES, K_FAIL_AFTER, K_FAIL_ENGINE,
-    K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_PREFAULT,
+    K_NUMA, K_TIMER_SLACK, K_LOCK_MEMORY, K_PRIORITY, K_NICE, K_PREFAULT,
     K_CUDA_GRAPH,
     K_CUDA_CFD,
     K_REG_WORKERS,
@@ -53,6 +53,7 @@ static const struct { const char *section, *key; } ini_keys[K_COUNT] = {
     [K_FAIL_ENGINE] = {"engine", "fail_engine"},
     [K_NUMA] = {"engine", "numa"},         [K_TIMER_SLACK] = {"engine", "timer_slack_ns"},
     [K_LOCK_MEMORY] = {"engine", "lock_memory"}, [K_PRIORITY] = {"engine", "priority"},
+    [K_NICE] = {"engine", "nice"},
     [K_PREFAULT] = {"engine", "prefault"},
     [K_CUDA_GRAPH] = {"engine", "cuda_graph"},
     [K_CUDA_CFD] = {"engine", "cuda_cfd"},
@@ -332,6 +333,15 @@ static int set_value(ini_ctx *x, int k, const char *v)
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (normal scheduling) or a "
                             "SCHED_FIFO priority from 1 to 99", sec, key, v), 0;
         return 1;
+    case K_NICE:
+        if (strcmp(v, "auto") == 0) {
+            c->nice = OCT_NICE_AUTO;
+            return 1;
+        }
+        if (!parse_int(v, -20, 19, &c->nice))
+            return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not auto or a nice value from "
+                            "-20 to 19", sec, key, v), 0;
+        return 1;
     case K_REG_WORKERS:
         if (!parse_int(v, 0, OCT_REG_WORKERS_MAX, &c->registration_workers))
             return ctx_fail(x, OCT_EINVAL, "[%s] %s: '%s' is not 0 (automatic) or a number of "
@@ -604,6 +614,7 @@ void oct_daemon_config_default(oct_daemon_config *c)
     c->fail_engine = -1; /* the last engine */
     c->numa = true;
     c->timer_slack_ns = 1000;
+    c->nice = OCT_NICE_AUTO;
     c->prefault = true;
     c->overlap_input = true;
     c->pub_copies = OCT_PUB_COPIES_AUTO; /* r5: zero-copy until a crowd holds half the pool */

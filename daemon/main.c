@@ -636,7 +636,7 @@ static void do_reload(octd *d)
         d->next_attach_ns = 0;
     }
     uint32_t old_slack = d->cfg.timer_slack_ns;
-    int old_priority = d->cfg.priority;
+    int old_priority = d->cfg.priority, old_nice = d->cfg.nice;
     bool old_lock = d->cfg.lock_memory;
     d->cfg = cfg;
     d->prof = *prof;
@@ -662,6 +662,8 @@ static void do_reload(octd *d)
         octd_rt_timer_slack(cfg.timer_slack_ns);
     if (cfg.priority != old_priority)
         octd_rt_priority(cfg.priority);
+    if (cfg.nice != old_nice)
+        octd_rt_nice(cfg.nice);
     if (cfg.lock_memory != old_lock)
         octd_log(LOG_WARNING, "reload: [engine] lock_memory takes effect at the next start");
     octd_status_engine(d);
@@ -787,6 +789,7 @@ int main(int argc, char **argv)
     if (c >= 0)
         return c;
     oct_engine_process_init(); /* before any thread: OpenBLAS kernel choice */
+    octd_rt_nice_base();       /* octd's own nice, its background threads' */
     while ((c = getopt_long(argc, argv, "c:tfVh", opts, NULL)) != -1) {
         switch (c) {
         case 'c': config = optarg; break;
@@ -866,6 +869,7 @@ static int run(octd *d)
         octd_rt_lock_memory();
     if (d->cfg.priority > 0)
         octd_rt_priority(d->cfg.priority);
+    octd_rt_nice(d->cfg.nice);
     if (!octd_notify_open(&d->nt, nerr, sizeof nerr))
         octd_log(LOG_WARNING, "%s", nerr);
     if (other_octd_running(d->cfg.ring_status)) {

@@ -16,6 +16,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "oct_config.h"
 #include "oct_engine.h"
 
 /* The process-wide log threshold: set once from [log] level (and on reload).
@@ -442,17 +443,82 @@ void octd_rt_priority(int priority)
         octd_log(LOG_INFO, "frame loop at SCHED_FIFO priority %d", priority);
 }
 
+/* octd's nice at start, which its background threads keep whatever the frame
+ * loop's ([engine] nice); set once by octd_rt_nice_base before any thread. */
+static int base_nice;
+
+void octd_rt_nice_base(void)
+{
+    errno = 0;
+    int n = getpriority(PRIO_PROCESS, (id_t)gettid());
+    base_nice = n == -1 && errno ? 0 : n;
+}
+
+bool octd_rt_nice(int nice)
+{
+    bool automatic = nice == OCT_NICE_AUTO;
+    int want = automatic ? OCT_NICE_AUTO_VALUE : nice;
+    struct rlimit rl = {0, 0};
+    getrlimit(RLIMIT_NICE, &rl);
+    int err = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (automatic && want >= base_nice)
+            want = base_nice; /* auto never makes the frame loop nicer than octd */
+        if (setpriority(PRIO_PROCESS, (id_t)gettid(), want) == 0) {
+            if (want != base_nice)
+                octd_log(LOG_INFO, "frame loop at nice %d (octd's other threads at %d)", want,
+                         base_nice);
+            return true;
+        }
+        err = errno;
+        /* auto without CAP_SYS_NICE: as far as RLIMIT_NICE (20 - nice) goes */
+        if (!automatic || rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 40)
+            break;
+        want = 20 - (int)rl.rlim_cur;
+    }
+    /* auto: a plain user's octd (no RLIMIT_NICE) is normal, not a fault */
+    octd_log(automatic ? LOG_INFO : LOG_WARNING,
+             "[engine] nice = %s%d: %s (RLIMIT_NICE %llu; under systemd LimitNICE=, as "
+             "octd.service sets): the frame loop runs at nice %d", automatic ? "auto, " : "",
+             want, strerror(err), (unsigned long long)rl.rlim_cur, base_nice);
+    setpriority(PRIO_PROCESS, (id_t)gettid(), base_nice); /* a reload's earlier value */
+    return false;
+}
+
+typedef struct {
+    void *(*fn)(void *);
+    void *arg;
+} normal_start;
+
+static void *normal_main(void *p)
+{
+    normal_start s = *(normal_start *)p;
+    free(p);
+    /* raising one's nice needs no privilege: back to octd's own */
+    setpriority(PRIO_PROCESS, (id_t)gettid(), base_nice);
+    return s.fn(s.arg);
+}
+
 int octd_thread_start_normal(pthread_t *t, void *(*fn)(void *), void *arg)
 {
+    normal_start *s = malloc(sizeof *s);
+    if (!s)
+        return ENOMEM;
+    *s = (normal_start){fn, arg};
     pthread_attr_t a;
     struct sched_param sp = {.sched_priority = 0};
-    if (pthread_attr_init(&a) != 0)
-        return pthread_create(t, NULL, fn, arg);
-    bool ok = pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) == 0 &&
-              pthread_attr_setschedpolicy(&a, SCHED_OTHER) == 0 &&
-              pthread_attr_setschedparam(&a, &sp) == 0;
-    int rc = pthread_create(t, ok ? &a : NULL, fn, arg);
-    pthread_attr_destroy(&a);
+    int rc;
+    if (pthread_attr_init(&a) != 0) {
+        rc = pthread_create(t, NULL, normal_main, s);
+    } else {
+        bool ok = pthread_attr_setinheritsched(&a, PTHREAD_EXPLICIT_SCHED) == 0 &&
+                  pthread_attr_setschedpolicy(&a, SCHED_OTHER) == 0 &&
+                  pthread_attr_setschedparam(&a, &sp) == 0;
+        rc = pthread_create(t, ok ? &a : NULL, normal_main, s);
+        pthread_attr_destroy(&a);
+    }
+    if (rc != 0)
+        free(s);
     return rc;
 }
 

@@ -124,9 +124,19 @@ void octd_rt_lock_memory(void);
 /* SCHED_FIFO at `priority` (1..99) for the calling thread, SCHED_OTHER for
  * 0; a warning when refused (RLIMIT_RTPRIO, RestrictRealtime=). */
 void octd_rt_priority(int priority);
+/* Remembers the calling thread's nice as octd's own (main, before any
+ * thread): background threads keep it whatever [engine] nice makes the
+ * frame loop. */
+void octd_rt_nice_base(void);
+/* [engine] nice for the calling thread (the frame loop; the engine workers
+ * and OpenMP threads it starts inherit it): a value, or OCT_NICE_AUTO
+ * (OCT_NICE_AUTO_VALUE where RLIMIT_NICE / CAP_SYS_NICE allow, never nicer
+ * than octd's own).  Refused: octd's own nice, logged (a warning for an
+ * explicit value, info for auto); false. */
+bool octd_rt_nice(int nice);
 /* pthread_create for octd's background threads (the publisher and ZeroMQ's,
- * the recording writer, the registration workers): SCHED_OTHER whatever the
- * creator runs at.  Threads inherit their creator's policy, and the frame
+ * the recording writer, the registration workers): SCHED_OTHER and octd's
+ * own nice whatever the creator runs at.  Threads inherit their creator's policy, and the frame
  * loop that starts them may be at SCHED_FIFO ([engine] priority): a busy
  * background thread at the frame loop's own real-time priority would hold
  * its core until it blocks (issue 21).  Returns pthread_create's result. */

@@ -572,6 +572,48 @@ START_TEST(background_threads_normal)
 }
 END_TEST
 
+/* [engine] nice (issue 21): background threads go back to octd's own nice
+ * from a frame loop made less nice; a plain pthread_create inherits it. */
+static void *report_nice(void *arg)
+{
+    *(int *)arg = getpriority(PRIO_PROCESS, (id_t)gettid());
+    return NULL;
+}
+
+START_TEST(background_threads_own_nice)
+{
+    id_t self = (id_t)gettid();
+    int base = getpriority(PRIO_PROCESS, self);
+    octd_rt_nice_base();
+    ck_assert(octd_rt_nice(base + 2)); /* nicer: always permitted */
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, self), base + 2);
+    if (!octd_rt_nice(base - 3)) {
+        printf("SKIP background_threads_own_nice: no CAP_SYS_NICE or RLIMIT_NICE here\n");
+        ck_assert_int_eq(getpriority(PRIO_PROCESS, self), base); /* refused: octd's own */
+        return;
+    }
+    ck_assert_int_eq(getpriority(PRIO_PROCESS, self), base - 3);
+    int inherited = 99, normal = 99;
+    pthread_t t;
+    int rc1 = pthread_create(&t, NULL, report_nice, &inherited);
+    if (rc1 == 0)
+        pthread_join(t, NULL);
+    int rc2 = octd_thread_start_normal(&t, report_nice, &normal);
+    if (rc2 == 0)
+        pthread_join(t, NULL);
+    /* auto: -20 (or what RLIMIT_NICE allows), never above octd's own */
+    ck_assert(octd_rt_nice(OCT_NICE_AUTO));
+    int automatic = getpriority(PRIO_PROCESS, self);
+    ck_assert_int_eq(setpriority(PRIO_PROCESS, self, base), 0);
+    ck_assert_int_eq(rc1, 0);
+    ck_assert_int_eq(rc2, 0);
+    ck_assert_int_eq(inherited, base - 3);
+    ck_assert_int_eq(normal, base);
+    ck_assert_int_lt(automatic, base);
+    ck_assert_int_ge(automatic, -20);
+}
+END_TEST
+
 START_TEST(ini_keys)
 {
     oct_daemon_config c;
@@ -580,17 +622,22 @@ START_TEST(ini_keys)
     ck_assert(c.numa && c.prefault && !c.lock_memory && c.registration_workers == 0);
     ck_assert_int_eq(c.timer_slack_ns, 1000);
     ck_assert_int_eq(c.priority, 0);
+    ck_assert_int_eq(c.nice, OCT_NICE_AUTO);
     const char *ok = "[engine]\nnuma = off\ntimer_slack_ns = 1\nlock_memory = yes\n"
-                     "priority = 50\nprefault = no\nregistration_workers = 4\n";
+                     "priority = 50\nprefault = no\nregistration_workers = 4\nnice = -5\n";
     ck_assert_msg(oct_daemon_config_parse(&c, ok, strlen(ok), "t.ini", &e) == OCT_OK, "%s",
                   e.msg);
     ck_assert(!c.numa && !c.prefault && c.lock_memory);
     ck_assert_int_eq(c.timer_slack_ns, 1);
     ck_assert_int_eq(c.priority, 50);
+    ck_assert_int_eq(c.nice, -5);
     ck_assert_int_eq(c.registration_workers, 4);
     static const struct { const char *text, *words; } bad[] = {
         {"[engine]\npriority = 100\n", "t.ini:2: [engine] priority: '100'"},
         {"[engine]\npriority = -1\n", "[engine] priority: '-1'"},
+        {"[engine]\nnice = -21\n", "t.ini:2: [engine] nice: '-21' is not auto or a nice value "
+                                     "from -20 to 19"},
+        {"[engine]\nnice = high\n", "[engine] nice: 'high'"},
         {"[engine]\nlock_memory = maybe\n", "[engine] lock_memory: 'maybe' is not yes or no"},
         {"[engine]\nprefault = 2\n", "[engine] prefault: '2'"},
         {"[engine]\nnuma = node1\n", "[engine] numa: 'node1' is not auto or off"},
@@ -628,6 +675,7 @@ int main(void)
     tcase_set_timeout(tr, 60);
     tcase_add_test(tr, timer_slack_and_prefault);
     tcase_add_test(tr, background_threads_normal);
+    tcase_add_test(tr, background_threads_own_nice);
     tcase_add_test(tr, ini_keys);
     suite_add_tcase(s, tr);
     SRunner *r = srunner_create(s);

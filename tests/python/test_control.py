@@ -1,5 +1,7 @@
 """octd.Control against a running octd: set/get round trip, rejection with
 octd's reason, bad keys refused before anything is written, commands."""
+import os
+import resource
 import time
 
 import pytest
@@ -53,3 +55,41 @@ def test_commands(daemon):
         c.record(frames=1)
     assert "online" in c.online() or True
     assert c.status()["state"] == "online"
+
+
+def _threads_nice(pid):
+    """{comm: [nice, ...]} of every thread of pid (field 19 of stat)."""
+    out = {}
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            stat = open("/proc/%d/task/%s/stat" % (pid, t)).read()
+        except FileNotFoundError:  # a thread that just ended
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        out.setdefault(comm, []).append(int(stat.rsplit(")", 1)[1].split()[16]))
+    return out
+
+
+def test_frame_loop_nice_auto(daemon):
+    """[engine] nice = auto (issue 21): the frame loop at nice -20 where it is
+    permitted (CAP_SYS_NICE or RLIMIT_NICE), octd's background threads (the
+    publisher, ZeroMQ's) at octd's own nice, as the log says."""
+    base = os.getpriority(os.PRIO_PROCESS, 0)  # the fixture's octd inherits it
+    soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
+    if os.geteuid() == 0:
+        want = -20
+    elif soft == resource.RLIM_INFINITY:
+        want = -20
+    else:
+        want = min(base, max(-20, 20 - soft))
+    pid = daemon.proc.pid
+    threads = _threads_nice(pid)
+    main = int(open("/proc/%d/task/%d/stat" % (pid, pid)).read().rsplit(")", 1)[1].split()[16])
+    assert main == want, (main, want, threads)
+    background = {k: v for k, v in threads.items() if k.startswith(("octd-publish", "ZMQbg"))}
+    assert "octd-publish" in background and any(k.startswith("ZMQbg") for k in background), threads
+    for comm, nices in background.items():
+        assert all(n == base for n in nices), (comm, nices, base)
+    if want != base:
+        log = open(daemon.log.name).read()
+        assert "frame loop at nice %d (octd's other threads at %d)" % (want, base) in log
