@@ -76,7 +76,7 @@ typedef struct oct_daemon_config {
     bool lock_memory;           /* false: mlockall(MCL_CURRENT | MCL_FUTURE) when true */
     int priority;               /* 0 = SCHED_OTHER; 1..99: the frame loop at SCHED_FIFO */
     int nice;                   /* the frame loop's nice value, -20..19, or OCT_NICE_AUTO:
-                                 * -20 or what RLIMIT_NICE permits, else octd's own */
+                                 * -20 or what RLIMIT_NICE permits with CPU engines, else octd's own */
     bool prefault;              /* true: buffers' pages touched when allocated */
     /* [engine] overlap_input (issue 19): a pipelining engine reading the ring in
      * place gets the next frame before the last one's input copy is done (its
@@ -116,10 +116,11 @@ typedef struct oct_daemon_config {
  * zero-copy. */
 enum { OCT_PUB_COPIES_PUBLISHER = 0, OCT_PUB_COPIES_FRAME = 1, OCT_PUB_COPIES_AUTO = 2 };
 #define OCT_REG_WORKERS_MAX 8
-/* [engine] nice = auto: the frame loop (and the engine threads it starts) at
- * nice -20, or as far as RLIMIT_NICE allows without CAP_SYS_NICE; octd's
- * background threads at octd's own nice (issue 21: -11 left the 2-core VM's
- * frame loop at 88-110 % of its rate with a crowd, -20 at 94-109 %). */
+/* [engine] nice = auto: with CPU engines the frame loop (and the engine
+ * threads it starts) at nice -20, or as far as RLIMIT_NICE allows without
+ * CAP_SYS_NICE; with a GPU engine octd's own nice; octd's background threads
+ * always at octd's own (issue 21: -11 left the 2-core VM's frame loop at
+ * 88-110 % of its rate with a crowd, -20 at 94-109 %). */
 #define OCT_NICE_AUTO 100
 #define OCT_NICE_AUTO_VALUE (-20)
 

@@ -194,6 +194,27 @@ void octd_destroy_engines(octd *d)
     d->eng = NULL;
 }
 
+/* [engine] nice = auto: the frame loop (and its OpenMP team, the CPU engine's
+ * threads) less nice only with CPU engines, where it competes for the CPU
+ * with whatever else runs (issue 21: a crowd of subscribers on 2 cores).  With
+ * a GPU engine it mostly waits for the device, and nice -20 there lost more
+ * B-scan runs at 10,000/s than octd's own nice (README). */
+void octd_auto_nice(octd *d)
+{
+    if (d->cfg.nice != OCT_NICE_AUTO || d->neng == 0)
+        return;
+    int cpu = 1;
+    for (int i = 0; i < d->neng; i++)
+        if (strcmp(oct_engine_backend_name(d->engs[i]), "cpu") != 0)
+            cpu = 0;
+    if (cpu == d->nice_cpu)
+        return;
+    bool had = d->nice_cpu >= 0;
+    d->nice_cpu = cpu;
+    if (cpu || had)
+        octd_rt_nice(cpu ? OCT_NICE_AUTO : OCTD_NICE_OWN, true);
+}
+
 void octd_install_engines(octd *d, oct_engine **engs, int n)
 {
     octd_destroy_engines(d);
@@ -202,6 +223,7 @@ void octd_install_engines(octd *d, oct_engine **engs, int n)
     d->eng = engs[0];
     d->engine_warning[0] = '\0'; /* all in again */
     d->engines_gen++;
+    octd_auto_nice(d);
 }
 
 static void write_params_cb(oct_control_values *v, void *arg)

@@ -29,6 +29,9 @@ oct_err octd_plan_engines(const oct_daemon_config *cfg, const oct_profile *prof,
 void octd_destroy_engines(octd *d);
 /* Replaces d's engines by engs[0..n) (engine 0 becomes d->eng). */
 void octd_install_engines(octd *d, oct_engine **engs, int n);
+/* [engine] nice = auto for the installed engines (frame thread): -20 (or what
+ * RLIMIT_NICE allows) with CPU engines only, octd's own nice otherwise. */
+void octd_auto_nice(octd *d);
 /* Writes values octd chose into the control block as a new generation. */
 void octd_publish_params(octd *d, const oct_params *p, const char *why);
 

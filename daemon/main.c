@@ -662,8 +662,13 @@ static void do_reload(octd *d)
         octd_rt_timer_slack(cfg.timer_slack_ns);
     if (cfg.priority != old_priority)
         octd_rt_priority(cfg.priority);
-    if (cfg.nice != old_nice)
-        octd_rt_nice(cfg.nice);
+    if (cfg.nice != old_nice && cfg.nice != OCT_NICE_AUTO)
+        octd_rt_nice(cfg.nice, true);
+    if (cfg.nice != old_nice && cfg.nice == OCT_NICE_AUTO) {
+        octd_rt_nice(OCTD_NICE_OWN, true); /* then as the engines say */
+        d->nice_cpu = 0;
+        octd_auto_nice(d);
+    }
     if (cfg.lock_memory != old_lock)
         octd_log(LOG_WARNING, "reload: [engine] lock_memory takes effect at the next start");
     octd_status_engine(d);
@@ -869,7 +874,9 @@ static int run(octd *d)
         octd_rt_lock_memory();
     if (d->cfg.priority > 0)
         octd_rt_priority(d->cfg.priority);
-    octd_rt_nice(d->cfg.nice);
+    d->nice_cpu = -1;
+    if (d->cfg.nice != OCT_NICE_AUTO) /* auto: when engines are installed */
+        octd_rt_nice(d->cfg.nice, false);
     if (!octd_notify_open(&d->nt, nerr, sizeof nerr))
         octd_log(LOG_WARNING, "%s", nerr);
     if (other_octd_running(d->cfg.ring_status)) {

@@ -53,6 +53,8 @@ typedef struct octd {
     bool engine_warning_shown; /* it is in the status block's warnings */
     char shm_warning[256];     /* why [publish] shm_endpoint serves no images ("" = it does) */
     uint64_t engines_gen;      /* counts re-plans of the engines */
+    int nice_cpu;              /* [engine] nice = auto as applied: 1 CPU engines (the frame
+                                * loop less nice), 0 other engines, -1 not yet */
     oct_geometry eng_geom;
     oct_params params;         /* the good values in use */
     oct_control_values values; /* the same as control values (for sidecars) */

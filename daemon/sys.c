@@ -454,17 +454,30 @@ void octd_rt_nice_base(void)
     base_nice = n == -1 && errno ? 0 : n;
 }
 
-bool octd_rt_nice(int nice)
+/* Sets the calling thread's nice and, with team, that of each thread of its
+ * OpenMP team (made before: they do not follow the frame loop later). */
+static int set_nice(int nice, bool team)
+{
+    if (setpriority(PRIO_PROCESS, (id_t)gettid(), nice) != 0)
+        return -1;
+    if (team) {
+#pragma omp parallel num_threads(omp_get_max_threads())
+        setpriority(PRIO_PROCESS, (id_t)gettid(), nice);
+    }
+    return 0;
+}
+
+bool octd_rt_nice(int nice, bool team)
 {
     bool automatic = nice == OCT_NICE_AUTO;
-    int want = automatic ? OCT_NICE_AUTO_VALUE : nice;
+    int want = automatic ? OCT_NICE_AUTO_VALUE : nice == OCTD_NICE_OWN ? base_nice : nice;
     struct rlimit rl = {0, 0};
     getrlimit(RLIMIT_NICE, &rl);
     int err = 0;
     for (int pass = 0; pass < 2; pass++) {
         if (automatic && want >= base_nice)
             want = base_nice; /* auto never makes the frame loop nicer than octd */
-        if (setpriority(PRIO_PROCESS, (id_t)gettid(), want) == 0) {
+        if (set_nice(want, team) == 0) {
             if (want != base_nice)
                 octd_log(LOG_INFO, "frame loop at nice %d (octd's other threads at %d)", want,
                          base_nice);
@@ -481,7 +494,7 @@ bool octd_rt_nice(int nice)
              "[engine] nice = %s%d: %s (RLIMIT_NICE %llu; under systemd LimitNICE=, as "
              "octd.service sets): the frame loop runs at nice %d", automatic ? "auto, " : "",
              want, strerror(err), (unsigned long long)rl.rlim_cur, base_nice);
-    setpriority(PRIO_PROCESS, (id_t)gettid(), base_nice); /* a reload's earlier value */
+    set_nice(base_nice, team); /* a reload's earlier value */
     return false;
 }
 

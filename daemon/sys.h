@@ -129,11 +129,13 @@ void octd_rt_priority(int priority);
  * frame loop. */
 void octd_rt_nice_base(void);
 /* [engine] nice for the calling thread (the frame loop; the engine workers
- * and OpenMP threads it starts inherit it): a value, or OCT_NICE_AUTO
- * (OCT_NICE_AUTO_VALUE where RLIMIT_NICE / CAP_SYS_NICE allow, never nicer
- * than octd's own).  Refused: octd's own nice, logged (a warning for an
- * explicit value, info for auto); false. */
-bool octd_rt_nice(int nice);
+ * and OpenMP threads it starts later inherit it) and, with team, for the
+ * OpenMP team it made before: a value, OCT_NICE_AUTO (OCT_NICE_AUTO_VALUE
+ * where RLIMIT_NICE / CAP_SYS_NICE allow, never nicer than octd's own) or
+ * OCTD_NICE_OWN (octd's own).  Refused: octd's own nice, logged (a warning
+ * for an explicit value, info for auto); false. */
+#define OCTD_NICE_OWN 101
+bool octd_rt_nice(int nice, bool team);
 /* pthread_create for octd's background threads (the publisher and ZeroMQ's,
  * the recording writer, the registration workers): SCHED_OTHER and octd's
  * own nice whatever the creator runs at.  Threads inherit their creator's policy, and the frame

@@ -585,9 +585,9 @@ START_TEST(background_threads_own_nice)
     id_t self = (id_t)gettid();
     int base = getpriority(PRIO_PROCESS, self);
     octd_rt_nice_base();
-    ck_assert(octd_rt_nice(base + 2)); /* nicer: always permitted */
+    ck_assert(octd_rt_nice(base + 2, false)); /* nicer: always permitted */
     ck_assert_int_eq(getpriority(PRIO_PROCESS, self), base + 2);
-    if (!octd_rt_nice(base - 3)) {
+    if (!octd_rt_nice(base - 3, false)) {
         printf("SKIP background_threads_own_nice: no CAP_SYS_NICE or RLIMIT_NICE here\n");
         ck_assert_int_eq(getpriority(PRIO_PROCESS, self), base); /* refused: octd's own */
         return;
@@ -602,7 +602,7 @@ START_TEST(background_threads_own_nice)
     if (rc2 == 0)
         pthread_join(t, NULL);
     /* auto: -20 (or what RLIMIT_NICE allows), never above octd's own */
-    ck_assert(octd_rt_nice(OCT_NICE_AUTO));
+    ck_assert(octd_rt_nice(OCT_NICE_AUTO, true));
     int automatic = getpriority(PRIO_PROCESS, self);
     ck_assert_int_eq(setpriority(PRIO_PROCESS, self, base), 0);
     ck_assert_int_eq(rc1, 0);
