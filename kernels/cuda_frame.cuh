@@ -20,6 +20,7 @@ struct Sink {
     bool all;      /* rows of depth set ALL: sink_tile_kernel (unless legacy) */
     bool other;    /* rows of the other depth sets (en-face, ranges): sink_kernel */
     bool legacy;   /* setup.cuda.sink = OCT_CUDA_SINK_WARP: sink_kernel for every row */
+    bool async;    /* OCT_CUDA_SINK_TILE: the MSI GEMM output's tiles copied by cp.async */
     int sms;       /* multiprocessors (sink_kernel's block size) */
 };
 
@@ -42,6 +43,7 @@ Sink make_sink(oct_engine *eng, Slot *sl, int m)
         else k.other = true;
     }
     k.legacy = eng->setup.cuda.sink == OCT_CUDA_SINK_WARP;
+    k.async = eng->setup.cuda.sink == OCT_CUDA_SINK_TILE;
     k.sms = ST(eng)->sms;
     return k;
 }
@@ -112,8 +114,18 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
         int D = k.D;
         int ws = sink_stage_floats(src);
         dim3 grid(blocks_for(nrows, SINK_TR), blocks_for(D, SINK_TD));
-        sink_tile_kernel<Src><<<grid, dim3(32, SINK_TW), (size_t)SINK_TW * ws * sizeof(float), st>>>(
-            src, k.tab, mode, j0, nrows, nh, ws);
+        bool launched = false;
+        if constexpr (std::is_same<Src, SrcGemm>::value) {
+            if (k.async && ws > 0) {
+                size_t bytes = sink_async_bytes(src); /* opted in at create (cuda_setup.cuh) */
+                sink_tile_kernel<SrcGemm, true><<<grid, dim3(32, SINK_TW), bytes, st>>>(src, k.tab, mode, j0,
+                                                                                       nrows, nh, ws);
+                launched = true;
+            }
+        }
+        if (!launched)
+            sink_tile_kernel<Src><<<grid, dim3(32, SINK_TW), (size_t)SINK_TW * ws * sizeof(float), st>>>(
+                src, k.tab, mode, j0, nrows, nh, ws);
         LAUNCHED("sink_tile");
     }
     /* a warp per row: the reduced / en-face rows (or, legacy, all rows).

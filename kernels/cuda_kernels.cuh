@@ -8,6 +8,7 @@
 
 #include <climits>
 #include <cuda_fp16.h>
+#include <cuda_pipeline.h>
 #include <cstdint>
 
 #include "formulas.h"
@@ -829,14 +830,70 @@ __device__ __forceinline__ void sink_where(const SinkTable &k, int mode, long lo
  * depth sets (en-face, ranges; reduced) stay with sink_kernel.  Dynamic
  * shared memory: SINK_TW * wstage floats for sink_value's staging. */
 enum { SINK_TR = 32, SINK_TD = 32, SINK_TW = 8 };
+
+/* Async (issue 19, setup.cuda.sink tile): the tile's GEMM output (SINK_TR
+ * rows of nd slots x nl lags, contiguous in each row) copied into shared
+ * memory by the whole block with cp.async, every copy in flight at once and
+ * none through registers, then each lane sums its slot's lags in
+ * operator()'s order (the same bits as sink_value).  sink_value's register
+ * staging keeps one row per warp in flight: the B-scan MSI sink read its
+ * 21.5 MB at ~0.7 TB/s (30 us of ~95 per frame).  Dynamic shared memory:
+ * SINK_TR * SINK_TD * nl floats (nl <= SINK_STAGE_NL: at most 127 KB). */
+inline size_t sink_async_bytes(const SrcGemm &g) { return (size_t)SINK_TR * SINK_TD * g.nl * sizeof(float); }
 template <class Src>
+__device__ __forceinline__ void sink_tile_fill_async(const Src &, float *, long long, int, int, const unsigned *,
+                                                     float (*)[SINK_TD + 1])
+{
+} /* only SrcGemm is launched with it */
+__device__ __forceinline__ void sink_tile_fill_async(const SrcGemm &src, float *buf, long long r0, int d0, int nd,
+                                                     const unsigned *s_rows, float (*t)[SINK_TD + 1])
+{
+    const int nl = src.nl, n = nd * nl, rs = SINK_TD * nl; /* floats of a row's span; row stride in buf */
+    const int tid = threadIdx.y * 32 + threadIdx.x;
+    const long long off = (long long)d0 * nl; /* d0: a multiple of 32 */
+    /* 16-byte copies where the spans are aligned (the B-scan: ncol 10752, 672 floats a row) */
+    if (src.ncol % 4 == 0 && n % 4 == 0 && (reinterpret_cast<uintptr_t>(src.C) & 15) == 0) {
+        const int n4 = n / 4;
+        for (int e = tid; e < SINK_TR * n4; e += 32 * SINK_TW) {
+            const int rr = e / n4, q = e - rr * n4;
+            if (s_rows[rr])
+                __pipeline_memcpy_async(buf + rr * rs + 4 * q, src.C + (r0 + rr) * src.ncol + off + 4 * q, 16);
+        }
+    } else {
+        for (int e = tid; e < SINK_TR * n; e += 32 * SINK_TW) {
+            const int rr = e / n, q = e - rr * n;
+            if (s_rows[rr])
+                __pipeline_memcpy_async(buf + rr * rs + q, src.C + (r0 + rr) * src.ncol + off + q, 4);
+        }
+    }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+    __syncthreads();
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const float *b = src.bias ? src.bias + (long long)(d0 + tx) * nl : NULL;
+    for (int rr = ty; rr < SINK_TR; rr += SINK_TW) {
+        if (!s_rows[rr]) continue; /* the same for the warp */
+        float a = 0.0f;
+        if (tx < nd) {
+            const float *w = buf + rr * rs + tx * nl; /* nl odd: the lanes read distinct banks */
+            if (b)
+                for (int li = 0; li < nl; li++) a += fabsf(w[li] - b[li]);
+            else
+                for (int li = 0; li < nl; li++) a += fabsf(w[li]);
+        }
+        t[rr][tx] = a;
+    }
+}
+
+template <class Src, bool Async = false>
 __global__ void __launch_bounds__(32 * SINK_TW) sink_tile_kernel(Src src, int tab, int mode, long long j0,
                                                                  long long nrows, int nh, int wstage)
 {
     __shared__ float t[SINK_TR][SINK_TD + 1];
     __shared__ long long s_l[SINK_TR], s_a[SINK_TR];
     __shared__ unsigned s_rows[SINK_TR]; /* the layout rows (bits of c_sink's rows) each row feeds */
-    extern __shared__ float stage[];
+    extern __shared__ float4 stage4[]; /* float4: 16-byte aligned for the async copies */
+    float *stage = reinterpret_cast<float *>(stage4);
     const SinkTable &k = c_sink[tab];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const long long r0 = (long long)blockIdx.x * SINK_TR;
@@ -867,11 +924,15 @@ __global__ void __launch_bounds__(32 * SINK_TW) sink_tile_kernel(Src src, int ta
         s_rows[tx] = 0;
     }
     if (!__syncthreads_or(mine != 0)) return; /* no row of this tile is wanted */
-    float *w = wstage ? stage + ty * wstage : NULL;
+    if constexpr (Async) {
+        sink_tile_fill_async(src, stage, r0, d0, nd, s_rows, t);
+    } else {
+        float *w = wstage ? stage + ty * wstage : NULL;
 #pragma unroll 4
-    for (int rr = ty; rr < SINK_TR; rr += SINK_TW)
-        if (s_rows[rr]) /* the same for the warp */
-            t[rr][tx] = sink_value(src, r0 + rr, d0, nd, tx, w);
+        for (int rr = ty; rr < SINK_TR; rr += SINK_TW)
+            if (s_rows[rr]) /* the same for the warp */
+                t[rr][tx] = sink_value(src, r0 + rr, d0, nd, tx, w);
+    }
     __syncthreads();
     for (unsigned b = all; b; b &= b - 1) {
         const SinkRow &r = k.row[__ffs(b) - 1];

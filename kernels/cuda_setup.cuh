@@ -759,6 +759,9 @@ oct_err cuda_create_inner(oct_engine *eng, CudaState *s, oct_error *e)
     CU(cudaSetDevice(s->device));
     s->device_ok = true;
     CU(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, s->device));
+    /* the MSI sink's async tiles take up to 127 KB of dynamic shared memory (over 48 KB: opt-in) */
+    CU(cudaFuncSetAttribute(sink_tile_kernel<SrcGemm, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)((size_t)SINK_TR * SINK_TD * SINK_STAGE_NL * sizeof(float))));
     if ((s->sink_base = sink_acquire()) < 0)
         return oct_error_set(e, OCT_EUNSUPPORTED, "cuda: at most %d CUDA engines per process (their "
                              "product layouts live in constant memory); destroy one first", SINK_ENGINES);

@@ -655,8 +655,9 @@ oct_err oct_engine_create(oct_engine **out, const oct_setup *setup, const oct_pa
     if (ct->parts_ext < 0 || ct->parts_ext > 3)
         return oct_error_set(e, OCT_EINVAL, "cuda.parts_ext = %d: must be 0 (auto), 1 (ext), 2 (off) or 3 (msi)",
                              ct->parts_ext);
-    if (ct->sink < 0 || ct->sink > 1)
-        return oct_error_set(e, OCT_EINVAL, "cuda.sink = %d: must be 0 (tile) or 1 (warp)", ct->sink);
+    if (ct->sink < 0 || ct->sink > 2)
+        return oct_error_set(e, OCT_EINVAL, "cuda.sink = %d: must be 0 (tile), 1 (warp) or 2 (tile-reg)",
+                             ct->sink);
     if (ct->gemm_algo < 0 || ct->gemm_algo > 1)
         return oct_error_set(e, OCT_EINVAL, "cuda.gemm_algo = %d: must be 0 (default) or 1 (auto)",
                              ct->gemm_algo);

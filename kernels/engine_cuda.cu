@@ -43,6 +43,7 @@
 #include <cublasLt.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 #include <climits>
 #include <cmath>

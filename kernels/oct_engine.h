@@ -270,9 +270,12 @@ typedef struct oct_cuda_tuning {
     int cfd;
 } oct_cuda_tuning;
 /* OCT_CUDA_SINK_TILE: the per-depth images in tiles of rows x depths over
- * the whole GPU; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block
- * (the geometry before issue 19, for A/B runs). */
-enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1 };
+ * the whole GPU, the MSI GEMM output of a tile copied into shared memory
+ * by cp.async; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block (the
+ * geometry before issue 19, for A/B runs); OCT_CUDA_SINK_TILE_REG: tiles,
+ * the GEMM output staged through registers one row per warp (before
+ * 2026-12-02, for A/B runs).  All three give the same bits. */
+enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1, OCT_CUDA_SINK_TILE_REG = 2 };
 /* OCT_CUDA_GEMM_ALGO_DEFAULT (the default): cublasGemmEx with
  * CUBLAS_GEMM_DEFAULT; OCT_CUDA_GEMM_ALGO_AUTO (opt-in): for the FP16
  * products, cublasLt's fastest heuristic candidate timed once per shape

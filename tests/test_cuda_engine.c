@@ -820,8 +820,10 @@ START_TEST(t_gemm_fp16)
 END_TEST
 
 /* Issue 19.1: the tiled sink (default: tiles of spectra x depths over the
- * whole GPU) against the float64 reference and byte for byte against a warp
- * per spectrum (setup.cuda.sink = warp, the geometry before), both with
+ * whole GPU, the GEMM output's tiles copied by cp.async) against the float64
+ * reference and byte for byte against a warp per spectrum (setup.cuda.sink =
+ * warp, the geometry before) and the tiles staged through registers
+ * (tile-reg, before 2026-12-02), all with
  * cublasGemmEx's default algorithm (the same GEMM output).  Sizes that are
  * not multiples of the 32 x 32 tiles (N = 37, D = R = 45), volumes (the
  * depth-minor volume product, gathered cross-sections, en-face + slabs
@@ -844,10 +846,13 @@ START_TEST(t_sink_tiles)
     oct_engine *tile = make_engine(&f, OCT_BACKEND_CUDA);
     g_sink = OCT_CUDA_SINK_WARP;
     oct_engine *warp = make_engine(&f, OCT_BACKEND_CUDA);
+    g_sink = OCT_CUDA_SINK_TILE_REG;
+    oct_engine *treg = make_engine(&f, OCT_BACKEND_CUDA);
     g_sink = OCT_CUDA_SINK_TILE;
-    oct_products *ot = oct_products_create(), *ow = oct_products_create();
+    oct_products *ot = oct_products_create(), *ow = oct_products_create(), *or_ = oct_products_create();
     ck_assert_ptr_nonnull(ot);
     ck_assert_ptr_nonnull(ow);
+    ck_assert_ptr_nonnull(or_);
     static const int lags[][2] = {{-4, 4}, {-20, 20}};
     char label[160];
     for (int li = 0; li < 2; li++)
@@ -858,16 +863,22 @@ START_TEST(t_sink_tiles)
             oct_error e = {{0}};
             ck_assert_msg(oct_engine_set_params(tile, &p, &e) == OCT_OK, "%s", e.msg);
             ck_assert_msg(oct_engine_set_params(warp, &p, &e) == OCT_OK, "%s", e.msg);
+            ck_assert_msg(oct_engine_set_params(treg, &p, &e) == OCT_OK, "%s", e.msg);
             snprintf(label, sizeof label, "sink cfg %d lags [%d,%d] pass %d (M=%u N=%u L=%u R=%u)", _i,
                      p.lag_lo, p.lag_hi, pass, c->g.samples, c->g.ascans, c->g.lines, c->R);
             run_and_check(tile, &f, &p, TU_TOL_FP32, ot, label);
             ck_assert_msg(oct_engine_process(warp, f.frame, f.bytes, ow, &e) == OCT_OK, "warp: %s", e.msg);
             products_equal(ot, ow, label);
+            /* the async tiles (default) and the register-staged ones: the same bits */
+            ck_assert_msg(oct_engine_process(treg, f.frame, f.bytes, or_, &e) == OCT_OK, "tile-reg: %s", e.msg);
+            products_equal(ot, or_, label);
         }
     oct_products_destroy(ot);
     oct_products_destroy(ow);
+    oct_products_destroy(or_);
     oct_engine_destroy(tile);
     oct_engine_destroy(warp);
+    oct_engine_destroy(treg);
     fixture_free(&f);
 }
 END_TEST

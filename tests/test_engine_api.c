@@ -232,9 +232,9 @@ START_TEST(test_bad_setup)
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
     ck_assert_msg(strstr(e.msg, "cuda.parts_ext = 4"), "'%s'", e.msg);
     s.cuda.parts_ext = 0;
-    s.cuda.sink = 2;
+    s.cuda.sink = 3;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);
-    ck_assert_msg(strstr(e.msg, "cuda.sink = 2"), "'%s'", e.msg);
+    ck_assert_msg(strstr(e.msg, "cuda.sink = 3"), "'%s'", e.msg);
     s.cuda.sink = 0;
     s.cuda.gemm_algo = -1;
     ck_assert_int_eq(oct_engine_create(&eng, &s, &p, &e), OCT_EINVAL);

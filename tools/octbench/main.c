@@ -144,8 +144,10 @@ static void usage(FILE *f)
             "                           also without them (gemm)\n"
             "  --cuda-disp-chunk N      spectra per cuFFT dispersion chunk (0 = auto: ~1/3 of\n"
             "                           L2, tiling an intra-frame part exactly)\n"
-            "  --cuda-sink tile|warp    product sink: tiles of spectra x depths (default) or\n"
-            "                           one warp per spectrum (before issue 19; A/B runs)\n"
+            "  --cuda-sink tile|warp|tile-reg  product sink: tiles of spectra x depths, the MSI\n"
+            "                           GEMM output copied by cp.async (default); one warp per\n"
+            "                           spectrum (before issue 19); tiles staging the GEMM\n"
+            "                           output through registers (before 2026-12-02); A/B\n"
             "  --gemm-algo default|auto MSI GEMM: cublasGemmEx's default algorithm (default),\n"
             "                           or cublasLt's fastest candidate timed once per shape\n"
             "  --cuda-graph on|off      a frame's device work as one CUDA graph per in-flight\n"
@@ -244,8 +246,10 @@ int main(int argc, char **argv)
                 o.cuda.sink = OCT_CUDA_SINK_TILE;
             else if (!strcmp(optarg, "warp"))
                 o.cuda.sink = OCT_CUDA_SINK_WARP;
+            else if (!strcmp(optarg, "tile-reg"))
+                o.cuda.sink = OCT_CUDA_SINK_TILE_REG;
             else {
-                fprintf(stderr, "octbench: --cuda-sink %s: must be tile or warp\n", optarg);
+                fprintf(stderr, "octbench: --cuda-sink %s: must be tile, warp or tile-reg\n", optarg);
                 return OCT_EX_USAGE;
             }
             break;
