@@ -231,13 +231,20 @@ static void write_params_cb(oct_control_values *v, void *arg)
     oct_control_from_params(v, (const oct_params *)arg);
 }
 
-/* Writes values octd chose into the control block as a new generation. */
-void octd_publish_params(octd *d, const oct_params *p, const char *why)
+/* Writes values octd chose into the control block as a new generation
+ * (expect: 0, or the generation they were derived from: skipped, and left
+ * to the newer one, when a writer has written since). */
+void octd_publish_params(octd *d, const oct_params *p, const char *why, uint64_t expect)
 {
     oct_error e;
     uint64_t gen;
     oct_params copy = *p;
-    if (oct_control_write(d->ctl, write_params_cb, &copy, &gen, &e) != OCT_OK)
+    oct_err rc = expect ? oct_control_write_if(d->ctl, expect, write_params_cb, &copy, &gen, &e)
+                        : oct_control_write(d->ctl, write_params_cb, &copy, &gen, &e);
+    if (rc == OCT_EAGAIN)
+        octd_log(LOG_DEBUG, "control block: %s values not written: %s (the newer values are "
+                 "checked next)", why, e.msg);
+    else if (rc != OCT_OK)
         octd_log(LOG_ERR, "control block: cannot write %s values: %s", why, e.msg);
     else
         octd_log(LOG_DEBUG, "control block: %s values written as generation %" PRIu64, why, gen);
@@ -288,7 +295,7 @@ static bool ensure_engine(octd *d, const oct_geometry *geom)
     if (memcmp(&used, &d->params, sizeof used) != 0) {
         d->params = used;
         oct_control_from_params(&d->values, &used);
-        octd_publish_params(d, &used, "clamped");
+        octd_publish_params(d, &used, "clamped", d->applied_gen);
     }
     octd_status_engine(d);
     return true;

@@ -32,7 +32,9 @@ void octd_install_engines(octd *d, oct_engine **engs, int n);
 /* [engine] nice = auto for the installed engines (frame thread): -20 (or what
  * RLIMIT_NICE allows) with CPU engines only, octd's own nice otherwise. */
 void octd_auto_nice(octd *d);
-/* Writes values octd chose into the control block as a new generation. */
-void octd_publish_params(octd *d, const oct_params *p, const char *why);
+/* Writes values octd chose into the control block as a new generation;
+ * expect != 0: only while the block still holds that generation (the one the
+ * values replace), so that a writer's newer generation is never overwritten. */
+void octd_publish_params(octd *d, const oct_params *p, const char *why, uint64_t expect);
 
 #endif

@@ -64,8 +64,12 @@ void loop_prof_log(loop_prof *p)
     lat_print(io, sizeof io, p->in_octd);
     uint64_t other = p->steps_ns > known ? p->steps_ns - known : 0;
     double wall = (double)(p->t_step_end - p->t_first) / 1e9;
-    double busy = (double)(p->steps_ns + p->ns[PH_MAIN] - p->ns[PH_SLEEP] - p->ns[PH_WAIT]) /
-                  1e3 / (double)p->frames;
+    /* in doubles: with one frame in a long idle interval the sleeps can exceed
+     * the steps (an unsigned difference printed 1.8e13 us) */
+    double busy = ((double)p->steps_ns + (double)p->ns[PH_MAIN] - (double)p->ns[PH_SLEEP] -
+                   (double)p->ns[PH_WAIT]) / 1e3 / (double)p->frames;
+    if (busy < 0)
+        busy = 0;
     octd_log(LOG_INFO, "frame loop: %" PRIu64 " frames in %.2f s; per frame, us (mean; max us, "
              "calls over the stall mark): %sother %.1f; busy %.1f us per frame (a host ceiling "
              "of ~%.0f frames/s)", p->frames, wall, n < (int)sizeof line ? line : "",

@@ -20,7 +20,9 @@
  *    it); start-up failures that may pass (bind, no GPU, no memory) are 69.
  *  - A rejected generation: the last good values are written back into the
  *    control block (after rejected_gen/reason are published), so `octctl get`
- *    shows what is in use and a later command does not carry the bad values.
+ *    shows what is in use and a later command does not carry the bad values;
+ *    not when a writer has written a newer generation meanwhile (that one is
+ *    checked next: oct_control_write_if).
  *  - SIGHUP re-reads octd.ini, the profile and the masks; the new profile's
  *    values become a new control generation.  Changes of the control/status
  *    block names need a restart (a warning says so).
@@ -477,7 +479,9 @@ static void poll_control(octd *d)
             oct_status_end(d->st);
             STORE64(d->sb->rejected_gen, gen);
             octd_log(LOG_WARNING, "control generation %" PRIu64 " rejected: %s", gen, e.msg);
-            octd_publish_params(d, &d->params, "last good");
+            /* only over the rejected values: an operator's newer generation,
+             * written since, stays and is checked next */
+            octd_publish_params(d, &d->params, "last good", gen);
         }
     } else {
         d->applied_gen = gen;
@@ -653,7 +657,7 @@ static void do_reload(octd *d)
     }
     d->params = used;
     oct_control_from_params(&d->values, &used);
-    octd_publish_params(d, &used, "reloaded profile");
+    octd_publish_params(d, &used, "reloaded profile", 0);
     d->review_dirty = true;
     octd_log_set_level(cfg.log_level);
     warn_save_dir(&cfg);

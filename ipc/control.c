@@ -315,8 +315,9 @@ uint64_t oct_control_generation(const oct_control *c)
     return c ? OCT_LOAD_ACQ(&c->b->seq) / 2 : 0;
 }
 
-oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
-                          oct_error *e)
+/* expect: 0, or the generation the block must still hold (write_if) */
+static oct_err control_write(oct_control *c, uint64_t expect, oct_control_edit_fn fn, void *arg,
+                             uint64_t *gen, oct_error *e)
 {
     if (!c)
         return oct_error_set(e, OCT_EINVAL, "control: no handle");
@@ -325,6 +326,13 @@ oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uin
     oct_err err = lock_fd(c->fd, c->name, e);
     if (err)
         return err;
+    uint64_t s = OCT_LOAD_ACQ(&c->b->seq);
+    if (expect && s != 2 * expect) { /* a newer generation (or a dead writer's) is there */
+        unlock_fd(c->fd);
+        return oct_error_set(e, OCT_EAGAIN, "control %s: generation %llu superseded by %llu%s",
+                             c->name, (unsigned long long)expect, (unsigned long long)(s / 2),
+                             s & 1 ? " (a writer died inside it)" : "");
+    }
     /* under the lock no other writer is inside, so the fields are stable
      * (a dead writer's half-written values are the starting point) */
     oct_control_values v;
@@ -336,6 +344,20 @@ oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uin
     if (gen)
         *gen = g;
     return OCT_OK;
+}
+
+oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
+                          oct_error *e)
+{
+    return control_write(c, 0, fn, arg, gen, e);
+}
+
+oct_err oct_control_write_if(oct_control *c, uint64_t expect_gen, oct_control_edit_fn fn, void *arg,
+                             uint64_t *gen, oct_error *e)
+{
+    if (expect_gen == 0)
+        return oct_error_set(e, OCT_EINVAL, "control: write_if needs a generation (>= 1)");
+    return control_write(c, expect_gen, fn, arg, gen, e);
 }
 
 struct command_arg {

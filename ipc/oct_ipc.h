@@ -589,6 +589,13 @@ uint64_t oct_control_generation(const oct_control *c);
 typedef void (*oct_control_edit_fn)(oct_control_values *v, void *arg);
 oct_err oct_control_write(oct_control *c, oct_control_edit_fn fn, void *arg, uint64_t *gen,
                           oct_error *e);
+/* As oct_control_write, only while the block still holds generation
+ * expect_gen (>= 1): once another writer has written a newer one, nothing is
+ * written and OCT_EAGAIN says which.  For write-backs derived from an older
+ * generation (octd's last good values after a rejection): a newer writer's
+ * values must not be overwritten by them. */
+oct_err oct_control_write_if(oct_control *c, uint64_t expect_gen, oct_control_edit_fn fn, void *arg,
+                             uint64_t *gen, oct_error *e);
 /* Issues a command: increments command_seq and sets command in one generation
  * (its arguments cmd_flags/cmd_frames/cmd_seconds zero). */
 oct_err oct_control_command(oct_control *c, uint32_t command, uint64_t *command_seq,
