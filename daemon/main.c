@@ -480,8 +480,10 @@ static void poll_control(octd *d)
             STORE64(d->sb->rejected_gen, gen);
             octd_log(LOG_WARNING, "control generation %" PRIu64 " rejected: %s", gen, e.msg);
             /* only over the rejected values: an operator's newer generation,
-             * written since, stays and is checked next */
-            octd_publish_params(d, &d->params, "last good", gen);
+             * written since, stays and is checked next (generation 0 has
+             * no write_if: a zeroed block; its next writer's values count) */
+            if (gen)
+                octd_publish_params(d, &d->params, "last good", gen);
         }
     } else {
         d->applied_gen = gen;

@@ -23,9 +23,18 @@ struct oct_control {
     int fd;
     oct_control_block *b;
     bool writable;
+    /* Generations only grow (seq survives an octd restart, create()).  A
+     * seq below the highest one read is a writer inside its store of seq:
+     * one that stores it byte by byte (CPython's struct.pack_into zeroes
+     * the field first) passes through smaller even values while the new
+     * fields are already there, and a reader must not label them with a
+     * wrong, older generation.  A lower seq that stays put for
+     * LOWER_SEQ_ACCEPT_NS is taken as the block's own (re-initialised). */
+    uint64_t seq_read, lower_seq, lower_since_ns;
 };
 
 #define READ_PAUSE_NS 20000ull /* between two failed read attempts */
+#define LOWER_SEQ_ACCEPT_NS 1000000000ull
 
 /* The field copies run inside the seqlock; a reader may see values that a
  * writer is changing, which the seq re-check then discards.  The option
@@ -283,6 +292,18 @@ oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, ui
     return err;
 }
 
+/* true once the lower seq s has stayed the same for LOWER_SEQ_ACCEPT_NS */
+static bool lower_seq_settled(oct_control *c, uint64_t s)
+{
+    uint64_t now = oct_time_monotonic_ns();
+    if (c->lower_since_ns == 0 || c->lower_seq != s) {
+        c->lower_seq = s;
+        c->lower_since_ns = now;
+        return false;
+    }
+    return now - c->lower_since_ns >= LOWER_SEQ_ACCEPT_NS;
+}
+
 static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen)
 {
     for (int i = 0; i < attempts; i++) {
@@ -291,6 +312,8 @@ static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v,
         uint64_t s0 = OCT_LOAD_ACQ(&c->b->seq);
         if (s0 & 1)
             continue;
+        if (s0 < c->seq_read && !lower_seq_settled(c, s0))
+            continue;
         oct_control_values tmp;
         memset(&tmp, 0, sizeof tmp); /* padding too: callers may memcmp values */
         block_to_values(c->b, &tmp);
@@ -298,6 +321,8 @@ static oct_err read_guarded(oct_control *c, int attempts, oct_control_values *v,
         if (OCT_LOAD_RLX(&c->b->seq) != s0)
             continue;
         *v = tmp;
+        c->seq_read = s0;
+        c->lower_since_ns = 0;
         if (gen)
             *gen = s0 / 2;
         return OCT_OK;

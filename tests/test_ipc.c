@@ -1048,6 +1048,65 @@ START_TEST(control_write_if)
 }
 END_TEST
 
+/* A writer storing seq byte by byte (CPython's struct.pack_into zeroes the
+ * field, then writes it low byte first) passes through smaller even values
+ * while its new fields are in place: e2e_faults' random blocks beside
+ * stress-ng had octd read generation 0 with a writer's broken values, reject
+ * "generation 0" and write the last good values back over that writer's
+ * generation unchecked.  A seq below one already read is a store in
+ * progress; one that stays put for a second is the block's own. */
+START_TEST(control_torn_seq)
+{
+    const char *name = shm_name("torn");
+    oct_control_values init = default_values();
+    oct_error e;
+    oct_control *ctl, *wr;
+    ck_assert_msg(oct_control_create(&ctl, name, &init, 0, &e) == OCT_OK, "%s", e.msg);
+    ck_assert_msg(oct_control_open(&wr, name, true, &e) == OCT_OK, "%s", e.msg);
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    oct_control_block *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert(b != MAP_FAILED);
+    close(fd);
+    struct pattern a = {3, 1}, pb = {4, 2};
+    uint64_t g1, g2, gen;
+    oct_control_values v;
+    ck_assert_int_eq(oct_control_write(wr, pattern_fn, &a, &g1, &e), OCT_OK);
+    ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(gen, g1);
+    ck_assert_int_eq(oct_control_write(wr, pattern_fn, &pb, &g2, &e), OCT_OK);
+    /* the final store of seq caught half-way: zeroed, and low byte only */
+    uint64_t full = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
+    const uint64_t torn[] = {0, full & 0xff, 2};
+    for (size_t i = 0; i < sizeof torn / sizeof torn[0]; i++) {
+        if (torn[i] & 1 || torn[i] >= 2 * g1)
+            continue;
+        __atomic_store_n(&b->seq, torn[i], __ATOMIC_RELEASE);
+        ck_assert_msg(oct_control_read(ctl, 3, &v, &gen) == OCT_EAGAIN,
+                      "seq %llu below the generation read (%llu) taken as generation %llu",
+                      (unsigned long long)torn[i], (unsigned long long)g1,
+                      (unsigned long long)gen);
+    }
+    __atomic_store_n(&b->seq, full, __ATOMIC_RELEASE); /* the store completes */
+    ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_OK);
+    ck_assert_uint_eq(gen, g2);
+    ck_assert_int_eq(v.freq_cutoff, 4000002);
+    /* a block that really went back (re-initialised): taken after 1 s */
+    __atomic_store_n(&b->seq, 4, __ATOMIC_RELEASE);
+    ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_EAGAIN);
+    double t0 = now_s();
+    int rc;
+    while ((rc = oct_control_read(ctl, 2, &v, &gen)) == OCT_EAGAIN && now_s() - t0 < 5)
+        usleep(50000);
+    ck_assert_int_eq(rc, OCT_OK);
+    ck_assert_uint_eq(gen, 2);
+    ck_assert(now_s() - t0 >= 0.9);
+    munmap(b, 4096);
+    oct_control_close(wr, false);
+    oct_control_close(ctl, true);
+}
+END_TEST
+
 START_TEST(control_dead_writer)
 {
     const char *name = shm_name("dead");
@@ -1808,6 +1867,7 @@ static Suite *ipc_suite(void)
     tcase_add_test(tc2, control_concurrent_writers);
     tcase_add_test(tc2, control_dead_writer);
     tcase_add_test(tc2, control_write_if);
+    tcase_add_test(tc2, control_torn_seq);
     tcase_add_test(tc2, control_bad_header);
     tcase_add_test(tc2, control_abi_1_1);
     tcase_add_test(tc2, options_offsets_match_spec);

@@ -305,7 +305,10 @@ def cmd_ctl_random(a):
             v[k] = rng.choice(vals)
         raw = struct.pack(CTL_FMT, *v) if kind != "random" else os.urandom(92)
         # writers serialise with flock on the object (octd writes the last good
-        # values back after a rejection: without the lock both may bump seq)
+        # values back after a rejection: without the lock both may bump seq).
+        # struct.pack_into stores seq byte by byte after zeroing it, so octd
+        # can read a smaller even seq with these fields (ipc/control.c takes
+        # it as a store in progress): a hostile writer on purpose
         fcntl.flock(lk, fcntl.LOCK_EX)
         seq = struct.unpack_from("<Q", m, 64)[0]
         struct.pack_into("<Q", m, 64, seq + 1)
@@ -328,7 +331,8 @@ def cmd_ctl_random(a):
         if kind == "valid" and rj == gen:
             sys.exit("valid generation %d rejected: %s (values %r)" % (gen, reason, v))
         if kind == "broken" and rj != gen:
-            sys.exit("broken generation %d applied (values %r)" % (gen, v))
+            sys.exit("broken generation %d applied (status: applied %d, rejected %d %r; "
+                     "values %r)" % (gen, ap, rj, reason, v))
         if rj == gen and not reason:
             sys.exit("generation %d rejected without a reason" % gen)
         if kind == "random":
