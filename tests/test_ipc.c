@@ -1048,6 +1048,17 @@ START_TEST(control_write_if)
 }
 END_TEST
 
+/* a writable mapping of the block's 4096 bytes by name, as a foreign writer has */
+static void *map_block_rw(const char *name)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    ck_assert_int_ge(fd, 0);
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ck_assert(m != MAP_FAILED);
+    close(fd);
+    return m;
+}
+
 /* A writer storing seq byte by byte (CPython's struct.pack_into zeroes the
  * field, then writes it low byte first) passes through smaller even values
  * while its new fields are in place: e2e_faults' random blocks beside
@@ -1063,11 +1074,7 @@ START_TEST(control_torn_seq)
     oct_control *ctl, *wr;
     ck_assert_msg(oct_control_create(&ctl, name, &init, 0, &e) == OCT_OK, "%s", e.msg);
     ck_assert_msg(oct_control_open(&wr, name, true, &e) == OCT_OK, "%s", e.msg);
-    int fd = shm_open(name, O_RDWR, 0);
-    ck_assert_int_ge(fd, 0);
-    oct_control_block *b = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ck_assert(b != MAP_FAILED);
-    close(fd);
+    oct_control_block *b = map_block_rw(name);
     struct pattern a = {3, 1}, pb = {4, 2};
     uint64_t g1, g2, gen;
     oct_control_values v;
@@ -1208,10 +1215,7 @@ START_TEST(control_abi_1_1)
     ck_assert_msg(oct_control_create(&c, name, &init, 0600, &e) == OCT_OK, "%s", e.msg);
     ck_assert_uint_eq(oct_control_abi_minor(c), OCT_CONTROL_ABI_MINOR);
     /* raw bytes at the SPEC offsets, independent of the struct */
-    int fd = shm_open(name, O_RDWR, 0);
-    ck_assert_int_ge(fd, 0);
-    unsigned char *raw = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ck_assert(raw != MAP_FAILED);
+    unsigned char *raw = map_block_rw(name);
     uint32_t u;
     int32_t i32;
     double d;
@@ -1275,7 +1279,6 @@ START_TEST(control_abi_1_1)
     ck_assert(v.disp_k0 == 0.4995f);
     oct_control_close(c, true);
     munmap(raw, 4096);
-    close(fd);
 }
 END_TEST
 
