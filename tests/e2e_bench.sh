@@ -11,6 +11,7 @@
 # Smoke runs of `octbench --quick --only ipc` (its rows complete; a row at
 # 0 GB/s on a busy machine is a note) and `--only bscan-msi --backend
 # cpu` (exit 0, their tables printed), and of `--e2e --only angio` (issue 18).
+# `--e2e --sub-tcp` (the endpoint on loopback TCP).
 # `--e2e --sub-shm` (the subscriber on [publish] shm_endpoint, copying each
 # image out of octd's image area, over two SUB sockets) once this octd
 # accepts shm_endpoint (octd --check-config on a config with it).
@@ -47,6 +48,13 @@ timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only bscan --seconds 0.
 grep -q "frame path: cpu, .*copied per frame" "$TMP/out.txt" || fail "the copying path was not used for the CPU engine"
 check_rows bscan copy
 echo "ok   copied, copy producer paced: $(summary)"
+
+# --sub-tcp: octd's endpoint on loopback TCP at a free port, the subscriber on it
+timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only bscan --seconds 0.5 --producer commit --frame-rate 100 \
+    --sub-tcp >"$TMP/out.txt" 2>&1 || fail "octbench --e2e --sub-tcp exit $?"
+grep -q "^# octd: .*endpoint tcp://127\.0\.0\.1:[0-9]" "$TMP/out.txt" || fail "--sub-tcp: octd's endpoint is not loopback TCP"
+check_rows bscan commit
+echo "ok   subscriber on loopback TCP: $(summary)"
 
 # angiography (issue 18): frames of R = 4 repeats, struct + decor + ssada + slab_max, paced
 timeout 60 "$BIN/octbench" --e2e --quick --backend cpu --only angio --seconds 2 --producer commit \

@@ -57,6 +57,7 @@ typedef struct octbench_opts {
     const char *trace;      /* --trace DIR: every measured frame's stamps, a CSV per run */
     bool sub_shm;           /* --sub-shm: the subscriber on octd's [publish] shm_endpoint,
                              * copying each image out of octd's image area */
+    bool sub_tcp;           /* --sub-tcp: [publish] endpoint on loopback TCP, not ipc:// */
 } octbench_opts;
 
 /* Engine workloads (bscan-cfd, bscan-msi, volume-cfd, volume-msi, ...) on the

@@ -42,7 +42,8 @@
  * reads that endpoint's header-only messages and copies each image out of
  * the area before it counts as received; images overwritten first are
  * "lost in shm" (a line after each row); --hostile's crowd stays on the
- * normal endpoint.
+ * normal endpoint.  --sub-tcp: the normal endpoint is tcp://127.0.0.1 at a
+ * free port instead of ipc:// (the transport's share of the delivery).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -57,7 +58,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -696,6 +700,22 @@ static void write_trace(const char *dir, const char *wname, subscriber *sub)
         printf("# %s: trace of %zu frames in %s\n", wname, sub->nlat, path);
 }
 
+/* --sub-tcp: a loopback port free now (the kernel's pick for port 0; octd
+ * binds it a moment later, and a taker in between makes octd fail to start
+ * with "cannot bind", not a wrong result); 0 if none */
+static int free_tcp_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &al) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
 static int run_workload(const octbench_opts *o, const workload *w, bool commit,
                         const char *devices, const char *octd_path, const char *tmp, FILE *json,
                         double *best_gbs, double *sust_gbs, tails_acc *acc)
@@ -713,7 +733,15 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     snprintf(prof, sizeof prof, "%s/%s.yaml", tmp, w->name);
     snprintf(masks, sizeof masks, "%s/%s-masks.npy", tmp, w->name);
     snprintf(log, sizeof log, "%s/%s-octd.log", tmp, w->name);
-    snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
+    int port = o->sub_tcp ? free_tcp_port() : 0;
+    if (o->sub_tcp && !port) {
+        fprintf(stderr, "octbench e2e: --sub-tcp: no free loopback TCP port: %s\n", strerror(errno));
+        return 1;
+    }
+    if (o->sub_tcp)
+        snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
+    else
+        snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
     snprintf(shm_ep, sizeof shm_ep, "ipc://%s/%s-shm.pub", tmp, w->name);
     snprintf(area, sizeof area, "/octbench-%d-%s-images", (int)me, w->name);
     const char *backend = o->backend == OCT_BACKEND_CPU ? "cpu" : o->backend == OCT_BACKEND_CUDA ? "cuda" : "auto";

@@ -116,6 +116,9 @@ static void usage(FILE *f)
             "                           its own before it counts as received (overwritten\n"
             "                           first: lost in shm); --hostile's crowd stays on the\n"
             "                           normal endpoint\n"
+            "  --sub-tcp                --e2e: octd's [publish] endpoint (the subscriber's\n"
+            "                           and --hostile's) on tcp://127.0.0.1 at a free port\n"
+            "                           instead of ipc:// (A/B of the transport)\n"
             "  --trace DIR              --e2e: each run's measured frames as received, a\n"
             "                           CSV line each (acquired, taken, submitted, done,\n"
             "                           published, received ns) in DIR/WORKLOAD-MS.csv\n"
@@ -170,7 +173,7 @@ int main(int argc, char **argv)
            O_RUNS, O_ENGINE_KEYS, O_ANGIO_PATH, O_ANGIO_CHUNK, O_SNDHWM,
            O_HOSTILE_CHILD, O_HOSTILE_CPUS, O_HOSTILE_NICE, O_HOSTILE_INPROC, O_PUBLISH_KEYS,
            O_WINDOW, O_GRAPH, O_PRODUCER_CPU, O_RING_SLOTS, O_TOPICS, O_SUB_SOCKETS, O_DISP_CHUNK,
-           O_DISP, O_CFD, O_SUB_SHM, O_TRACE };
+           O_DISP, O_CFD, O_SUB_SHM, O_TRACE, O_SUB_TCP };
     static const struct option opts[] = {
         {"backend", required_argument, 0, O_BACKEND}, {"warmup", required_argument, 0, O_WARMUP},
         {"reps", required_argument, 0, O_REPS},       {"threads", required_argument, 0, O_THREADS},
@@ -208,6 +211,7 @@ int main(int argc, char **argv)
         {"topics", required_argument, 0, O_TOPICS},
         {"sub-sockets", required_argument, 0, O_SUB_SOCKETS},
         {"sub-shm", no_argument, 0, O_SUB_SHM},
+        {"sub-tcp", no_argument, 0, O_SUB_TCP},
         {"trace", required_argument, 0, O_TRACE},
         {"angio-path", required_argument, 0, O_ANGIO_PATH},
         {"angio-chunk", required_argument, 0, O_ANGIO_CHUNK},
@@ -450,6 +454,7 @@ int main(int argc, char **argv)
             break;
         case O_HOSTILE_INPROC: o.hostile_in_process = true; break;
         case O_SUB_SHM: o.sub_shm = true; break;
+        case O_SUB_TCP: o.sub_tcp = true; break;
         case O_TRACE: o.trace = optarg; break;
         case O_SUB_SOCKETS: {
             long v = strtol(optarg, &end, 10);
