@@ -45,11 +45,13 @@
  * normal endpoint.  --sub-tcp: the normal endpoint is tcp://127.0.0.1 at a
  * free port instead of ipc:// (the transport's share of the delivery).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -58,8 +60,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -711,8 +711,10 @@ static int free_tcp_port(void)
     if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
         getsockname(fd, (struct sockaddr *)&a, &al) == 0)
         port = ntohs(a.sin_port);
+    int err = errno; /* the failed call's, for the caller's message */
     if (fd >= 0)
         close(fd);
+    errno = err;
     return port;
 }
 
@@ -733,15 +735,16 @@ static int run_workload(const octbench_opts *o, const workload *w, bool commit,
     snprintf(prof, sizeof prof, "%s/%s.yaml", tmp, w->name);
     snprintf(masks, sizeof masks, "%s/%s-masks.npy", tmp, w->name);
     snprintf(log, sizeof log, "%s/%s-octd.log", tmp, w->name);
-    int port = o->sub_tcp ? free_tcp_port() : 0;
-    if (o->sub_tcp && !port) {
-        fprintf(stderr, "octbench e2e: --sub-tcp: no free loopback TCP port: %s\n", strerror(errno));
-        return 1;
-    }
-    if (o->sub_tcp)
+    if (o->sub_tcp) {
+        int port = free_tcp_port();
+        if (!port) {
+            fprintf(stderr, "octbench e2e: --sub-tcp: no free loopback TCP port: %s\n", strerror(errno));
+            return 1;
+        }
         snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
-    else
+    } else {
         snprintf(endpoint, sizeof endpoint, "ipc://%s/%s.pub", tmp, w->name);
+    }
     snprintf(shm_ep, sizeof shm_ep, "ipc://%s/%s-shm.pub", tmp, w->name);
     snprintf(area, sizeof area, "/octbench-%d-%s-images", (int)me, w->name);
     const char *backend = o->backend == OCT_BACKEND_CPU ? "cpu" : o->backend == OCT_BACKEND_CUDA ? "cuda" : "auto";
