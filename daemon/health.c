@@ -21,6 +21,7 @@
 #include "octd.h"
 
 #define MAX_WARNINGS 6
+#define LOWER_SHOWN_NS 200000000ull /* a lower control seq waiting this long is a warning */
 #define NO_IMAGES_NS 2000000000ull /* processed but nothing published for this long: say so */
 
 struct octd_health {
@@ -177,6 +178,14 @@ static void compute(octd *d, octd_health *h, uint64_t now)
         warn(h, "%s", d->engine_warning);
     if (d->shm_warning[0]) /* [publish] shm_endpoint has no image area */
         warn(h, "%s", d->shm_warning);
+    /* a control block whose seq went back: ignored for 1 s (a writer inside
+     * its store of seq passes through smaller values for microseconds, so
+     * only a wait that lasts is told) */
+    uint64_t lower, read;
+    if (oct_control_lower_pending(d->ctl, &lower, &read) >= LOWER_SHOWN_NS)
+        warn(h, "control block went back from generation %" PRIu64 " to %" PRIu64
+                " (re-created?): the values in use stay until it has not changed for 1 s",
+             read, lower);
     const oct_params *p = &d->params;
     const oct_geometry *g = d->ring ? &d->ring_geom : d->eng ? &d->eng_geom : NULL;
     uint32_t asked = p->products & ~OCT_PRODUCT_F32;

@@ -446,6 +446,10 @@ static void poll_control(octd *d)
         return; /* a writer was inside every time: next iteration */
     if (gen == d->seen_gen)
         return;
+    if (gen < d->seen_gen) /* oct_control_read took it after 1 s unchanged */
+        octd_log(LOG_NOTICE, "control block went back from generation %" PRIu64 " to %" PRIu64
+                             " and stayed there for 1 s: taken as the block's own (re-created)",
+                 d->seen_gen, gen);
     d->seen_gen = gen;
     oct_params p;
     oct_params_from_control(&p, &v);

@@ -340,6 +340,23 @@ uint64_t oct_control_generation(const oct_control *c)
     return c ? OCT_LOAD_ACQ(&c->b->seq) / 2 : 0;
 }
 
+uint64_t oct_control_lower_pending(const oct_control *c, uint64_t *lower_gen, uint64_t *read_gen)
+{
+    if (!c)
+        return 0;
+    uint64_t s = OCT_LOAD_ACQ(&c->b->seq);
+    /* the reader's record, checked against the block as it is now: a seq
+     * back at or above the one read is no longer pending, read or not */
+    if (!c->lower_since_ns || s & 1 || s >= c->seq_read || s != c->lower_seq)
+        return 0;
+    if (lower_gen)
+        *lower_gen = s / 2;
+    if (read_gen)
+        *read_gen = c->seq_read / 2;
+    uint64_t now = oct_time_monotonic_ns();
+    return now > c->lower_since_ns ? now - c->lower_since_ns : 1;
+}
+
 /* expect: 0, or the generation the block must still hold (write_if) */
 static oct_err control_write(oct_control *c, uint64_t expect, oct_control_edit_fn fn, void *arg,
                              uint64_t *gen, oct_error *e)

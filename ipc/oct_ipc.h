@@ -579,6 +579,11 @@ void oct_control_close(oct_control *c, bool unlink_name);
 oct_err oct_control_read(oct_control *c, int attempts, oct_control_values *v, uint64_t *gen);
 /* Current generation without reading the values. */
 uint64_t oct_control_generation(const oct_control *c);
+/* How long (ns) the block's seq has stood below the highest generation read
+ * while oct_control_read refuses it (OCT_EAGAIN until it has stayed put for
+ * 1 s: a writer inside its store of seq, or a re-created block); 0 when none.
+ * *lower_gen: that seq's generation, *read_gen: the one read before. */
+uint64_t oct_control_lower_pending(const oct_control *c, uint64_t *lower_gen, uint64_t *read_gen);
 
 /* Writer: lock (flock(LOCK_EX) on the block's shm fd itself, so writers in
  * several processes serialise and a dead writer's lock is released by the

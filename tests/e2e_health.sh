@@ -15,6 +15,8 @@
 #     warning_count), octctl status (summary=) and the log; a valid profile
 #     clears it; on a volume ring, enface.start past the last depth: applied
 #     with a warning naming enface.start and the depth
+#  d. a control block whose seq goes back (re-created): a warning while octd
+#     ignores it, then taken after 1 s unchanged (logged), and set works on
 # Exit 0 pass, 77 skip, else fail.  KEEP=1 keeps $T.
 set -u
 BUILD=${BUILD:-build}
@@ -156,4 +158,25 @@ wait_for 5 'st warnings | grep -q "enface.start 200 is past the last depth of cf
 "${CTL[@]}" set enface.start=4 >/dev/null || fail "enface.start=4"
 wait_for 5 '[ "$(st warning_count)" = 0 ]' || fail "warning stays: $(st warnings)"
 echo "ok   c. enface.start past the last depth: applied, warned ('$(grep -o 'enface.start 200 is past[^;]*' "$T/octd.log" | head -1)'), cleared"
+
+# ---- d. a control block that went back (re-created by a writer) ----
+g0=$("$PYTHON" - "/dev/shm$N-control" <<'PYEOF'
+import mmap, struct, sys
+with open(sys.argv[1], "r+b") as f:
+    m = mmap.mmap(f.fileno(), 4096)
+    s = struct.unpack_from("<Q", m, 64)[0]
+    if s // 2 > 1:
+        struct.pack_into("<Q", m, 64, 2)  # seq 2: generation 1, the fields as they are
+    print(s // 2)
+PYEOF
+)
+[ "${g0:-0}" -gt 1 ] || fail "control generation ${g0:-?}: expected > 1 after the sets above"
+wait_for 5 'grep -q "<4>octd: control block went back from generation $g0 to 1 (re-created?)" "$T/octd.log"' ||
+    fail "control seq back at generation 1 from $g0: no warning logged ($(st warnings))"
+wait_for 5 '[ "$(st applied_gen)" = 1 ]' || fail "generation 1 never taken: applied_gen $(st applied_gen)"
+grep -q "<5>octd: control block went back from generation $g0 to 1 and stayed there for 1 s" "$T/octd.log" ||
+    fail "taking generation 1 not logged"
+wait_for 5 '[ "$(st warning_count)" = 0 ]' || fail "warning stays after generation 1 was taken: $(st warnings)"
+"${CTL[@]}" set enface.start=6 >/dev/null || fail "enface.start=6 after the block went back"
+echo "ok   d. control block back from generation $g0 to 1: warned while ignored, taken after 1 s (logged), set works on"
 exit 0

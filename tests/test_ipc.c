@@ -1085,29 +1085,45 @@ START_TEST(control_torn_seq)
     /* the final store of seq caught half-way: zeroed, and low byte only */
     uint64_t full = __atomic_load_n(&b->seq, __ATOMIC_ACQUIRE);
     const uint64_t torn[] = {0, full & 0xff, 2};
+    uint64_t last_torn = 0;
     for (size_t i = 0; i < sizeof torn / sizeof torn[0]; i++) {
         if (torn[i] & 1 || torn[i] >= 2 * g1)
             continue;
-        __atomic_store_n(&b->seq, torn[i], __ATOMIC_RELEASE);
+        __atomic_store_n(&b->seq, last_torn = torn[i], __ATOMIC_RELEASE);
         ck_assert_msg(oct_control_read(ctl, 3, &v, &gen) == OCT_EAGAIN,
                       "seq %llu below the generation read (%llu) taken as generation %llu",
                       (unsigned long long)torn[i], (unsigned long long)g1,
                       (unsigned long long)gen);
     }
+    uint64_t lg = 0, rg = 0;
+    ck_assert_uint_gt(oct_control_lower_pending(ctl, &lg, &rg), 0); /* the last torn value */
+    ck_assert_uint_eq(lg, last_torn / 2);
+    ck_assert_uint_eq(rg, g1);
     __atomic_store_n(&b->seq, full, __ATOMIC_RELEASE); /* the store completes */
+    ck_assert_uint_eq(oct_control_lower_pending(ctl, NULL, NULL), 0); /* not read yet: still 0 */
     ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_OK);
     ck_assert_uint_eq(gen, g2);
     ck_assert_int_eq(v.freq_cutoff, 4000002);
     /* a block that really went back (re-initialised): taken after 1 s */
     __atomic_store_n(&b->seq, 4, __ATOMIC_RELEASE);
+    ck_assert_uint_eq(oct_control_lower_pending(ctl, NULL, NULL), 0); /* no read has seen it */
     ck_assert_int_eq(oct_control_read(ctl, 2, &v, &gen), OCT_EAGAIN);
     double t0 = now_s();
     int rc;
-    while ((rc = oct_control_read(ctl, 2, &v, &gen)) == OCT_EAGAIN && now_s() - t0 < 5)
+    uint64_t waited = 0;
+    while ((rc = oct_control_read(ctl, 2, &v, &gen)) == OCT_EAGAIN && now_s() - t0 < 5) {
+        uint64_t w = oct_control_lower_pending(ctl, &lg, &rg);
+        ck_assert_uint_ge(w, waited); /* how long it has waited: grows */
+        ck_assert_uint_eq(lg, 2);
+        ck_assert_uint_eq(rg, g2);
+        waited = w;
         usleep(50000);
+    }
     ck_assert_int_eq(rc, OCT_OK);
     ck_assert_uint_eq(gen, 2);
     ck_assert(now_s() - t0 >= 0.9);
+    ck_assert_uint_ge(waited, 800000000ull); /* told for most of the second */
+    ck_assert_uint_eq(oct_control_lower_pending(ctl, NULL, NULL), 0); /* taken: none pending */
     munmap(b, 4096);
     oct_control_close(wr, false);
     oct_control_close(ctl, true);
