@@ -18,6 +18,7 @@ struct Sink {
     bool xh, xv;   /* cross-section rows */
     bool full;     /* every spectrum needs every depth (plan.h) */
     bool all;      /* rows of depth set ALL: sink_tile_kernel (unless legacy) */
+    bool every;    /* ... and one of them wants every spectrum (not only the cross-sections') */
     bool other;    /* rows of the other depth sets (en-face, ranges): sink_kernel */
     bool legacy;   /* setup.cuda.sink = OCT_CUDA_SINK_WARP: sink_kernel for every row */
     bool async;    /* OCT_CUDA_SINK_TILE: the MSI GEMM output's tiles copied by cp.async */
@@ -35,12 +36,16 @@ Sink make_sink(oct_engine *eng, Slot *sl, int m)
     k.xh = pm->xs_h;
     k.xv = pm->xs_v;
     k.full = pm->full;
-    k.all = k.other = false;
+    k.all = k.every = k.other = false;
     for (uint32_t i = 0; i < pm->nlayout; i++) {
         const oct_layout *r = &pm->layout[i];
         if (r->select == OCT_SEL_GROUP) continue; /* angio_run */
-        if (r->depths == OCT_DEPTHS_ALL && r->reduce == OCT_REDUCE_NONE) k.all = true;
-        else k.other = true;
+        if (r->depths == OCT_DEPTHS_ALL && r->reduce == OCT_REDUCE_NONE) {
+            k.all = true;
+            k.every |= r->select == OCT_SEL_ALL;
+        } else {
+            k.other = true;
+        }
     }
     k.legacy = eng->setup.cuda.sink == OCT_CUDA_SINK_WARP;
     k.async = eng->setup.cuda.sink == OCT_CUDA_SINK_TILE;
@@ -108,7 +113,12 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
                     long long nrows, int nh, oct_error *e)
 {
     if (nrows <= 0) return OCT_OK;
-    bool tile = !k.legacy && k.all && mode != MODE_SUB;
+    /* Tiles where every row of the launch wants every depth (B-scans, full
+     * volumes) or the rows are the gathered cross-sections; a volume whose
+     * only all-depth rows are its cross-sections' spectra (392 of 38,400)
+     * leaves them to the warp per row: tiles over every spectrum cost the
+     * 200x192 volume's CFD sink 0.11 ms more (H200, 2026-12-02). */
+    bool tile = !k.legacy && k.all && (mode == MODE_XS || (mode == MODE_ALL && k.every));
     if (tile) {
         /* depth set ALL: tiles of rows x depths (the table's D: the method's depths) */
         int D = k.D;
@@ -137,8 +147,11 @@ oct_err launch_sink(cudaStream_t st, const Src &src, const Sink &k, int mode, lo
         int threads = 256;
         if (!k.legacy && k.sms > 0)
             while (threads > 64 && blocks_for(nrows * 32, threads) < 4ll * k.sms) threads /= 2;
-        /* legacy: the old reads too (no staging), for A/B */
-        int ws = k.legacy ? 0 : sink_stage_floats(src);
+        /* legacy: the old reads too (no staging), for A/B.  The en-face
+         * pass (MODE_SUB) reads directly as well: staged, the 200x192
+         * volume's MSI sink took 0.18 ms more (H200, 2026-12-02); the lanes'
+         * reads of their own lags are served by L1 there. */
+        int ws = k.legacy || mode == MODE_SUB ? 0 : sink_stage_floats(src);
         size_t smem = (size_t)(threads / 32) * ws * sizeof(float);
         sink_kernel<Src><<<blocks_for(nrows * 32, threads), threads, smem, st>>>(src, k.tab, mode, j0, nrows, nh,
                                                                                 tile ? 1 : 0, ws);
