@@ -181,11 +181,11 @@ static void compute(octd *d, octd_health *h, uint64_t now)
     /* a control block whose seq went back: ignored for 1 s (a writer inside
      * its store of seq passes through smaller values for microseconds, so
      * only a wait that lasts is told) */
-    uint64_t lower, read;
-    if (oct_control_lower_pending(d->ctl, &lower, &read) >= LOWER_SHOWN_NS)
+    uint64_t lower_gen, read_gen;
+    if (oct_control_lower_pending(d->ctl, &lower_gen, &read_gen) >= LOWER_SHOWN_NS)
         warn(h, "control block went back from generation %" PRIu64 " to %" PRIu64
                 " (re-created?): the values in use stay until it has not changed for 1 s",
-             read, lower);
+             read_gen, lower_gen);
     const oct_params *p = &d->params;
     const oct_geometry *g = d->ring ? &d->ring_geom : d->eng ? &d->eng_geom : NULL;
     uint32_t asked = p->products & ~OCT_PRODUCT_F32;

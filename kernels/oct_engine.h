@@ -274,8 +274,9 @@ typedef struct oct_cuda_tuning {
  * by cp.async, where every spectrum wants every depth (B-scans, full
  * volumes) and for the gathered cross-sections; a volume's other rows (its
  * en-face depths; its cross-sections' spectra within the whole frame) one
- * warp per spectrum, reading the GEMM output directly; OCT_CUDA_SINK_WARP: one warp per spectrum, 8 per block (the
- * geometry before issue 19, for A/B runs); OCT_CUDA_SINK_TILE_REG: tiles,
+ * warp per spectrum, reading the GEMM output directly.  OCT_CUDA_SINK_WARP:
+ * one warp per spectrum, 8 per block (the geometry before issue 19, for A/B
+ * runs); OCT_CUDA_SINK_TILE_REG: tiles,
  * the GEMM output staged through registers one row per warp (before
  * 2026-12-02, for A/B runs).  All three give the same bits. */
 enum oct_cuda_sink { OCT_CUDA_SINK_TILE = 0, OCT_CUDA_SINK_WARP = 1, OCT_CUDA_SINK_TILE_REG = 2 };
